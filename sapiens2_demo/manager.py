@@ -1,0 +1,198 @@
+"""Loads checkpoints on first use, once, and keeps a bounded set of them in memory.
+
+- Lazy: constructing a ModelManager loads nothing.
+- Thread-safe: concurrent first requests for one checkpoint share a single load (a lock per key).
+- Bounded: loaded models are kept within `memory_budget_bytes`, least recently used evicted first.
+- Local first: `checkpoint_dir/sapiens2-<task>-<size>/` is used when present, never touching the network.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from .registry import TASKS, Checkpoint
+
+log = logging.getLogger(__name__)
+
+DEFAULT_DETECTOR = "yolo11n.pt"
+
+
+class CheckpointUnavailable(RuntimeError):
+    """A checkpoint could not be had; the message says which one and how to supply it."""
+
+
+@dataclass
+class LoadedModel:
+    model: Any  # a transformers model, or an ultralytics YOLO for the detector
+    processor: Any  # Sapiens2ImageProcessor (None for the detector)
+    nbytes: int
+    source: str  # local path or "repo@revision", for messages
+    device: str = "cpu"
+    dtype: Any = None
+
+
+def resolve_device(device: str | None = None, dtype: str | None = None):
+    """'auto' -> CUDA with bf16 when available, else CPU with fp32."""
+    import torch
+
+    device = (device or os.environ.get("SAPIENS2_DEVICE") or "auto").lower()
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    dtype = (dtype or os.environ.get("SAPIENS2_DTYPE") or "auto").lower()
+    if dtype == "auto":
+        dtype = "bfloat16" if device.startswith("cuda") else "float32"
+    dtypes = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
+              "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
+    if dtype not in dtypes:
+        raise ValueError(f"Unknown dtype {dtype!r}; choose float32, bfloat16 or float16.")
+    return device, dtypes[dtype]
+
+
+def default_budget_bytes(device: str) -> int:
+    env = os.environ.get("SAPIENS2_MODEL_BUDGET_GB")
+    if env:
+        return int(float(env) * 2**30)
+    import torch
+
+    if device.startswith("cuda") and torch.cuda.is_available():
+        return int(torch.cuda.get_device_properties(torch.device(device)).total_memory * 0.7)
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        total = 16 * 2**30
+    return int(total * 0.5)
+
+
+def _model_nbytes(model) -> int:
+    tensors = list(model.parameters()) + list(model.buffers())
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+class ModelManager:
+    def __init__(self, checkpoint_dir: str | Path | None = None, device: str | None = None,
+                 dtype: str | None = None, memory_budget_bytes: int | None = None,
+                 detector: str | None = None):
+        checkpoint_dir = checkpoint_dir or os.environ.get("SAPIENS2_CHECKPOINT_DIR")
+        self.checkpoint_dir = Path(checkpoint_dir).expanduser() if checkpoint_dir else None
+        self.device, self.dtype = resolve_device(device, dtype)
+        self.memory_budget_bytes = memory_budget_bytes or default_budget_bytes(self.device)
+        self.detector_name = detector or os.environ.get("SAPIENS2_DETECTOR") or DEFAULT_DETECTOR
+        self._models: OrderedDict[tuple, LoadedModel] = OrderedDict()
+        self._key_locks: dict[tuple, threading.Lock] = {}
+        self._lock = threading.Lock()
+        self.load_counts: dict[tuple, int] = {}  # how many times each key was loaded (tests, logs)
+
+    # -- public ------------------------------------------------------------------------------
+    def get(self, ckpt: Checkpoint) -> LoadedModel:
+        """The loaded model and processor for an allow-listed checkpoint, loading it if needed."""
+        return self._get(("sapiens2", ckpt.repo_id, ckpt.revision), lambda: self._load_sapiens2(ckpt))
+
+    def get_detector(self) -> LoadedModel:
+        return self._get(("detector", self.detector_name), self._load_detector)
+
+    def is_loaded(self, ckpt: Checkpoint) -> bool:
+        with self._lock:
+            return ("sapiens2", ckpt.repo_id, ckpt.revision) in self._models
+
+    def local_path(self, ckpt: Checkpoint) -> Path | None:
+        if self.checkpoint_dir is None:
+            return None
+        path = self.checkpoint_dir / ckpt.dirname
+        return path if (path / "config.json").is_file() else None
+
+    @property
+    def loaded_keys(self) -> list[tuple]:
+        with self._lock:
+            return list(self._models)
+
+    @property
+    def loaded_bytes(self) -> int:
+        with self._lock:
+            return sum(m.nbytes for m in self._models.values())
+
+    # -- internals ---------------------------------------------------------------------------
+    def _get(self, key: tuple, load: Callable[[], LoadedModel]) -> LoadedModel:
+        with self._lock:
+            if key in self._models:
+                self._models.move_to_end(key)
+                return self._models[key]
+            key_lock = self._key_locks.setdefault(key, threading.Lock())
+        with key_lock:  # one loader per key; the others wait here and then find it loaded
+            with self._lock:
+                if key in self._models:
+                    self._models.move_to_end(key)
+                    return self._models[key]
+            loaded = load()
+            with self._lock:
+                self.load_counts[key] = self.load_counts.get(key, 0) + 1
+                self._models[key] = loaded
+                self._evict_locked(keep=key)
+            return loaded
+
+    def _evict_locked(self, keep: tuple) -> None:
+        total = sum(m.nbytes for m in self._models.values())
+        for key in list(self._models):
+            if total <= self.memory_budget_bytes:
+                break
+            if key == keep:
+                continue
+            total -= self._models.pop(key).nbytes
+            log.info("evicted %s to stay within the model memory budget", key)
+        gc.collect()
+        if self.device.startswith("cuda"):
+            import torch
+
+            torch.cuda.empty_cache()
+
+    def _unavailable(self, ckpt: Checkpoint, error: Exception) -> CheckpointUnavailable:
+        where = f" (looked for {self.checkpoint_dir / ckpt.dirname})" if self.checkpoint_dir else ""
+        return CheckpointUnavailable(
+            f"Could not load {ckpt.repo_id} at revision {ckpt.revision}{where}: {type(error).__name__}: "
+            f"{str(error).splitlines()[0][:300] if str(error) else ''}. To use a local copy, download the "
+            f"transformers-format files (config.json, model.safetensors, preprocessor_config.json) into "
+            f"<DIR>/{ckpt.dirname}/ and start the app with --checkpoint-dir <DIR> "
+            f"(or SAPIENS2_CHECKPOINT_DIR); if the repo is gated, accept its license and log in first."
+        )
+
+    def _load_sapiens2(self, ckpt: Checkpoint) -> LoadedModel:
+        import transformers
+        from transformers import Sapiens2ImageProcessor
+
+        auto_class = getattr(transformers, TASKS[ckpt.task].auto_class)
+        local = self.local_path(ckpt)
+        source = str(local) if local else ckpt.repo_id
+        kwargs = {} if local else {"revision": ckpt.revision}
+        try:
+            model = auto_class.from_pretrained(source, use_safetensors=True, dtype=self.dtype,
+                                               local_files_only=local is not None, **kwargs)
+            processor = Sapiens2ImageProcessor.from_pretrained(source, local_files_only=local is not None,
+                                                               **kwargs)
+        except Exception as error:  # network, missing files, gated repo, corrupt file: all say the same
+            raise self._unavailable(ckpt, error) from error
+        model = model.to(self.device).eval()
+        log.info("loaded %s from %s on %s/%s", ckpt.repo_id, source, self.device, self.dtype)
+        return LoadedModel(model, processor, _model_nbytes(model),
+                           source if local else f"{ckpt.repo_id}@{ckpt.revision}", self.device, self.dtype)
+
+    def _load_detector(self) -> LoadedModel:
+        name = self.detector_name
+        try:
+            from ultralytics import YOLO
+
+            offline = os.environ.get("HF_HUB_OFFLINE") == "1" or os.environ.get("YOLO_OFFLINE") == "1"
+            if not Path(name).exists() and offline:
+                raise FileNotFoundError(f"{name} is not on disk and downloads are off (offline)")
+            model = YOLO(name)  # a path, or a release name that ultralytics fetches when online
+        except Exception as error:
+            raise CheckpointUnavailable(
+                f"Could not load the person detector {name!r}: {type(error).__name__}: {error}. "
+                f"Pass a local weights file with --detector PATH (or SAPIENS2_DETECTOR)."
+            ) from error
+        return LoadedModel(model, None, _model_nbytes(model.model), name, self.device)

@@ -1,0 +1,92 @@
+"""Tiny random-weight Sapiens2 checkpoints in transformers format, for tests and offline trials.
+
+They go through exactly the loading path of real checkpoints (`--checkpoint-dir` layout:
+`DIR/sapiens2-<task>-<size>/{config.json, model.safetensors, preprocessor_config.json}`).
+Their outputs are noise, but every shape, pre- and post-processing step is the real one.
+
+    python -m sapiens2_demo.tiny DIR [--detector]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from .registry import TASKS, checkpoint
+
+TINY_INPUT = (256, 192)  # (height, width): 4:3 like the real 1024x768, 16x12 patches
+
+
+def _flip_pairs() -> list[list[int]]:
+    flip = json.loads((Path(__file__).parent / "data" / "keypoints308.json").read_text())["flip_indices"]
+    return [[i, j] for i, j in enumerate(flip) if i < j]
+
+
+def tiny_config(task: str):
+    from transformers import Sapiens2Config, Sapiens2HeadConfig
+
+    dense = task in ("normal", "pointmap", "matting")
+    if dense:  # pixel-shuffle decoder back to full input resolution, like the released dense heads
+        head = dict(use_pixel_shuffle=True, upsample_out_channels=[16, 16, 16, 16], upsample_kernel_size=3,
+                    conv_out_channels=[8], conv_kernel_size=3)
+    else:  # transposed-conv decoder to 1/4 resolution (pose heatmaps are 1/4 of the input)
+        head = dict(upsample_out_channels=[16, 16], conv_out_channels=[16])
+    if task == "pointmap":
+        head.update(scale_conv_out_channels=[8, 8], scale_final_hidden_sizes=[16, 8])
+    num_labels = {"pose": 308, "seg": 29, "normal": 3, "pointmap": 3, "matting": 4}[task]
+    extra = {"flip_pairs": _flip_pairs()} if task == "pose" else {}
+    return Sapiens2Config(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+        num_key_value_attention_heads=2, num_register_tokens=2, image_size=list(TINY_INPUT),
+        num_labels=num_labels, head_config=Sapiens2HeadConfig(**head), **extra,
+    )
+
+
+def write_tiny_checkpoint(task: str, size: str, root: Path, seed: int = 0) -> Path:
+    import torch
+    import transformers
+    from transformers import Sapiens2ImageProcessor
+
+    torch.manual_seed(seed)
+    ckpt = checkpoint(task, size)
+    model_class = getattr(transformers, TASKS[task].auto_class)
+    model = model_class.from_config(tiny_config(task)).eval()
+    out = Path(root) / ckpt.dirname
+    model.save_pretrained(out, safe_serialization=True)
+    processor = Sapiens2ImageProcessor(size={"height": TINY_INPUT[0], "width": TINY_INPUT[1]},
+                                       do_pad=task in ("normal", "pointmap"))
+    processor.save_pretrained(out)
+    return out
+
+
+def write_tiny_detector(path: Path) -> Path:
+    """A random-weight YOLOv8n saved as a .pt; predict with conf=0 to get boxes out of it."""
+    from ultralytics import YOLO
+
+    detector = YOLO("yolov8n.yaml")
+    detector.save(str(path))
+    return Path(path)
+
+
+def write_all(root: Path, sizes: dict[str, tuple[str, ...]] | None = None) -> Path:
+    root = Path(root)
+    for task in TASKS.values():
+        for size in (sizes or {}).get(task.name, task.sizes[:1]):
+            write_tiny_checkpoint(task.name, size, root)
+    return root
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("dir", type=Path)
+    parser.add_argument("--detector", action="store_true", help="also write DIR/yolov8n-random.pt")
+    args = parser.parse_args()
+    write_all(args.dir)
+    if args.detector:
+        write_tiny_detector(args.dir / "yolov8n-random.pt")
+    print(f"tiny checkpoints written to {args.dir}")
+
+
+if __name__ == "__main__":
+    main()
