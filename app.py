@@ -1,0 +1,58 @@
+"""Sapiens2 demo: `python app.py` locally, or as the Hugging Face Space entry point.
+
+Nothing heavy happens at start-up: models load on the first request that needs them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    on_space = bool(os.environ.get("SPACE_ID"))
+    env = os.environ.get
+    parser = argparse.ArgumentParser(description="Sapiens2 demo (pose, body parts, normals, depth & 3D, matting)")
+    parser.add_argument("--host", default=env("SAPIENS2_HOST", "0.0.0.0" if on_space else "127.0.0.1"))
+    parser.add_argument("--port", type=int, default=int(env("SAPIENS2_PORT", env("GRADIO_SERVER_PORT", "7860"))))
+    parser.add_argument("--checkpoint-dir", default=env("SAPIENS2_CHECKPOINT_DIR"),
+                        help="folder with sapiens2-<task>-<size>/ checkpoints in transformers format")
+    parser.add_argument("--detector", default=env("SAPIENS2_DETECTOR"),
+                        help="YOLO weights for person boxes: a path or an ultralytics model name")
+    parser.add_argument("--device", default=env("SAPIENS2_DEVICE", "auto"), help="auto, cpu, cuda, cuda:1 ...")
+    parser.add_argument("--dtype", default=env("SAPIENS2_DTYPE", "auto"), help="auto, float32, bfloat16, float16")
+    parser.add_argument("--model-budget-gb", type=float, default=None,
+                        help="memory for loaded models; least recently used are evicted beyond it")
+    parser.add_argument("--max-people", type=int, default=int(env("SAPIENS2_MAX_PEOPLE", "50")))
+    parser.add_argument("--queue-size", type=int, default=int(env("SAPIENS2_QUEUE_SIZE", "32")))
+    parser.add_argument("--concurrency", type=int, default=int(env("SAPIENS2_CONCURRENCY", "1")),
+                        help="simultaneous runs per task (each task has its own queue slot)")
+    parser.add_argument("--max-file-size", default=env("SAPIENS2_MAX_UPLOAD", "25mb"))
+    parser.add_argument("--share", action="store_true", help="create a public gradio.live link (off by default)")
+    return parser.parse_args(argv)
+
+
+def create_app(args: argparse.Namespace):
+    from sapiens2_demo.manager import ModelManager
+    from sapiens2_demo.tasks import AppContext
+    from sapiens2_demo.ui import build_app
+
+    budget = int(args.model_budget_gb * 2**30) if args.model_budget_gb else None
+    manager = ModelManager(checkpoint_dir=args.checkpoint_dir, device=args.device, dtype=args.dtype,
+                           memory_budget_bytes=budget, detector=args.detector)
+    demo = build_app(AppContext(manager=manager, max_people=args.max_people))
+    demo.queue(max_size=args.queue_size, default_concurrency_limit=args.concurrency)
+    return demo
+
+
+def main(argv=None) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    args = parse_args(argv)
+    demo = create_app(args)
+    demo.launch(server_name=args.host, server_port=args.port, share=args.share,
+                max_file_size=args.max_file_size, show_error=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""Model manager: lazy, one load under concurrent first requests, bounded, clear failures."""
+
+import threading
+
+import pytest
+
+from sapiens2_demo.manager import CheckpointUnavailable, ModelManager
+from sapiens2_demo.registry import TASKS, UnknownCheckpoint, checkpoint, revision_overrides
+
+
+def test_nothing_loads_at_start(manager):
+    assert manager.loaded_keys == []
+    assert manager.load_counts == {}
+    assert not manager.is_loaded(checkpoint("seg", "0.4b"))
+
+
+def test_loads_local_checkpoint_through_task_class(manager, tiny_dir):
+    ckpt = checkpoint("seg", "0.4b")
+    loaded = manager.get(ckpt)
+    assert type(loaded.model).__name__ == "Sapiens2ForSemanticSegmentation"
+    assert type(loaded.processor).__name__ == "Sapiens2ImageProcessor"
+    assert loaded.source == str(tiny_dir / "sapiens2-seg-0.4b")
+    assert loaded.nbytes > 0
+    assert manager.get(ckpt) is loaded  # second call is a cache hit
+    assert manager.load_counts == {("sapiens2", ckpt.repo_id, ckpt.revision): 1}
+
+
+def test_every_task_loads_its_own_class(manager):
+    expected = {"pose": "Sapiens2ForPoseEstimation", "seg": "Sapiens2ForSemanticSegmentation",
+                "normal": "Sapiens2ForNormalEstimation", "pointmap": "Sapiens2ForPointmapEstimation",
+                "matting": "Sapiens2ForImageMatting"}
+    for task, class_name in expected.items():
+        loaded = manager.get(checkpoint(task, TASKS[task].sizes[0]))
+        assert type(loaded.model).__name__ == class_name
+
+
+def test_one_load_under_eight_concurrent_first_requests(manager, monkeypatch):
+    ckpt = checkpoint("normal", "0.4b")
+    calls = []
+    real_load = manager._load_sapiens2
+    barrier = threading.Barrier(8)
+
+    def slow_load(c):
+        calls.append(c)
+        return real_load(c)
+
+    monkeypatch.setattr(manager, "_load_sapiens2", slow_load)
+    results, errors = [], []
+
+    def worker():
+        try:
+            barrier.wait()
+            results.append(manager.get(ckpt))
+        except Exception as error:  # pragma: no cover - reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert len(calls) == 1
+    assert len(results) == 8 and all(r is results[0] for r in results)
+
+
+def test_eviction_keeps_within_budget(tiny_dir):
+    probe = ModelManager(checkpoint_dir=tiny_dir, device="cpu", dtype="float32")
+    seg = probe.get(checkpoint("seg", "0.4b")).nbytes
+    normal = probe.get(checkpoint("normal", "0.4b")).nbytes
+    budget = int(max(seg, normal) * 1.05)  # room for either model, not both
+    assert seg + normal > budget
+    manager = ModelManager(checkpoint_dir=tiny_dir, device="cpu", dtype="float32", memory_budget_bytes=budget)
+    manager.get(checkpoint("seg", "0.4b"))
+    manager.get(checkpoint("normal", "0.4b"))
+    keys = [key[1] for key in manager.loaded_keys]
+    assert keys == ["facebook/sapiens2-normal-0.4b"]  # least recently used went
+    assert manager.loaded_bytes <= manager.memory_budget_bytes
+    manager.get(checkpoint("seg", "0.4b"))  # comes back on demand
+    assert manager.load_counts[("sapiens2", "facebook/sapiens2-seg-0.4b", "main")] == 2
+
+
+def test_missing_checkpoint_names_repo_revision_and_remedy(tmp_path):
+    manager = ModelManager(checkpoint_dir=tmp_path, device="cpu", dtype="float32")
+    with pytest.raises(CheckpointUnavailable) as info:
+        manager.get(checkpoint("pose", "1b"))
+    message = str(info.value)
+    assert "facebook/sapiens2-pose-1b" in message
+    assert "revision main" in message
+    assert "--checkpoint-dir" in message and "sapiens2-pose-1b" in message
+    assert manager.loaded_keys == []
+
+
+def test_corrupt_checkpoint_is_a_clear_error(tiny_dir, tmp_path):
+    import shutil
+
+    broken = tmp_path / "sapiens2-seg-0.4b"
+    shutil.copytree(tiny_dir / "sapiens2-seg-0.4b", broken)
+    (broken / "model.safetensors").write_bytes(b"not a safetensors file")
+    manager = ModelManager(checkpoint_dir=tmp_path, device="cpu", dtype="float32")
+    with pytest.raises(CheckpointUnavailable, match="facebook/sapiens2-seg-0.4b"):
+        manager.get(checkpoint("seg", "0.4b"))
+
+
+def test_only_allow_listed_checkpoints():
+    with pytest.raises(UnknownCheckpoint):
+        checkpoint("matting", "0.4b")
+    with pytest.raises(UnknownCheckpoint):
+        checkpoint("../../etc", "0.4b")
+    with pytest.raises(UnknownCheckpoint):
+        checkpoint("seg", "evil/repo")
+    assert checkpoint("matting", "1b").repo_id == "facebook/sapiens2-matting-1b"
+
+
+def test_revision_override(monkeypatch):
+    monkeypatch.setenv("SAPIENS2_REVISIONS", "facebook/sapiens2-seg-0.4b=refs/pr/1")
+    assert checkpoint("seg", "0.4b").revision == "refs/pr/1"
+    assert checkpoint("seg", "1b").revision == "main"
+    with pytest.raises(UnknownCheckpoint):
+        revision_overrides("someone/else=main")
+
+
+def test_device_and_dtype_are_chosen_and_overridable(tiny_dir):
+    import torch
+
+    auto = ModelManager(checkpoint_dir=tiny_dir)
+    expected = ("cuda", torch.bfloat16) if torch.cuda.is_available() else ("cpu", torch.float32)
+    assert (auto.device, auto.dtype) == expected
+    forced = ModelManager(checkpoint_dir=tiny_dir, device="cpu", dtype="bfloat16")
+    loaded = forced.get(checkpoint("seg", "0.4b"))
+    assert next(loaded.model.parameters()).dtype == torch.bfloat16
