@@ -77,9 +77,9 @@ def load_image(source, *, max_pixels: int = DEFAULT_MAX_PIXELS, max_side: int = 
     elif isinstance(source, Image.Image):
         im = source
     elif isinstance(source, (str, os.PathLike)):
-        im = _open(_read_file(Path(source), max_bytes))
+        im = _open(_read_file(Path(source), max_bytes), max_pixels)
     elif isinstance(source, (bytes, bytearray, memoryview)):
-        im = _open(_check_bytes(bytes(source), max_bytes))
+        im = _open(_check_bytes(bytes(source), max_bytes), max_pixels)
     else:
         raise ImageError(f"Unsupported input type {type(source).__name__}; expected an image file or array.")
 
@@ -151,13 +151,15 @@ def _read_file(path: Path, max_bytes: int) -> bytes:
     return _check_bytes(data, max_bytes)
 
 
-def _open(data: bytes) -> Image.Image:
+def _open(data: bytes, max_pixels: int) -> Image.Image:
     Image.init()
     formats = [f for f in ALLOWED_FORMATS if f in Image.OPEN]  # AVIF only where PIL has it
     try:
         return Image.open(io.BytesIO(data), formats=formats)
     except Image.DecompressionBombError:
-        raise ImageError("The image is far too large in pixels to process safely.") from None
+        # PIL's own guard fires inside open() above 2 * MAX_IMAGE_PIXELS, before we see the size.
+        raise ImageError(f"The image is over {2 * (Image.MAX_IMAGE_PIXELS or 0) / 1e6:.0f} megapixels; "
+                         f"the limit is {max_pixels / 1e6:g} megapixels.") from None
     except Exception:  # UnidentifiedImageError, or a header that breaks a plugin
         raise ImageError(f"This file is not a supported image ({_FORMAT_NAMES}).") from None
 

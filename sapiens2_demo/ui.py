@@ -255,4 +255,5 @@ def build_app(ctx: tasks.AppContext) -> gr.Blocks:
             ctx.outputs.delete_session(_session(request))
 
         demo.unload(forget_session)
+    demo.sapiens2_context = ctx  # for tests and tools that inspect the running app
     return demo

@@ -21,8 +21,8 @@ from .boxes import crop_params
 CLAMP_MIN, CLAMP_MAX = 1e-3, 50.0  # clamp before the log, as the original Sapiens2 code
 _SAFE_MIN, _SAFE_MAX = CLAMP_MIN * (1 + 1e-4), CLAMP_MAX * (1 - 1e-4)  # margins for float rounding of s
 _EPS32 = float(np.finfo(np.float32).eps)  # the reference adds float32 eps to the Hessian diagonal
-_LOG_ROUNDING = 4e-6  # generous bound on float32 rounding of the reference's blurred log values
-_MAX_ROUNDING_PX = 2e-3  # steps more sensitive than this are redone with the reference's arithmetic
+_LOG_ROUNDING = 1e-6  # bound on float32 rounding of the reference's blurred log values (measured ~3e-7)
+_MAX_ROUNDING_PX = 5e-3  # steps more sensitive than this are redone with the reference's arithmetic
 
 
 def gaussian_kernel1d(kernel: int = 11) -> np.ndarray:

@@ -1,0 +1,31 @@
+# Two entry points: `make run` (set up + launch) and `make test` (set up + test). Both create .venv if missing.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+OFFLINE := HF_HUB_OFFLINE=1 YOLO_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False
+TINY_DIR ?= /tmp/sapiens2-tiny
+
+.PHONY: setup run run-tiny test browser-deps bench
+
+$(VENV)/.installed: requirements.txt
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --disable-pip-version-check -q -r requirements.txt
+	touch $@
+
+setup: $(VENV)/.installed
+
+run: setup  ## launch on http://127.0.0.1:7860 (pass flags with ARGS="--checkpoint-dir DIR")
+	$(PY) app.py $(ARGS)
+
+run-tiny: setup  ## launch on tiny random-weight checkpoints: works offline, outputs are noise
+	$(OFFLINE) $(PY) -m sapiens2_demo.tiny $(TINY_DIR) --detector
+	$(OFFLINE) $(PY) app.py --checkpoint-dir $(TINY_DIR) --detector $(TINY_DIR)/yolov8n-random.pt $(ARGS)
+
+browser-deps:  ## Debian's chromium for the Playwright test (root only; otherwise that test is skipped)
+	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || echo "chromium not installed: the browser test will be skipped"; }
+
+test: setup browser-deps
+	$(OFFLINE) $(PY) -m pytest -q $(PYTEST_ARGS)
+
+bench: setup
+	$(OFFLINE) $(PY) benchmarks/bench_pose.py
+	$(OFFLINE) $(PY) benchmarks/bench_dense.py
