@@ -133,8 +133,12 @@ def _check_bytes(data: bytes, max_bytes: int) -> bytes:
     if not data:
         raise ImageError("The file is empty (0 bytes).")
     if len(data) > max_bytes:
-        raise ImageError(f"The file is {len(data) / MB:.1f} MB; the limit is {max_bytes / MB:g} MB.")
+        raise ImageError(f"The file is {_size(len(data))}; the limit is {_size(max_bytes)}.")
     return data
+
+
+def _size(n: int) -> str:
+    return f"{n / MB:.3g} MB" if n >= MB // 10 else f"{n:,} bytes"
 
 
 def _read_file(path: Path, max_bytes: int) -> bytes:
@@ -143,7 +147,7 @@ def _read_file(path: Path, max_bytes: int) -> bytes:
         if not path.is_file():
             raise ImageError(f"File not found: {path.name}" if not path.exists() else f"Not a file: {path.name}")
         if path.stat().st_size > max_bytes:
-            raise ImageError(f"The file is {path.stat().st_size / MB:.1f} MB; the limit is {max_bytes / MB:g} MB.")
+            raise ImageError(f"The file is {_size(path.stat().st_size)}; the limit is {_size(max_bytes)}.")
         with open(path, "rb") as f:
             data = f.read(max_bytes + 1)  # bounded even if the file grows after stat()
     except OSError:

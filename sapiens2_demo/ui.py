@@ -138,7 +138,7 @@ def build_app(ctx: tasks.AppContext) -> gr.Blocks:
         gr.Markdown("# Sapiens2: human-centric vision\nPose (308 keypoints), body-part segmentation, "
                     "surface normals, depth & 3D, and matting with Meta's Sapiens2 models. Models load on "
                     "first use; the first run of each model takes longer.")
-        with gr.Tab("Pose", id="pose"):
+        with gr.Tab("Pose", id="pose", elem_id="tab-pose"):
             with gr.Row():
                 with gr.Column():
                     img = image_in()
@@ -156,15 +156,16 @@ def build_app(ctx: tasks.AppContext) -> gr.Blocks:
                         show_boxes = gr.Checkbox(True, label="Draw boxes")
                     btn = gr.Button("Estimate pose", variant="primary")
                 with gr.Column():
-                    out_img = gr.Image(label="Keypoints", format="png", interactive=False)
-                    files = gr.File(label="Downloads (official JSON, COCO-17, OpenPose)", file_count="multiple")
+                    out_img = gr.Image(label="Keypoints", format="png", interactive=False, elem_id="pose-output")
+                    files = gr.File(label="Downloads (official JSON, COCO-17, OpenPose)", file_count="multiple",
+                                    elem_id="pose-files")
                     info = notes_box()
             inputs = [img, size, boxes, flip, det_thr, nms, max_people, kpt_thr, face, show_boxes]
             btn.click(pose, inputs, [out_img, files, info], api_name="pose", concurrency_id="pose")
             gr.Examples(EXAMPLES, [img])
             note()
 
-        with gr.Tab("Body parts", id="segment"):
+        with gr.Tab("Body parts", id="segment", elem_id="tab-segment"):
             with gr.Row():
                 with gr.Column():
                     img = image_in()
@@ -172,17 +173,19 @@ def build_app(ctx: tasks.AppContext) -> gr.Blocks:
                     opacity = gr.Slider(0.0, 1.0, 0.5, step=0.05, label="Overlay opacity")
                     btn = gr.Button("Segment body parts", variant="primary")
                 with gr.Column():
-                    slider = gr.ImageSlider(label="Image / body parts", format="png", interactive=False)
+                    slider = gr.ImageSlider(label="Image / body parts", format="png", interactive=False,
+                                            elem_id="segment-output")
                     legend = gr.Dataframe(headers=["class", "colour", "share %"], label="Classes present",
                                           interactive=False, datatype=["str", "html", "number"])
-                    files = gr.File(label="Downloads (class-id PNG, colour PNG)", file_count="multiple")
+                    files = gr.File(label="Downloads (class-id PNG, colour PNG)", file_count="multiple",
+                                    elem_id="segment-files")
                     info = notes_box()
             btn.click(segment, [img, size, opacity], [slider, legend, files, info], api_name="segment",
                       concurrency_id="seg")
             gr.Examples(EXAMPLES, [img])
             note()
 
-        with gr.Tab("Normals", id="normals"):
+        with gr.Tab("Normals", id="normals", elem_id="tab-normals"):
             with gr.Row():
                 with gr.Column():
                     img = image_in()
@@ -192,15 +195,16 @@ def build_app(ctx: tasks.AppContext) -> gr.Blocks:
                     bits = gr.Radio([8, 16], value=16, label="PNG bit depth")
                     btn = gr.Button("Estimate normals", variant="primary")
                 with gr.Column():
-                    slider = gr.ImageSlider(label="Image / normals", format="png", interactive=False)
-                    files = gr.File(label="Downloads (.npy, PNG)", file_count="multiple")
+                    slider = gr.ImageSlider(label="Image / normals", format="png", interactive=False,
+                                            elem_id="normals-output")
+                    files = gr.File(label="Downloads (.npy, PNG)", file_count="multiple", elem_id="normals-files")
                     info = notes_box()
             btn.click(normals, [img, size, fg, bg, bits], [slider, files, info], api_name="normals",
                       concurrency_id="normal")
             gr.Examples(EXAMPLES, [img])
             note()
 
-        with gr.Tab("Depth & 3D", id="pointmap"):
+        with gr.Tab("Depth & 3D", id="pointmap", elem_id="tab-pointmap"):
             with gr.Row():
                 with gr.Column():
                     img = image_in()
@@ -209,16 +213,18 @@ def build_app(ctx: tasks.AppContext) -> gr.Blocks:
                     cap = gr.Slider(10_000, 500_000, 200_000, step=10_000, label="Max points in the cloud")
                     btn = gr.Button("Estimate depth & 3D", variant="primary")
                 with gr.Column():
-                    depth = gr.Image(label="Depth (turbo, inverse depth)", format="png", interactive=False)
+                    depth = gr.Image(label="Depth (turbo, inverse depth)", format="png", interactive=False,
+                                     elem_id="pointmap-output")
                     cloud = gr.Model3D(label="Point cloud", clear_color=(0.1, 0.1, 0.1, 1.0))
-                    files = gr.File(label="Downloads (depth PNG mm, .npy m, .ply, .glb)", file_count="multiple")
+                    files = gr.File(label="Downloads (depth PNG mm, .npy m, .ply, .glb)", file_count="multiple",
+                                    elem_id="pointmap-files")
                     info = notes_box()
             btn.click(pointmap, [img, size, fg, cap], [depth, cloud, files, info], api_name="pointmap",
                       concurrency_id="pointmap")
             gr.Examples(EXAMPLES, [img])
             note()
 
-        with gr.Tab("Matting", id="matting"):
+        with gr.Tab("Matting", id="matting", elem_id="tab-matting"):
             with gr.Row():
                 with gr.Column():
                     img = image_in()
@@ -228,15 +234,17 @@ def build_app(ctx: tasks.AppContext) -> gr.Blocks:
                     bg_img = ImageUpload(type="filepath", label="Background image (for 'image')")
                     btn = gr.Button("Matte", variant="primary")
                 with gr.Column():
-                    slider = gr.ImageSlider(label="Image / composite", format="png", interactive=False)
-                    files = gr.File(label="Downloads (RGBA PNG, alpha PNG)", file_count="multiple")
+                    slider = gr.ImageSlider(label="Image / composite", format="png", interactive=False,
+                                            elem_id="matting-output")
+                    files = gr.File(label="Downloads (RGBA PNG, alpha PNG)", file_count="multiple",
+                                    elem_id="matting-files")
                     info = notes_box()
             btn.click(matting, [img, mode, colour, bg_img], [slider, files, info], api_name="matting",
                       concurrency_id="matting")
             gr.Examples(EXAMPLES, [img])
             note()
 
-        with gr.Tab("All tasks", id="all"):
+        with gr.Tab("All tasks", id="all", elem_id="tab-all"):
             with gr.Row():
                 with gr.Column(scale=1):
                     img = image_in()
@@ -244,8 +252,8 @@ def build_app(ctx: tasks.AppContext) -> gr.Blocks:
                                        label="Model size (matting is always 1b)")
                     btn = gr.Button("Run every task", variant="primary")
                 with gr.Column(scale=2):
-                    gallery = gr.Gallery(label="All tasks", columns=3, height="auto", format="png")
-                    files = gr.File(label="Download everything (.zip)")
+                    gallery = gr.Gallery(label="All tasks", columns=3, height="auto", format="png", elem_id="all-output")
+                    files = gr.File(label="Download everything (.zip)", elem_id="all-files")
                     info = notes_box()
             btn.click(all_tasks, [img, size], [gallery, files, info], api_name="all", concurrency_id="all")
             gr.Examples(EXAMPLES, [img])

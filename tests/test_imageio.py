@@ -200,6 +200,9 @@ def test_16bit_arrays_either_byte_order_scaled():
     ramp = np.array([[0, 255, 32896, 65535]], dtype=np.uint16).repeat(8, 0).repeat(4, 1)
     for arr in (ramp, ramp.astype(">u2")):
         assert load_image(arr).rgb[0, ::4, 0].tolist() == [0, 1, 128, 255]
+    # A dark 16-bit image stays dark: its dtype, not its value range, says it is 16-bit.
+    dark = np.array([[0, 128, 255, 255]], dtype=">u2").repeat(8, 0).repeat(4, 1)
+    assert load_image(dark).rgb[0, ::4, 0].tolist() == [0, 0, 1, 1]
 
 
 def test_grayscale_l_and_la():

@@ -1,0 +1,69 @@
+"""A real browser (Debian's Chromium via Playwright) visits every tab, uploads, runs, sees the output.
+
+Screenshots go to $SAPIENS2_SCREENSHOTS (default: tests' tmp dir); `docs/screenshot.png` in the README is one.
+"""
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.test_app import ASSETS, free_port
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed "
+                                "(make browser-deps installs it as root)")
+
+TABS = [  # tab title, tab id, example image
+    ("Pose", "pose", "astronaut.jpg"),
+    ("Body parts", "segment", "grace_hopper.jpg"),
+    ("Normals", "normals", "grace_hopper.jpg"),
+    ("Depth & 3D", "pointmap", "astronaut.jpg"),
+    ("Matting", "matting", "grace_hopper.jpg"),
+    ("All tasks", "all", "astronaut.jpg"),
+]
+
+
+@pytest.fixture(scope="module")
+def app_url(tiny_dir):
+    import app
+
+    args = app.parse_args(["--checkpoint-dir", str(tiny_dir), "--detector", str(tiny_dir / "yolov8n-random.pt"),
+                           "--device", "cpu", "--port", str(free_port())])
+    demo = app.create_app(args)
+    demo.launch(server_name="127.0.0.1", server_port=args.port, prevent_thread_lock=True, quiet=True)
+    yield f"http://127.0.0.1:{args.port}/"
+    demo.close()
+
+
+@pytest.fixture(scope="module")
+def page(app_url):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(app_url, wait_until="networkidle")
+        yield page
+        browser.close()
+
+
+@pytest.mark.parametrize("title,tab_id,example", TABS, ids=[t[1] for t in TABS])
+def test_tab_runs_in_a_browser(page, title, tab_id, example, tmp_path_factory):
+    page.get_by_role("tab", name=title, exact=True).click()
+    panel = page.locator(f"#tab-{tab_id}")
+    panel.locator("input[type=file]").first.set_input_files(str(ASSETS / example))
+    panel.locator("button.primary, button.lg.primary").first.click()
+    # the rendered output image and at least one download link appear
+    output = page.locator(f"#{tab_id}-output img").first
+    output.wait_for(state="visible", timeout=180_000)
+    link = page.locator(f"#{tab_id}-files a").first
+    link.wait_for(state="visible", timeout=60_000)
+    assert "gradio_api/file=" in (link.get_attribute("href") or "")
+    assert page.locator(".toast-body.error").count() == 0
+    shots = Path(os.environ.get("SAPIENS2_SCREENSHOTS") or tmp_path_factory.mktemp("screenshots"))
+    shots.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(shots / f"{tab_id}.png"), full_page=True)
