@@ -61,8 +61,7 @@ def pose(ctx: AppContext, image: LoadedImage, *, run_dir: Path, progress=None, s
          boxes: str | list | None = None, flip_test: bool = True, detection_threshold: float = 0.3,
          nms_iou: float = 0.3, max_people: int = 20, keypoint_threshold: float = 0.3,
          show_face: bool = True, show_boxes: bool = True) -> TaskOutput:
-    from .pose.formats import write_pose_exports
-    from .pose.pipeline import estimate_pose
+    from .pose import estimate_pose, write_exports
     from .render.skeleton import SkeletonAnnotator
 
     started = time.perf_counter()
@@ -72,7 +71,7 @@ def pose(ctx: AppContext, image: LoadedImage, *, run_dir: Path, progress=None, s
                            max_people=min(int(max_people), ctx.max_people))
     drawing = SkeletonAnnotator().annotate(image.rgb, result, keypoint_threshold=keypoint_threshold,
                                            show_face=show_face, show_boxes=show_boxes)
-    files = write_pose_exports(result, run_dir, keypoint_threshold)
+    files = list(write_exports(result, run_dir, keypoint_threshold=keypoint_threshold).values())
     notes = [*image.notes, *result.notes, f"{result.num_people} person(s) posed."]
     _timed(ctx, notes, "Pose", started)
     return TaskOutput(main=drawing, files=files, notes=notes)
