@@ -1,0 +1,168 @@
+"""Depth drawing (reference rule): inverse depth coloured with matplotlib 'turbo' between bounds taken from
+the 1st and 99th percentiles of foreground depth, clamped to 0.1-250 m; background grey (100, 100, 100).
+
+Near is red, far is blue. `DepthAnnotator.annotate` returns the depth image alone, at the image's size
+(so it lines up with the photo); `depth_colorbar` draws the matching scale in metres as a separate
+strip and `attach_colorbar` puts that strip to the right of an image.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from ..results import PointmapResult
+
+NEAR_LIMIT_M = 0.1
+FAR_LIMIT_M = 250.0
+PERCENTILES = (1.0, 99.0)
+BACKGROUND = (100, 100, 100)
+_MPL_LOCK = threading.Lock()  # matplotlib's text machinery is not thread-safe
+
+
+@dataclass(frozen=True)
+class DepthBounds:
+    near: float  # metres, drawn at the top / red end
+    far: float  # metres, drawn at the bottom / blue end
+
+
+@lru_cache(maxsize=8)
+def colormap_lut(name: str = "turbo") -> np.ndarray:
+    """(256, 3) uint8 RGB table of a matplotlib colormap, read-only."""
+    from matplotlib import colormaps
+
+    lut = np.rint(colormaps[name](np.linspace(0.0, 1.0, 256))[:, :3] * 255).astype(np.uint8)
+    lut.setflags(write=False)
+    return lut
+
+
+def _depth_of(result: PointmapResult | np.ndarray) -> np.ndarray:
+    depth = result.depth if isinstance(result, PointmapResult) else np.asarray(result)
+    if depth.ndim != 2:
+        raise ValueError(f"expected an (H, W) depth map, got shape {depth.shape}")
+    return depth
+
+
+def valid_depth(depth: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    """Pixels with a usable depth: finite, in front of the camera, and inside `mask` when given."""
+    valid = np.isfinite(depth) & (depth > 0)
+    if mask is not None:
+        mask = np.asarray(mask, dtype=bool)
+        if mask.shape != depth.shape:
+            raise ValueError(f"mask {mask.shape} and depth {depth.shape} differ in size")
+        valid &= mask
+    return valid
+
+
+def depth_bounds(depth: PointmapResult | np.ndarray, mask: np.ndarray | None = None) -> DepthBounds:
+    """1st/99th percentile of the valid (foreground) depth, each clamped to [0.1, 250] m.
+
+    With no valid pixel the whole clamp range is used; equal bounds are widened slightly.
+    """
+    depth = _depth_of(depth)
+    values = depth[valid_depth(depth, mask)]
+    if values.size == 0:
+        return DepthBounds(NEAR_LIMIT_M, FAR_LIMIT_M)
+    near, far = (float(np.clip(v, NEAR_LIMIT_M, FAR_LIMIT_M)) for v in np.percentile(values, PERCENTILES))
+    if far <= near * (1 + 1e-6):
+        near, far = max(near / 1.01, NEAR_LIMIT_M), min(far * 1.01, FAR_LIMIT_M)
+    return DepthBounds(near, far)
+
+
+def inverse_depth_position(depth: np.ndarray, bounds: DepthBounds) -> np.ndarray:
+    """0 at `far`, 1 at `near`, linear in 1/depth, clipped to [0, 1] (float32)."""
+    inv_far, inv_near = 1.0 / bounds.far, 1.0 / bounds.near
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = (np.float32(1) / depth.astype(np.float32) - np.float32(inv_far)) / np.float32(inv_near - inv_far)
+    return np.clip(np.nan_to_num(t, nan=0.0), 0.0, 1.0)
+
+
+class DepthAnnotator:
+    """Inverse-depth colouring of a PointmapResult (or an (H, W) depth map in metres).
+
+    Background = mask False (the given mask, else `result.mask`) or invalid depth (non-finite, <= 0).
+    """
+
+    def __init__(self, cmap: str = "turbo", background: tuple[int, int, int] = BACKGROUND):
+        self.cmap = cmap
+        self.background = tuple(int(c) for c in background)
+
+    def annotate(self, image: np.ndarray | None, result: PointmapResult | np.ndarray,
+                 mask: np.ndarray | None = None, bounds: DepthBounds | None = None) -> np.ndarray:
+        """RGB uint8 at the depth map's size. `image` is accepted for a uniform annotator API and unused.
+
+        `bounds` defaults to `depth_bounds(depth, mask)`; pass them to share one scale across images.
+        """
+        depth = _depth_of(result)
+        if mask is None and isinstance(result, PointmapResult):
+            mask = result.mask
+        valid = valid_depth(depth, mask)
+        bounds = bounds or depth_bounds(depth, mask)
+        index = np.rint(inverse_depth_position(depth, bounds) * np.float32(255)).astype(np.uint8)
+        out = colormap_lut(self.cmap)[index]
+        out[~valid] = self.background
+        return out
+
+
+def _ticks(bounds: DepthBounds, count: int, min_gap: float) -> list[tuple[float, float]]:
+    """(position 0-1, depth m) pairs: the exact ends, then depths rounded to 2 significant digits spaced
+    evenly in inverse depth, dropping any closer than `min_gap` (in position) to one already kept."""
+    ticks = [(1.0, bounds.near), (0.0, bounds.far)]
+    for t in np.linspace(1.0, 0.0, count)[1:-1]:
+        inv = 1.0 / bounds.far + t * (1.0 / bounds.near - 1.0 / bounds.far)
+        value = float(f"{1.0 / inv:.2g}")
+        position = float(inverse_depth_position(np.array([value]), bounds)[0])
+        if all(abs(position - kept) >= min_gap for kept, _ in ticks):
+            ticks.append((position, value))
+    return sorted(ticks)
+
+
+def _format_metres(value: float) -> str:
+    return f"{value:.2f}" if value < 1 else f"{value:.3g}"
+
+
+def depth_colorbar(bounds: DepthBounds, height: int, width: int | None = None, cmap: str = "turbo") -> np.ndarray:
+    """(height, width, 3) uint8 RGB colour scale in metres: near (top) to far (bottom), white background.
+
+    Tick positions follow the inverse-depth colouring, so equal steps in metres are not evenly spaced.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    height = max(int(height), 64)
+    fontsize = float(np.clip(height / 45.0, 7.0, 16.0))
+    width = int(width or round(fontsize * 6.5))
+    dpi = 100.0
+    strip = colormap_lut(cmap)[::-1, None, :]  # row 0 = t 1 = near
+    with _MPL_LOCK:
+        figure = Figure(figsize=(width / dpi, height / dpi), dpi=dpi, facecolor="white")
+        canvas = FigureCanvasAgg(figure)
+        pad_y = fontsize * 1.6 / height
+        axes = figure.add_axes((0.08, pad_y, 0.22, 1.0 - 2.2 * pad_y))
+        bar_px = height * (1.0 - 2.2 * pad_y)
+        ticks = _ticks(bounds, max(3, min(9, int(bar_px // (fontsize * 4)))), min_gap=fontsize * 2.2 / bar_px)
+        axes.imshow(strip, aspect="auto", extent=(0.0, 1.0, 0.0, 1.0), interpolation="nearest")
+        axes.set_xticks([])
+        axes.set_ylim(0.0, 1.0)
+        axes.yaxis.tick_right()
+        axes.set_yticks([t for t, _ in ticks], [_format_metres(v) for _, v in ticks], fontsize=fontsize)
+        axes.set_title("m", fontsize=fontsize, pad=fontsize * 0.3)
+        canvas.draw()
+        rgb = np.asarray(canvas.buffer_rgba())[..., :3].copy()
+    if rgb.shape[:2] != (height, width):  # rounding of the figure size in inches
+        import cv2
+
+        rgb = cv2.resize(rgb, (width, height), interpolation=cv2.INTER_AREA)
+    return rgb
+
+
+def attach_colorbar(image: np.ndarray, bounds: DepthBounds, cmap: str = "turbo") -> np.ndarray:
+    """`image` with the colour scale as a strip on its right (same height)."""
+    bar = depth_colorbar(bounds, image.shape[0], cmap=cmap)
+    if bar.shape[0] != image.shape[0]:  # images under 64 px: bar is drawn at 64 and cut
+        bar = bar[:image.shape[0]] if bar.shape[0] > image.shape[0] else bar
+        bar = np.pad(bar, ((0, image.shape[0] - bar.shape[0]), (0, 0), (0, 0)), constant_values=255)
+    return np.concatenate([np.asarray(image)[..., :3], bar], axis=1)

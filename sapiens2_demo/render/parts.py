@@ -1,0 +1,138 @@
+"""Body-part segmentation drawing: palette overlay, colour label map, class names, legend.
+
+Colours and names are the reference's 29 classes (data/seg29.json, RGB). Label 0 is background.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import NamedTuple
+
+import cv2
+import numpy as np
+
+from ..results import SegmentationResult
+
+_SEG29 = Path(__file__).resolve().parent.parent / "data" / "seg29.json"
+
+
+@lru_cache(maxsize=1)
+def _seg29() -> tuple[tuple[str, ...], np.ndarray]:
+    data = json.loads(_SEG29.read_text())
+    palette = np.asarray(data["palette_rgb"], dtype=np.uint8)
+    palette.setflags(write=False)
+    return tuple(data["classes"]), palette
+
+
+def class_names() -> tuple[str, ...]:
+    """The 29 class names, index = label id ("Background", "Apparel", ...)."""
+    return _seg29()[0]
+
+
+def palette() -> np.ndarray:
+    """(29, 3) uint8 RGB colour per label id, read-only."""
+    return _seg29()[1]
+
+
+def _labels_of(result) -> np.ndarray:
+    labels = result.labels if isinstance(result, SegmentationResult) else np.asarray(result)
+    if labels.ndim != 2:
+        raise ValueError(f"expected an (H, W) label map, got shape {labels.shape}")
+    return labels
+
+
+def colorize_labels(result: SegmentationResult | np.ndarray) -> np.ndarray:
+    """(H, W, 3) uint8 RGB: every pixel painted its class colour (background too: (50, 50, 50)).
+
+    Ids outside the palette (never produced by the model) are painted black.
+    """
+    labels = _labels_of(result)
+    lut = np.zeros((256, 3), np.uint8)
+    lut[:len(palette())] = palette()
+    return lut[labels.astype(np.uint8, copy=False)]
+
+
+class LegendEntry(NamedTuple):
+    class_id: int
+    name: str
+    rgb: tuple[int, int, int]
+    share: float  # fraction of all image pixels carrying this label, 0-1
+
+
+def legend(result: SegmentationResult | np.ndarray, include_background: bool = False,
+           min_share: float = 0.0) -> list[LegendEntry]:
+    """The classes present in the label map, by class id, with colour and pixel share of the image."""
+    labels = _labels_of(result)
+    counts = np.bincount(labels.ravel(), minlength=len(class_names()))
+    total = max(labels.size, 1)
+    names, colors = class_names(), palette()
+    entries = []
+    for class_id in np.flatnonzero(counts[:len(names)]):
+        share = counts[class_id] / total
+        if (class_id == 0 and not include_background) or share < min_share:
+            continue
+        entries.append(LegendEntry(int(class_id), names[class_id], tuple(int(c) for c in colors[class_id]),
+                                   float(share)))
+    return entries
+
+
+parts_legend = legend  # the name tasks.py uses
+
+
+class PartsAnnotator:
+    """Blend of image and class colour: out = (1 - opacity) * image + opacity * colour (reference: 0.5).
+
+    `skip_background=True` leaves background pixels (label 0) untouched instead of blending them with
+    the background colour (50, 50, 50) as the reference demo does.
+    """
+
+    def __init__(self, opacity: float = 0.5, skip_background: bool = False):
+        if not 0.0 <= opacity <= 1.0:
+            raise ValueError("opacity must be within [0, 1]")
+        self.opacity = float(opacity)
+        self.skip_background = skip_background
+
+    def annotate(self, image: np.ndarray, result: SegmentationResult | np.ndarray) -> np.ndarray:
+        labels = _labels_of(result)
+        image = np.asarray(image)[..., :3]
+        if image.shape[:2] != labels.shape:
+            raise ValueError(f"image {image.shape[:2]} and labels {labels.shape} differ in size")
+        colors = colorize_labels(labels)
+        out = cv2.addWeighted(np.ascontiguousarray(image, dtype=np.uint8), 1.0 - self.opacity,
+                              colors, self.opacity, 0.0)
+        if self.skip_background:
+            background = labels == 0
+            out[background] = image[background]
+        return out
+
+
+class PartNamesAnnotator:
+    """Writes each present class's name at a point well inside its largest region (white on black box).
+
+    Regions smaller than `min_share` of the image are left unnamed so small parts do not clutter.
+    """
+
+    def __init__(self, min_share: float = 0.002, include_background: bool = False):
+        self.min_share = min_share
+        self.include_background = include_background
+
+    def annotate(self, image: np.ndarray, result: SegmentationResult | np.ndarray) -> np.ndarray:
+        labels = _labels_of(result)
+        canvas = np.ascontiguousarray(np.asarray(image, dtype=np.uint8)[..., :3]).copy()
+        height, width = labels.shape
+        step = max(1, int(max(height, width) // 512))  # work on a <= ~512 px grid: fast, good enough
+        small = labels[::step, ::step]
+        unit = max(min(height, width) / 512.0, 0.5)
+        font, scale, thick = cv2.FONT_HERSHEY_SIMPLEX, 0.4 * unit, max(1, round(unit))
+        for entry in legend(labels, include_background=self.include_background, min_share=self.min_share):
+            mask = (small == entry.class_id).astype(np.uint8)
+            distance = cv2.distanceTransform(np.pad(mask, 1), cv2.DIST_L2, 3)[1:-1, 1:-1]
+            y, x = np.unravel_index(int(np.argmax(distance)), distance.shape)
+            (tw, th), base = cv2.getTextSize(entry.name, font, scale, thick)
+            x0 = int(np.clip(x * step - tw // 2, 0, max(width - tw, 0)))
+            y0 = int(np.clip(y * step + th // 2, th, height - base))
+            cv2.rectangle(canvas, (x0 - 2, y0 - th - 2), (x0 + tw + 2, y0 + base), (0, 0, 0), -1)
+            cv2.putText(canvas, entry.name, (x0, y0), font, scale, (255, 255, 255), thick, cv2.LINE_AA)
+        return canvas
