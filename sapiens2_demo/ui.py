@@ -117,7 +117,7 @@ def build_app(ctx: tasks.AppContext) -> gr.Blocks:
 
     def all_tasks(image, size: str = "0.4b", request: gr.Request = None, progress=gr.Progress()):
         out = run("All tasks", tasks.all_tasks, image, request, progress, size=size)
-        return out.gallery, [str(p) for p in out.files], _notes(out)
+        return out.gallery, str(out.files[0]), _notes(out)
 
     # --- layout ----------------------------------------------------------------------------------
     def size_choice(task: str):
@@ -144,7 +144,7 @@ def build_app(ctx: tasks.AppContext) -> gr.Blocks:
                     img = image_in()
                     size = size_choice("pose")
                     with gr.Accordion("Options", open=False):
-                        boxes = gr.Textbox(label="Person boxes (optional JSON [[x1,y1,x2,y2], ...]; skips "
+                        boxes = gr.Textbox("", label="Person boxes (optional JSON [[x1,y1,x2,y2], ...]; skips "
                                                  "the detector)", placeholder="[[10, 20, 200, 400]]")
                         flip = gr.Checkbox(True, label="Flip test (more accurate, 2x compute)")
                         det_thr = gr.Slider(0.05, 0.95, 0.3, step=0.05, label="Detection threshold")
