@@ -35,6 +35,8 @@ class ImageUpload(gr.Image):
     """gr.Image that hands over the uploaded file untouched, so our loader decides what is readable
     and words the message (gradio's own preprocessing would fail first, with its own error)."""
 
+    is_template = True  # render with gr.Image's own frontend
+
     def preprocess(self, payload):
         if payload is None or (payload.url and payload.url.startswith("data:")):
             return super().preprocess(payload)

@@ -46,7 +46,8 @@ def page(app_url):
             "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
             "--disable-background-networking", "--disable-component-update", "--disable-sync"])
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.goto(app_url, wait_until="networkidle")
+        page.goto(app_url, wait_until="domcontentloaded")
+        page.get_by_role("tab", name="Pose", exact=True).wait_for(timeout=60_000)
         yield page
         browser.close()
 
