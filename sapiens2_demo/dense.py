@@ -13,13 +13,9 @@ import numpy as np
 
 from .inference import forward, input_size, preprocess
 from .manager import ModelManager
-from .postprocess import crop_padding, resize_map, unit_normals, upsample_labels
+from .postprocess import postprocess_matting, postprocess_normals, postprocess_pointmap, upsample_labels
 from .registry import checkpoint
 from .results import MattingResult, NormalsResult, PointmapResult, SegmentationResult
-
-
-def _chw_to_hwc(tensor) -> np.ndarray:
-    return np.ascontiguousarray(tensor.numpy().transpose(1, 2, 0))
 
 
 class SegmentationCache:
@@ -78,9 +74,8 @@ def estimate_normals(image: np.ndarray, manager: ModelManager, size: str = "0.4b
                      mask: np.ndarray | None = None) -> NormalsResult:
     loaded = manager.get(checkpoint("normal", size))
     raw = forward(loaded, preprocess(loaded, image, "normal"))["normals"][0]
-    normals = unit_normals(_chw_to_hwc(raw))
-    normals = crop_padding(normals, image.shape[:2], input_size(loaded.processor))
-    return NormalsResult(normals=unit_normals(resize_map(normals, image.shape[:2])), mask=mask)
+    normals = postprocess_normals(raw, image.shape[:2], input_size(loaded.processor))
+    return NormalsResult(normals=normals, mask=mask)
 
 
 def estimate_pointmap(image: np.ndarray, manager: ModelManager, size: str = "0.4b",
@@ -89,15 +84,13 @@ def estimate_pointmap(image: np.ndarray, manager: ModelManager, size: str = "0.4
     outputs = forward(loaded, preprocess(loaded, image, "pointmap"))
     scales = outputs.get("scales")
     scale = float(scales[0, 0]) if scales is not None else 1.0
-    points = _chw_to_hwc(outputs["pointmaps"][0]) / scale  # canonical -> metric (metres)
-    points = crop_padding(points, image.shape[:2], input_size(loaded.processor))
+    points = postprocess_pointmap(outputs["pointmaps"][0], scale, image.shape[:2], input_size(loaded.processor))
     focal = input_size(loaded.processor)[1] / scale  # fx in model-input pixels (768 / scale)
-    return PointmapResult(points=resize_map(points, image.shape[:2]), scale=scale, focal_length=focal, mask=mask)
+    return PointmapResult(points=points, scale=scale, focal_length=focal, mask=mask)
 
 
 def estimate_matting(image: np.ndarray, manager: ModelManager, size: str = "1b") -> MattingResult:
     loaded = manager.get(checkpoint("matting", size))
     outputs = forward(loaded, preprocess(loaded, image, "matting"))
-    stacked = np.concatenate([_chw_to_hwc(outputs["foregrounds"][0]), _chw_to_hwc(outputs["alphas"][0])], axis=2)
-    stacked = np.clip(resize_map(stacked, image.shape[:2]), 0.0, 1.0)
-    return MattingResult(alpha=stacked[..., 3], foreground=stacked[..., :3])
+    alpha, foreground = postprocess_matting(outputs["foregrounds"][0], outputs["alphas"][0], image.shape[:2])
+    return MattingResult(alpha=alpha, foreground=foreground)

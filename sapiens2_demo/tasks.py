@@ -110,19 +110,27 @@ def normals(ctx: AppContext, image: LoadedImage, *, run_dir: Path, progress=None
 
 def pointmap(ctx: AppContext, image: LoadedImage, *, run_dir: Path, progress=None, size: str = "0.4b",
              remove_background: bool = True, max_points: int = 200_000) -> TaskOutput:
-    from .render.depth import DepthAnnotator
+    from .render.depth import DepthAnnotator, attach_colorbar, depth_bounds
 
     started = time.perf_counter()
     mask = _foreground(ctx, image.rgb, size, remove_background, progress)
     _announce_load(ctx, "pointmap", size, progress)
     result = dense.estimate_pointmap(image.rgb, ctx.manager, size, mask=mask)
-    rendered = DepthAnnotator().annotate(image.rgb, result)
-    ply, glb = export.write_point_cloud(result, image.rgb, run_dir, max_points=max_points)
-    files = [export.write_depth_png(result, run_dir), export.write_depth_npy(result, run_dir), ply, glb]
-    notes = [*image.notes, f"Focal length used: fx = {result.focal_length:.1f} px at the model input "
-                           f"(scale {result.scale:.4f})."]
+    bounds = depth_bounds(result, mask)
+    rendered = DepthAnnotator().annotate(image.rgb, result, bounds=bounds)
+    # the colour bar (metres) on both sides of the slider keeps them the same size
+    before, after = attach_colorbar(image.rgb, bounds), attach_colorbar(rendered, bounds)
+    files = [export.write_depth_png(result, run_dir), export.write_depth_npy(result, run_dir)]
+    notes = [*image.notes, f"Depth colour scale: {bounds.near:.2f}–{bounds.far:.2f} m (inverse depth, turbo).",
+             f"Focal length used: fx = {result.focal_length:.1f} px at the model input (scale {result.scale:.4f})."]
+    glb = None
+    try:
+        ply, glb = export.write_point_cloud(result, image.rgb, run_dir, max_points=max_points)
+        files += [ply, glb]
+    except export.NothingToExport as error:  # e.g. no person found by the segmentation
+        notes.append(str(error))
     _timed(ctx, notes, "Depth & 3D", started)
-    return TaskOutput(main=rendered, before_after=(image.rgb, rendered), files=files, notes=notes, model3d=glb)
+    return TaskOutput(main=after, before_after=(before, after), files=files, notes=notes, model3d=glb)
 
 
 def matting(ctx: AppContext, image: LoadedImage, *, run_dir: Path, progress=None, background: str = "colour",

@@ -71,6 +71,30 @@ def _notes(out: tasks.TaskOutput) -> str:
     return "\n".join(f"- {note}" for note in out.notes)
 
 
+def _as_png_files(out: tasks.TaskOutput, run_dir: Path) -> tasks.TaskOutput:
+    """Hand gradio PNG files rather than arrays. Gradio 6.31 caches an array under a hash of its pixels
+    and rewrites that file in place, so two requests rendering the same picture (two users, one example)
+    could serve each other a truncated image. Files are copied into its cache atomically instead."""
+    from PIL import Image
+
+    shown = run_dir / "shown"
+    shown.mkdir(exist_ok=True)
+    count = iter(range(1000))
+
+    def save(array):
+        path = shown / f"{next(count)}.png"
+        Image.fromarray(array).save(path, compress_level=1)
+        return str(path)
+
+    if out.main is not None:
+        out.main = save(out.main)
+    if out.before_after is not None:
+        out.before_after = tuple(save(a) for a in out.before_after)
+    if out.gallery is not None:
+        out.gallery = [(save(a), caption) for a, caption in out.gallery]
+    return out
+
+
 def build_app(ctx: tasks.AppContext) -> gr.Blocks:
     def run(task_title, fn, image, request, progress, **kwargs) -> tasks.TaskOutput:
         with user_errors(task_title):
@@ -78,7 +102,7 @@ def build_app(ctx: tasks.AppContext) -> gr.Blocks:
                 raise ImageError("Please upload an image first.")
             loaded = load_image(image)
             run_dir = ctx.outputs.new_run_dir(_session(request))
-            return gpu(fn)(ctx, loaded, run_dir=run_dir, progress=progress, **kwargs)
+            return _as_png_files(gpu(fn)(ctx, loaded, run_dir=run_dir, progress=progress, **kwargs), run_dir)
 
     # --- handlers: the first parameter of each is `image`, every other has a default -----------------
     def pose(image, size: str = "0.4b", boxes: str = "", flip_test: bool = True,
@@ -106,7 +130,7 @@ def build_app(ctx: tasks.AppContext) -> gr.Blocks:
                  request: gr.Request = None, progress=gr.Progress()):
         out = run("Depth & 3D", tasks.pointmap, image, request, progress, size=size,
                   remove_background=remove_background, max_points=int(max_points))
-        return (out.main, str(out.model3d) if out.model3d else None,
+        return (out.before_after, str(out.model3d) if out.model3d else None,
                 [str(p) for p in out.files], _notes(out))
 
     def matting(image, background: str = "colour", colour: str = "#00b140", background_image=None,
@@ -193,7 +217,7 @@ def build_app(ctx: tasks.AppContext) -> gr.Blocks:
                     img = image_in()
                     size = size_choice("normal")
                     fg = gr.Checkbox(True, label="Remove background (body-part segmentation)")
-                    bg = gr.Radio(["black", "original"], value="black", label="Background")
+                    bg = gr.Radio([("black", "black"), ("original image", "image")], value="black", label="Background")
                     bits = gr.Radio([8, 16], value=16, label="PNG bit depth")
                     btn = gr.Button("Estimate normals", variant="primary")
                 with gr.Column():
@@ -215,8 +239,8 @@ def build_app(ctx: tasks.AppContext) -> gr.Blocks:
                     cap = gr.Slider(10_000, 500_000, 200_000, step=10_000, label="Max points in the cloud")
                     btn = gr.Button("Estimate depth & 3D", variant="primary")
                 with gr.Column():
-                    depth = gr.Image(label="Depth (turbo, inverse depth)", format="png", interactive=False,
-                                     elem_id="pointmap-output")
+                    depth = gr.ImageSlider(label="Image / depth (turbo inverse depth, colour bar in metres)",
+                                           format="png", interactive=False, elem_id="pointmap-output")
                     cloud = gr.Model3D(label="Point cloud", clear_color=(0.1, 0.1, 0.1, 1.0))
                     files = gr.File(label="Downloads (depth PNG mm, .npy m, .ply, .glb)", file_count="multiple",
                                     elem_id="pointmap-files")

@@ -105,9 +105,10 @@ def test_normals_endpoint(client):
 def test_pointmap_endpoint(client):
     from gradio_client import handle_file
 
-    depth, model3d, files, notes = client.predict(handle_file(str(ASSETS / "grace_hopper.jpg")),
-                                                  remove_background=False, api_name="/pointmap")
-    assert _image(depth).shape[0] >= 600
+    slider, model3d, files, notes = client.predict(handle_file(str(ASSETS / "grace_hopper.jpg")),
+                                                   remove_background=False, api_name="/pointmap")
+    before, after = (_image(path) for path in slider)
+    assert before.shape == after.shape and before.shape[0] == 600 and before.shape[1] > 512  # + colour bar
     assert model3d.endswith(".glb")
     metres = np.load(next(f for f in files if f.endswith(".npy")))
     assert metres.shape == (600, 512) and metres.dtype == np.float32

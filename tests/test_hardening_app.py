@@ -2,6 +2,7 @@
 
 import shutil
 import threading
+import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -117,7 +118,8 @@ def test_sixteen_simultaneous_requests_across_tabs(tiny_dir):
         jobs = [("/pose", "astronaut.jpg"), ("/segment", "grace_hopper.jpg"), ("/normals", "camera.jpg"),
                 ("/pointmap", "astronaut.jpg"), ("/matting", "grace_hopper.jpg"), ("/segment", "camera.jpg"),
                 ("/pose", "grace_hopper.jpg"), ("/normals", "astronaut.jpg")] * 2
-        errors, peaks = [], []
+        errors, peaks, latencies = [], [], []
+        wall = time.perf_counter()
         stop = threading.Event()
 
         def watch():
@@ -127,7 +129,10 @@ def test_sixteen_simultaneous_requests_across_tabs(tiny_dir):
 
         def call(job):
             endpoint, name = job
-            return endpoint, Client(url, verbose=False).predict(handle_file(str(ASSETS / name)), api_name=endpoint)
+            started = time.perf_counter()
+            outputs = Client(url, verbose=False).predict(handle_file(str(ASSETS / name)), api_name=endpoint)
+            latencies.append(time.perf_counter() - started)
+            return endpoint, outputs
 
         watcher = threading.Thread(target=watch)
         watcher.start()
@@ -148,5 +153,8 @@ def test_sixteen_simultaneous_requests_across_tabs(tiny_dir):
             assert files, endpoint
         assert manager.load_counts and all(count == 1 for count in manager.load_counts.values()), manager.load_counts
         assert max(peaks) <= manager.memory_budget_bytes
+        print(f"\n16 concurrent requests: wall {time.perf_counter() - wall:.1f} s, latency median "
+              f"{sorted(latencies)[8]:.1f} s max {max(latencies):.1f} s; loads {sorted(manager.load_counts.values())}; "
+              f"peak loaded {max(peaks) / 2**20:.1f} MiB of a {manager.memory_budget_bytes / 2**20:.0f} MiB budget")
     finally:
         demo.close()
