@@ -29,3 +29,4 @@ test: setup browser-deps
 bench: setup
 	$(OFFLINE) $(PY) benchmarks/bench_pose.py
 	$(OFFLINE) $(PY) benchmarks/bench_dense.py
+	$(OFFLINE) $(PY) benchmarks/bench_app.py

@@ -39,3 +39,37 @@ def manager(tiny_dir):
 def person_image() -> np.ndarray:
     """NASA astronaut photo (public domain), RGB uint8."""
     return np.asarray(Image.open(ASSETS / "astronaut.jpg").convert("RGB"))
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch_app(checkpoint_dir, detector, *flags):
+    """The real app (app.create_app) on 127.0.0.1 and a free port; returns (demo, url)."""
+    import app
+
+    args = app.parse_args(["--checkpoint-dir", str(checkpoint_dir), "--detector", str(detector), "--device", "cpu",
+                           "--port", str(free_port()), *map(str, flags)])
+    demo = app.create_app(args)
+    demo.launch(server_name="127.0.0.1", server_port=args.port, prevent_thread_lock=True, quiet=True,
+                max_file_size=args.max_file_size)
+    return demo, f"http://127.0.0.1:{args.port}/"
+
+
+@pytest.fixture(scope="session")
+def app_server(tiny_dir):
+    demo, url = launch_app(tiny_dir, tiny_dir / "yolov8n-random.pt", "--concurrency", 2)
+    yield demo, url
+    demo.close()
+
+
+@pytest.fixture(scope="session")
+def client(app_server):
+    from gradio_client import Client
+
+    return Client(app_server[1], verbose=False)

@@ -1,7 +1,6 @@
 """The app launched on 127.0.0.1 and every named endpoint called through gradio_client."""
 
 import json
-import socket
 import zipfile
 from pathlib import Path
 
@@ -9,34 +8,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
+from tests.conftest import ASSETS
+
 ENDPOINTS = ["/pose", "/segment", "/normals", "/pointmap", "/matting", "/all"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def server(tiny_dir):
-    import app
-
-    args = app.parse_args(["--checkpoint-dir", str(tiny_dir), "--detector", str(tiny_dir / "yolov8n-random.pt"),
-                           "--device", "cpu", "--port", str(free_port()), "--concurrency", "2"])
-    demo = app.create_app(args)
-    demo.launch(server_name="127.0.0.1", server_port=args.port, prevent_thread_lock=True, quiet=True,
-                max_file_size=args.max_file_size)
-    yield demo, f"http://127.0.0.1:{args.port}/"
-    demo.close()
-
-
-@pytest.fixture(scope="module")
-def client(server):
-    from gradio_client import Client
-
-    return Client(server[1], verbose=False)
 
 
 def test_starting_the_app_loads_no_model(tiny_dir):
@@ -66,9 +40,8 @@ def test_pose_endpoint(client):
     drawing, files, notes = client.predict(handle_file(str(ASSETS / "astronaut.jpg")), api_name="/pose")
     assert _image(drawing).shape == (512, 512, 3)
     names = sorted(Path(f).name for f in files)
-    official = json.loads(Path(next(f for f in files if Path(f).name.endswith("sapiens2.json"))).read_text()) \
-        if any(n.endswith("sapiens2.json") for n in names) else json.loads(Path(files[0]).read_text())
-    assert len(names) == 3
+    assert names == ["pose_coco17.json", "pose_openpose_keypoints.json", "pose_sapiens2.json"]
+    official = json.loads(Path(next(f for f in files if f.endswith("_sapiens2.json"))).read_text())
     assert official["num_keypoints"] == 308
     assert len(official["instances"]) >= 1
     assert "person(s) posed" in notes

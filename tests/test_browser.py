@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_app import ASSETS, free_port
+from tests.conftest import ASSETS
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed "
@@ -26,15 +26,8 @@ TABS = [  # tab title, tab id, example image
 
 
 @pytest.fixture(scope="module")
-def app_url(tiny_dir):
-    import app
-
-    args = app.parse_args(["--checkpoint-dir", str(tiny_dir), "--detector", str(tiny_dir / "yolov8n-random.pt"),
-                           "--device", "cpu", "--port", str(free_port())])
-    demo = app.create_app(args)
-    demo.launch(server_name="127.0.0.1", server_port=args.port, prevent_thread_lock=True, quiet=True)
-    yield f"http://127.0.0.1:{args.port}/"
-    demo.close()
+def app_url(app_server):
+    return app_server[1]
 
 
 @pytest.fixture(scope="module")

@@ -10,20 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_app import ASSETS, free_port
+from tests.conftest import ASSETS, launch_app
 
 BUDGET = 64 * 2**20  # tiny checkpoints are < 1 MB each: all fit, and the check below can still fail
 
 
 def _launch(checkpoint_dir: Path, detector: str, concurrency: int = 4):
-    import app
-
-    args = app.parse_args(["--checkpoint-dir", str(checkpoint_dir), "--detector", detector, "--device", "cpu",
-                           "--port", str(free_port()), "--concurrency", str(concurrency),
-                           "--model-budget-gb", str(BUDGET / 2**30)])
-    demo = app.create_app(args)
-    demo.launch(server_name="127.0.0.1", server_port=args.port, prevent_thread_lock=True, quiet=True)
-    return demo, f"http://127.0.0.1:{args.port}/"
+    return launch_app(checkpoint_dir, detector, "--concurrency", concurrency, "--model-budget-gb", BUDGET / 2**30)
 
 
 @pytest.fixture(scope="module")
