@@ -13,7 +13,7 @@ import logging
 import os
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -36,6 +36,8 @@ class LoadedModel:
     source: str  # local path or "repo@revision", for messages
     device: str = "cpu"
     dtype: Any = None
+    # ultralytics predictors keep per-call state, so one YOLO must not predict from two threads at once
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 
 def resolve_device(device: str | None = None, dtype: str | None = None):

@@ -78,15 +78,18 @@ def pose(ctx: AppContext, image: LoadedImage, *, run_dir: Path, progress=None, s
 
 
 def segment(ctx: AppContext, image: LoadedImage, *, run_dir: Path, progress=None, size: str = "0.4b",
-            opacity: float = 0.5) -> TaskOutput:
-    from .render.parts import PartsAnnotator, parts_legend
+            opacity: float = 0.5, show_names: bool = False) -> TaskOutput:
+    from .render.parts import PartNamesAnnotator, PartsAnnotator, parts_legend
 
     started = time.perf_counter()
     _announce_load(ctx, "seg", size, progress)
     result = dense.segment(image.rgb, ctx.manager, size, cache=ctx.seg_cache)
     overlay = PartsAnnotator(opacity=opacity).annotate(image.rgb, result)
-    legend = [[name, f'<span style="color:rgb{tuple(rgb)}">&#9632;</span>', round(100 * share, 2)]
-              for _, name, rgb, share in parts_legend(result)]
+    if show_names:
+        overlay = PartNamesAnnotator().annotate(overlay, result)
+    entries = sorted(parts_legend(result), key=lambda entry: -entry.share)  # biggest parts first
+    legend = [[entry.name.replace("_", " "), f'<span style="color:rgb{tuple(entry.rgb)}">&#9632;</span>',
+               round(100 * entry.share, 2)] for entry in entries]
     files = [export.write_label_png(result, run_dir), export.write_parts_colour_png(result, run_dir)]
     notes = list(image.notes)
     _timed(ctx, notes, "Segmentation", started)

@@ -30,6 +30,12 @@ except ImportError:
         return fn
 
 
+@gpu
+def _run_task(fn, ctx, loaded, run_dir, progress, kwargs) -> tasks.TaskOutput:
+    """The one place inference happens, decorated once at import as ZeroGPU expects."""
+    return fn(ctx, loaded, run_dir=run_dir, progress=progress, **kwargs)
+
+
 class ImageUpload(gr.Image):
     """gr.Image that hands over the uploaded file untouched, so our loader decides what is readable
     and words the message (gradio's own preprocessing would fail first, with its own error)."""
@@ -102,7 +108,7 @@ def build_app(ctx: tasks.AppContext) -> gr.Blocks:
                 raise ImageError("Please upload an image first.")
             loaded = load_image(image)
             run_dir = ctx.outputs.new_run_dir(_session(request))
-            return _as_png_files(gpu(fn)(ctx, loaded, run_dir=run_dir, progress=progress, **kwargs), run_dir)
+            return _as_png_files(_run_task(fn, ctx, loaded, run_dir, progress, kwargs), run_dir)
 
     # --- handlers: the first parameter of each is `image`, every other has a default -----------------
     def pose(image, size: str = "0.4b", boxes: str = "", flip_test: bool = True,
@@ -115,9 +121,10 @@ def build_app(ctx: tasks.AppContext) -> gr.Blocks:
                   show_face=show_face, show_boxes=show_boxes)
         return out.main, [str(p) for p in out.files], _notes(out)
 
-    def segment(image, size: str = "0.4b", opacity: float = 0.5,
+    def segment(image, size: str = "0.4b", opacity: float = 0.5, show_names: bool = False,
                 request: gr.Request = None, progress=gr.Progress()):
-        out = run("Body parts", tasks.segment, image, request, progress, size=size, opacity=opacity)
+        out = run("Body parts", tasks.segment, image, request, progress, size=size, opacity=opacity,
+                  show_names=show_names)
         return out.before_after, out.legend, [str(p) for p in out.files], _notes(out)
 
     def normals(image, size: str = "0.4b", remove_background: bool = True, background: str = "black",
@@ -197,6 +204,7 @@ def build_app(ctx: tasks.AppContext) -> gr.Blocks:
                     img = image_in()
                     size = size_choice("seg")
                     opacity = gr.Slider(0.0, 1.0, 0.5, step=0.05, label="Overlay opacity")
+                    names = gr.Checkbox(False, label="Write class names on the parts")
                     btn = gr.Button("Segment body parts", variant="primary")
                 with gr.Column():
                     slider = gr.ImageSlider(label="Image / body parts", format="png", interactive=False,
@@ -206,7 +214,7 @@ def build_app(ctx: tasks.AppContext) -> gr.Blocks:
                     files = gr.File(label="Downloads (class-id PNG, colour PNG)", file_count="multiple",
                                     elem_id="segment-files")
                     info = notes_box()
-            btn.click(segment, [img, size, opacity], [slider, legend, files, info], api_name="segment",
+            btn.click(segment, [img, size, opacity, names], [slider, legend, files, info], api_name="segment",
                       concurrency_id="seg")
             gr.Examples(EXAMPLES, [img])
             note()

@@ -31,9 +31,10 @@ def detect_people(image: np.ndarray, manager, score_threshold: float = 0.3, nms_
     height, width = image.shape[:2]
     # ultralytics reads numpy images as BGR (cv2 convention); our images are RGB.
     bgr = np.ascontiguousarray(image[..., ::-1])
-    result = loaded.model.predict(bgr, conf=float(score_threshold), iou=float(nms_iou),
-                                  classes=list(classes) if classes is not None else None,
-                                  max_det=300, device=loaded.device, verbose=False)[0]
+    with loaded.lock:
+        result = loaded.model.predict(bgr, conf=float(score_threshold), iou=float(nms_iou),
+                                      classes=list(classes) if classes is not None else None,
+                                      max_det=300, device=loaded.device, verbose=False)[0]
     boxes = result.boxes.xyxy.detach().float().cpu()
     scores = result.boxes.conf.detach().float().cpu()
     keep = scores > score_threshold if score_threshold > 0 else torch.ones_like(scores, dtype=torch.bool)
