@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from sapiens2_demo.manager import ModelManager
+from sapiens2_demo.manager import LoadedModel, ModelManager
 from sapiens2_demo.pose import detector as detector_module
 from sapiens2_demo.pose.detector import NO_PERSON_NOTE, detect_people
 from sapiens2_demo.pose.meta import flip_pairs_from_indices
@@ -60,7 +60,7 @@ class _FakeYolo:
 
 class _FakeManager:
     def __init__(self, model):
-        self.loaded = type("Loaded", (), {"model": model, "device": "cpu"})()
+        self.loaded = LoadedModel(model=model, processor=None, nbytes=0, source="fake", device="cpu")
 
     def get_detector(self):
         return self.loaded
