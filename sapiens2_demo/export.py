@@ -34,7 +34,7 @@ from .render.depth import valid_depth
 from .render.matting import alpha_image, rgba_cutout
 from .render.normals import normals_to_rgb
 from .render.parts import colorize_labels
-from .results import MattingResult, NormalsResult, PointmapResult, SegmentationResult
+from .results import MattingResult, NormalsResult, PointmapResult, SegmentationResult, resolve_mask
 
 DEPTH_PNG_MAX_MM = 65535
 
@@ -51,17 +51,6 @@ def _target(folder: str | Path, name: str) -> Path:
 
 def _labels(result: SegmentationResult | np.ndarray) -> np.ndarray:
     return np.asarray(result.labels if isinstance(result, SegmentationResult) else result, dtype=np.uint8)
-
-
-def _mask(result, mask: np.ndarray | None, shape: tuple[int, int], use_result_mask: bool = True) -> np.ndarray | None:
-    if mask is None and use_result_mask:
-        mask = getattr(result, "mask", None)
-    if mask is None:
-        return None
-    mask = np.asarray(mask, dtype=bool)
-    if mask.shape != shape:
-        raise ValueError(f"mask {mask.shape} does not match the map {shape}")
-    return mask
 
 
 # -- segmentation ---------------------------------------------------------------------------------
@@ -82,7 +71,7 @@ def write_parts_colour_png(result: SegmentationResult | np.ndarray, folder, name
 
 def _masked_normals(result: NormalsResult, mask) -> np.ndarray:
     normals = np.asarray(result.normals, dtype=np.float32)
-    mask = _mask(result, mask, normals.shape[:2], use_result_mask=False)
+    mask = resolve_mask(result, mask, normals.shape[:2], use_result_mask=False)
     if mask is not None:
         normals = np.where(mask[..., None], normals, np.float32(0))
     return normals
@@ -102,7 +91,7 @@ def write_normals_png(result: NormalsResult, folder, bits: int = 8, mask: np.nda
         raise ValueError("bits must be 8 or 16")
     path = _target(folder, name or ("normals.png" if bits == 8 else "normals16.png"))
     normals = np.asarray(result.normals, dtype=np.float32)
-    mask = _mask(result, mask, normals.shape[:2])
+    mask = resolve_mask(result, mask, normals.shape[:2])
     if bits == 8:
         encoded = normals_to_rgb(normals)
     else:
@@ -119,7 +108,7 @@ def write_normals_png(result: NormalsResult, folder, bits: int = 8, mask: np.nda
 def depth_metres(result: PointmapResult, mask: np.ndarray | None = None) -> np.ndarray:
     """float32 (H, W) depth in metres with 0 where masked out or invalid (non-finite, <= 0)."""
     depth = np.asarray(result.depth, dtype=np.float32)
-    valid = valid_depth(depth, _mask(result, mask, depth.shape))
+    valid = valid_depth(depth, resolve_mask(result, mask, depth.shape))
     return np.where(valid, depth, np.float32(0))
 
 
@@ -135,7 +124,7 @@ def write_depth_png(result: PointmapResult, folder, mask: np.ndarray | None = No
 def write_depth_npy(result: PointmapResult, folder, mask: np.ndarray | None = None, name: str = "depth_m.npy") -> Path:
     path = _target(folder, name)
     depth = np.asarray(result.depth, dtype=np.float32)
-    mask = _mask(result, mask, depth.shape, use_result_mask=False)
+    mask = resolve_mask(result, mask, depth.shape, use_result_mask=False)
     np.save(path, depth if mask is None else np.where(mask, depth, np.float32(0)))
     return path
 

@@ -55,3 +55,17 @@ class PointmapResult:
 class MattingResult:
     alpha: np.ndarray  # (H, W) float32 in [0, 1]
     foreground: np.ndarray  # (H, W, 3) float32 in [0, 1], premultiplied by alpha
+
+
+def resolve_mask(result, mask: np.ndarray | None, shape: tuple[int, int],
+                 use_result_mask: bool = True) -> np.ndarray | None:
+    """The foreground mask to apply: `mask` if given, else the result's own (when allowed), checked
+    against the map's (H, W)."""
+    if mask is None and use_result_mask:
+        mask = getattr(result, "mask", None)
+    if mask is None:
+        return None
+    mask = np.asarray(mask, dtype=bool)
+    if mask.shape != tuple(shape):
+        raise ValueError(f"mask {mask.shape} does not match the map {tuple(shape)}")
+    return mask

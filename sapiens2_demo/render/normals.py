@@ -7,23 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..results import NormalsResult
+from ..results import NormalsResult, resolve_mask
 
 
 def normals_to_rgb(normals: np.ndarray) -> np.ndarray:
     """(H, W, 3) unit normals in [-1, 1] -> (H, W, 3) uint8, rounded to nearest: (0, 0, 1) -> (128, 128, 255)."""
     scaled = (np.asarray(normals, dtype=np.float32) + np.float32(1)) * np.float32(127.5)
     return np.rint(np.clip(scaled, 0, 255)).astype(np.uint8)
-
-
-def _mask_for(result: NormalsResult, mask: np.ndarray | None, shape: tuple[int, int]) -> np.ndarray | None:
-    mask = result.mask if mask is None else mask
-    if mask is None:
-        return None
-    mask = np.asarray(mask, dtype=bool)
-    if mask.shape != shape:
-        raise ValueError(f"mask {mask.shape} and normals {shape} differ in size")
-    return mask
 
 
 class NormalsAnnotator:
@@ -41,7 +31,7 @@ class NormalsAnnotator:
     def annotate(self, image: np.ndarray, result: NormalsResult, mask: np.ndarray | None = None) -> np.ndarray:
         """`mask` (H, W) bool, e.g. SegmentationResult.foreground, overrides `result.mask`."""
         out = normals_to_rgb(result.normals)
-        mask = _mask_for(result, mask, out.shape[:2])
+        mask = resolve_mask(result, mask, out.shape[:2])
         if mask is not None:
             background = ~mask
             if self.background == "black":
