@@ -21,7 +21,7 @@ from .registry import TASKS, Checkpoint
 
 log = logging.getLogger(__name__)
 
-DEFAULT_DETECTOR = "yolo11n.pt"
+DEFAULT_DETECTOR = "yolo26n.pt"  # small current YOLO; ultralytics fetches it when online
 
 
 class CheckpointUnavailable(RuntimeError):

@@ -129,3 +129,38 @@ def test_device_and_dtype_are_chosen_and_overridable(tiny_dir):
     forced = ModelManager(checkpoint_dir=tiny_dir, device="cpu", dtype="bfloat16")
     loaded = forced.get(checkpoint("seg", "0.4b"))
     assert next(loaded.model.parameters()).dtype == torch.bfloat16
+
+
+def test_stress_many_threads_with_evictions(tiny_dir):
+    """16 threads x 12 random requests over every task, under a budget that holds about two models."""
+    import random
+
+    probe = ModelManager(checkpoint_dir=tiny_dir, device="cpu", dtype="float32")
+    ckpts = [checkpoint(task, TASKS[task].sizes[0]) for task in TASKS]
+    largest = max(probe.get(c).nbytes for c in ckpts)
+    manager = ModelManager(checkpoint_dir=tiny_dir, device="cpu", dtype="float32",
+                           memory_budget_bytes=int(largest * 2.1))
+    errors, over_budget = [], []
+
+    def worker(seed):
+        rng = random.Random(seed)
+        try:
+            for _ in range(12):
+                ckpt = rng.choice(ckpts)
+                loaded = manager.get(ckpt)
+                assert loaded.model.config.num_labels == {"pose": 308, "seg": 29, "normal": 3, "pointmap": 3,
+                                                          "matting": 4}[ckpt.task]
+                if manager.loaded_bytes > manager.memory_budget_bytes:
+                    over_budget.append(manager.loaded_bytes)
+        except Exception as error:  # reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=worker, args=(seed,)) for seed in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert not over_budget
+    assert sum(manager.load_counts.values()) > len(ckpts)  # evictions really happened
+    assert manager.loaded_bytes <= manager.memory_budget_bytes
