@@ -72,6 +72,12 @@ def default_budget_bytes(device: str) -> int:
     return int(total * 0.5)
 
 
+def _lacks_files(error: Exception) -> bool:
+    """True when the hub answered but the revision has no such file (as opposed to offline, gated...)."""
+    names = {type(e).__name__ for e in (error, error.__cause__, error.__context__) if e is not None}
+    return bool(names & {"EntryNotFoundError", "RemoteEntryNotFoundError"}) or "does not appear to have" in str(error)
+
+
 def _model_nbytes(model) -> int:
     tensors = list(model.parameters()) + list(model.buffers())
     return sum(t.numel() * t.element_size() for t in tensors)
@@ -153,14 +159,15 @@ class ModelManager:
 
             torch.cuda.empty_cache()
 
-    def _unavailable(self, ckpt: Checkpoint, error: Exception) -> CheckpointUnavailable:
+    def _unavailable(self, ckpt: Checkpoint, error: Exception, revisions: list[str]) -> CheckpointUnavailable:
         where = f" (looked for {self.checkpoint_dir / ckpt.dirname})" if self.checkpoint_dir else ""
+        detail = str(error).splitlines()[0][:300].rstrip(". ") if str(error) else ""
         return CheckpointUnavailable(
-            f"Could not load {ckpt.repo_id} at revision {ckpt.revision}{where}: {type(error).__name__}: "
-            f"{str(error).splitlines()[0][:300] if str(error) else ''}. To use a local copy, download the "
-            f"transformers-format files (config.json, model.safetensors, preprocessor_config.json) into "
-            f"<DIR>/{ckpt.dirname}/ and start the app with --checkpoint-dir <DIR> "
-            f"(or SAPIENS2_CHECKPOINT_DIR); if the repo is gated, accept its license and log in first."
+            f"Could not load {ckpt.repo_id} at revision {' or '.join(revisions)}{where}: "
+            f"{type(error).__name__}: {detail}. To use a local copy, download the transformers-format files "
+            f"(config.json, model.safetensors, preprocessor_config.json) into <DIR>/{ckpt.dirname}/ and start "
+            f"the app with --checkpoint-dir <DIR> (or SAPIENS2_CHECKPOINT_DIR); if the repo is gated, accept "
+            f"its license and log in first."
         )
 
     def _load_sapiens2(self, ckpt: Checkpoint) -> LoadedModel:
@@ -169,19 +176,27 @@ class ModelManager:
 
         auto_class = getattr(transformers, TASKS[ckpt.task].auto_class)
         local = self.local_path(ckpt)
-        source = str(local) if local else ckpt.repo_id
-        kwargs = {} if local else {"revision": ckpt.revision}
-        try:
-            model = auto_class.from_pretrained(source, use_safetensors=True, dtype=self.dtype,
-                                               local_files_only=local is not None, **kwargs)
-            processor = Sapiens2ImageProcessor.from_pretrained(source, local_files_only=local is not None,
-                                                               **kwargs)
-        except Exception as error:  # network, missing files, gated repo, corrupt file: all say the same
-            raise self._unavailable(ckpt, error) from error
+        if local:
+            revisions, sources = [ckpt.revision], [str(local)]
+        else:
+            revisions = [ckpt.revision] + ([ckpt.fallback_revision] if ckpt.fallback_revision else [])
+            sources = [ckpt.repo_id] * len(revisions)
+        for attempt, (source, revision) in enumerate(zip(sources, revisions)):
+            kwargs = {"local_files_only": True} if local else {"revision": revision}
+            try:
+                model = auto_class.from_pretrained(source, use_safetensors=True, dtype=self.dtype, **kwargs)
+                processor = Sapiens2ImageProcessor.from_pretrained(source, **kwargs)
+                break
+            except Exception as error:  # network, missing files, gated repo, corrupt file: all say the same
+                if attempt + 1 < len(revisions) and _lacks_files(error):
+                    log.info("%s@%s has no transformers-format files; trying %s", ckpt.repo_id, revision,
+                             revisions[attempt + 1])
+                    continue
+                raise self._unavailable(ckpt, error, revisions[:attempt + 1]) from error
         model = model.to(self.device).eval()
         log.info("loaded %s from %s on %s/%s", ckpt.repo_id, source, self.device, self.dtype)
         return LoadedModel(model, processor, _model_nbytes(model),
-                           source if local else f"{ckpt.repo_id}@{ckpt.revision}", self.device, self.dtype)
+                           source if local else f"{ckpt.repo_id}@{revision}", self.device, self.dtype)
 
     def _load_detector(self) -> LoadedModel:
         name = self.detector_name

@@ -33,11 +33,13 @@ TASKS: dict[str, Task] = {
 }
 
 # Revision per checkpoint. The transformers-format files (config.json, model.safetensors,
-# preprocessor_config.json) may only exist on a PR ref for some repos, hence one entry each.
-# Override at run time with SAPIENS2_REVISIONS="facebook/sapiens2-seg-0.4b=refs/pr/1,...".
+# preprocessor_config.json) may only exist on a PR ref for some repos, hence one entry each, and a
+# fallback tried when the default revision lacks those files.
+# Override at run time with SAPIENS2_REVISIONS="facebook/sapiens2-seg-0.4b=refs/pr/1,..." (no fallback then).
 DEFAULT_REVISIONS: dict[str, str] = {
     f"facebook/sapiens2-{task.name}-{size}": "main" for task in TASKS.values() for size in task.sizes
 }
+FALLBACK_REVISION = "refs/pr/1"
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,7 @@ class Checkpoint:
     task: str
     size: str
     revision: str
+    fallback_revision: str | None = None  # tried when `revision` has no transformers-format files
 
     @property
     def repo_id(self) -> str:
@@ -79,8 +82,10 @@ def checkpoint(task: str, size: str) -> Checkpoint:
     if size not in sizes:
         raise UnknownCheckpoint(f"No {task} checkpoint of size {size!r}; released sizes: {', '.join(sizes)}.")
     repo_id = f"facebook/sapiens2-{task}-{size}"
-    revision = revision_overrides().get(repo_id, DEFAULT_REVISIONS[repo_id])
-    return Checkpoint(task, size, revision)
+    override = revision_overrides().get(repo_id)
+    if override:
+        return Checkpoint(task, size, override)
+    return Checkpoint(task, size, DEFAULT_REVISIONS[repo_id], FALLBACK_REVISION)
 
 
 def default_size(task: str) -> str:

@@ -164,3 +164,35 @@ def test_stress_many_threads_with_evictions(tiny_dir):
     assert not over_budget
     assert sum(manager.load_counts.values()) > len(ckpts)  # evictions really happened
     assert manager.loaded_bytes <= manager.memory_budget_bytes
+
+
+def test_falls_back_to_the_pr_revision_when_main_lacks_transformers_files(tiny_dir, monkeypatch):
+    import transformers
+
+    seen = []
+    auto = transformers.AutoModelForSemanticSegmentation
+    real_model, real_processor = auto.from_pretrained, transformers.Sapiens2ImageProcessor.from_pretrained
+
+    def fake(real):
+        def from_pretrained(source, revision=None, **kwargs):
+            seen.append((source, revision))
+            if revision == "main":
+                raise OSError(f"{source} does not appear to have a file named config.json.")
+            return real(str(tiny_dir / "sapiens2-seg-0.4b"), **kwargs)
+        return from_pretrained
+
+    monkeypatch.setattr(auto, "from_pretrained", fake(real_model))
+    monkeypatch.setattr(transformers.Sapiens2ImageProcessor, "from_pretrained", fake(real_processor))
+    manager = ModelManager(device="cpu", dtype="float32")  # no checkpoint dir: the hub path
+    loaded = manager.get(checkpoint("seg", "0.4b"))
+    assert loaded.source == "facebook/sapiens2-seg-0.4b@refs/pr/1"
+    assert ("facebook/sapiens2-seg-0.4b", "main") in seen and ("facebook/sapiens2-seg-0.4b", "refs/pr/1") in seen
+
+
+def test_offline_hub_failure_names_the_revision_without_retrying(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    manager = ModelManager(device="cpu", dtype="float32")
+    with pytest.raises(CheckpointUnavailable) as info:
+        manager.get(checkpoint("normal", "0.8b"))
+    assert "facebook/sapiens2-normal-0.8b at revision main:" in str(info.value)
+    assert "refs/pr/1" not in str(info.value)  # offline is not "missing files": no second try
