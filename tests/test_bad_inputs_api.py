@@ -63,26 +63,32 @@ BAD_FILES = [
 ]
 
 
+def build_payload(name: str, payload) -> bytes:
+    """The file's bytes: as listed, an image saved under its suffix, or one of the built cases."""
+    buffer = io.BytesIO()
+    if name == "anim.gif":
+        frames = [Image.new("RGB", (64, 48), c) for c in ((255, 0, 0), (0, 255, 0))]
+        frames[0].save(buffer, format="GIF", save_all=True, append_images=frames[1:], duration=100, loop=0)
+    elif name == "rotated.jpg":
+        exif = Image.Exif()
+        exif[0x0112] = 6  # rotate 90° clockwise when shown
+        Image.new("RGB", (80, 40), (0, 0, 255)).save(buffer, format="JPEG", exif=exif)
+    elif name == "large.jpg":
+        Image.new("RGB", (5000, 4000), (90, 90, 90)).save(buffer, format="JPEG", quality=60)
+    elif isinstance(payload, Image.Image):
+        payload.save(buffer, format=Image.registered_extensions()["." + name.rsplit(".", 1)[1]])
+    else:
+        return payload
+    return buffer.getvalue()
+
+
 @pytest.mark.parametrize("label,name,payload,expected", BAD_FILES, ids=[b[0] for b in BAD_FILES])
 def test_bad_upload(client, tmp_path, label, name, payload, expected):
     from gradio_client import handle_file
 
-    if name == "anim.gif":
-        frames = [Image.new("RGB", (64, 48), c) for c in ((255, 0, 0), (0, 255, 0))]
-        path = tmp_path / name
-        frames[0].save(path, save_all=True, append_images=frames[1:], duration=100, loop=0)
-        payload = path.read_bytes()
-    elif name == "rotated.jpg":
-        exif = Image.Exif()
-        exif[0x0112] = 6  # rotate 90° clockwise when shown
-        buffer = io.BytesIO()
-        Image.new("RGB", (80, 40), (0, 0, 255)).save(buffer, format="JPEG", exif=exif)
-        payload = buffer.getvalue()
-    elif name == "large.jpg":
-        buffer = io.BytesIO()
-        Image.new("RGB", (5000, 4000), (90, 90, 90)).save(buffer, format="JPEG", quality=60)
-        payload = buffer.getvalue()
-    path = _write(tmp_path, name, payload)
+    path = tmp_path / name
+    path.write_bytes(build_payload(name, payload))
+    path = str(path)
     if expected is None:
         slider, legend, files, notes = client.predict(handle_file(path), api_name="/segment")
         labels = np.asarray(Image.open(next(f for f in files if "labels" in f)))

@@ -1,0 +1,307 @@
+"""The Gradio interface: one tab per task, each a thin call into `tasks`.
+
+No model logic lives here: a handler loads the upload, asks `tasks` for a TaskOutput and lays it out.
+Every failure a user can cause becomes a gr.Error with a plain message (no traceback).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from pathlib import Path
+
+import gradio as gr
+
+from . import tasks
+from .imageio import ImageError, load_image
+from .manager import CheckpointUnavailable
+from .registry import ACCEPTABLE_USE, LICENSE_URL, TASKS, UnknownCheckpoint, default_size
+
+log = logging.getLogger(__name__)
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+EXAMPLES = [[str(ASSETS / name)] for name in ("astronaut.jpg", "grace_hopper.jpg", "camera.jpg")]
+
+try:  # ZeroGPU on Spaces: the same app, with inference borrowed a GPU per call
+    import spaces
+
+    gpu = spaces.GPU(duration=120)
+except ImportError:
+    def gpu(fn):
+        return fn
+
+
+@gpu
+def _run_task(fn, ctx, loaded, run_dir, progress, kwargs) -> tasks.TaskOutput:
+    """The one place inference happens, decorated once at import as ZeroGPU expects."""
+    return fn(ctx, loaded, run_dir=run_dir, progress=progress, **kwargs)
+
+from gradio.events import Dependency
+
+class ImageUpload(gr.Image):
+    """gr.Image that hands over the uploaded file untouched, so our loader decides what is readable
+    and words the message (gradio's own preprocessing would fail first, with its own error)."""
+
+    is_template = True  # render with gr.Image's own frontend
+
+    def preprocess(self, payload):
+        if payload is None or (payload.url and payload.url.startswith("data:")):
+            return super().preprocess(payload)
+        return payload.path
+    from typing import Callable, Literal, Sequence, Any, TYPE_CHECKING
+    from gradio.blocks import Block
+    if TYPE_CHECKING:
+        from gradio.components import Timer
+        from gradio.components.base import Component
+
+
+@contextlib.contextmanager
+def user_errors(task_title: str):
+    """Turn expected failures into a clear gr.Error; log unexpected ones and say so plainly."""
+    try:
+        yield
+    except gr.Error:
+        raise
+    except (ImageError, UnknownCheckpoint, CheckpointUnavailable, ValueError) as error:
+        raise gr.Error(str(error), title=f"{task_title}: cannot run", print_exception=False) from None
+    except MemoryError:
+        raise gr.Error("Ran out of memory. Try a smaller model size or a smaller image.",
+                       title=f"{task_title}: out of memory") from None
+    except Exception as error:  # noqa: BLE001 - the app must keep serving
+        if type(error).__name__ == "OutOfMemoryError":  # torch.cuda.OutOfMemoryError
+            raise gr.Error("The GPU ran out of memory. Try a smaller model size or a smaller image.",
+                           title=f"{task_title}: out of memory") from None
+        log.exception("%s failed", task_title)
+        raise gr.Error(f"Something went wrong ({type(error).__name__}); the server log has details. "
+                       "Other tabs keep working.", title=f"{task_title}: failed") from None
+
+
+def _session(request: gr.Request | None) -> str | None:
+    return getattr(request, "session_hash", None)
+
+
+def _notes(out: tasks.TaskOutput) -> str:
+    return "\n".join(f"- {note}" for note in out.notes)
+
+
+def _as_png_files(out: tasks.TaskOutput, run_dir: Path) -> tasks.TaskOutput:
+    """Hand gradio PNG files rather than arrays. Gradio 6.31 caches an array under a hash of its pixels
+    and rewrites that file in place, so two requests rendering the same picture (two users, one example)
+    could serve each other a truncated image. Files are copied into its cache atomically instead."""
+    from PIL import Image
+
+    shown = run_dir / "shown"
+    shown.mkdir(exist_ok=True)
+    count = iter(range(1000))
+
+    def save(array):
+        path = shown / f"{next(count)}.png"
+        Image.fromarray(array).save(path, compress_level=1)
+        return str(path)
+
+    if out.main is not None:
+        out.main = save(out.main)
+    if out.before_after is not None:
+        out.before_after = tuple(save(a) for a in out.before_after)
+    if out.gallery is not None:
+        out.gallery = [(save(a), caption) for a, caption in out.gallery]
+    return out
+
+
+def build_app(ctx: tasks.AppContext) -> gr.Blocks:
+    def run(task_title, fn, image, request, progress, **kwargs) -> tasks.TaskOutput:
+        with user_errors(task_title):
+            if image is None:
+                raise ImageError("Please upload an image first.")
+            loaded = load_image(image)
+            run_dir = ctx.outputs.new_run_dir(_session(request))
+            return _as_png_files(_run_task(fn, ctx, loaded, run_dir, progress, kwargs), run_dir)
+
+    # --- handlers: the first parameter of each is `image`, every other has a default -----------------
+    def pose(image, size: str = "0.4b", boxes: str = "", flip_test: bool = True,
+             detection_threshold: float = 0.3, nms_iou: float = 0.3, max_people: int = 20,
+             keypoint_threshold: float = 0.3, show_face: bool = True, show_boxes: bool = True,
+             request: gr.Request = None, progress=gr.Progress()):
+        out = run("Pose", tasks.pose, image, request, progress, size=size, boxes=boxes,
+                  flip_test=flip_test, detection_threshold=detection_threshold, nms_iou=nms_iou,
+                  max_people=int(max_people), keypoint_threshold=keypoint_threshold,
+                  show_face=show_face, show_boxes=show_boxes)
+        return out.main, [str(p) for p in out.files], _notes(out)
+
+    def segment(image, size: str = "0.4b", opacity: float = 0.5, show_names: bool = False,
+                request: gr.Request = None, progress=gr.Progress()):
+        out = run("Body parts", tasks.segment, image, request, progress, size=size, opacity=opacity,
+                  show_names=show_names)
+        return out.before_after, out.legend, [str(p) for p in out.files], _notes(out)
+
+    def normals(image, size: str = "0.4b", remove_background: bool = True, background: str = "black",
+                png_bits: int = 16, request: gr.Request = None, progress=gr.Progress()):
+        out = run("Normals", tasks.normals, image, request, progress, size=size,
+                  remove_background=remove_background, background=background, png_bits=int(png_bits))
+        return out.before_after, [str(p) for p in out.files], _notes(out)
+
+    def pointmap(image, size: str = "0.4b", remove_background: bool = True, max_points: int = 200_000,
+                 request: gr.Request = None, progress=gr.Progress()):
+        out = run("Depth & 3D", tasks.pointmap, image, request, progress, size=size,
+                  remove_background=remove_background, max_points=int(max_points))
+        return (out.before_after, str(out.model3d) if out.model3d else None,
+                [str(p) for p in out.files], _notes(out))
+
+    def matting(image, background: str = "colour", colour: str = "#00b140", background_image=None,
+                request: gr.Request = None, progress=gr.Progress()):
+        with user_errors("Matting"):
+            bg = load_image(background_image).rgb if background_image is not None else None
+        out = run("Matting", tasks.matting, image, request, progress, background=background,
+                  colour=colour, background_image=bg)
+        return out.before_after, [str(p) for p in out.files], _notes(out)
+
+    def all_tasks(image, size: str = "0.4b", request: gr.Request = None, progress=gr.Progress()):
+        out = run("All tasks", tasks.all_tasks, image, request, progress, size=size)
+        return out.gallery, str(out.files[0]), _notes(out)
+
+    # --- layout ----------------------------------------------------------------------------------
+    def size_choice(task: str):
+        sizes = list(TASKS[task].sizes)
+        return gr.Dropdown(sizes, value=default_size(task), label="Model size",
+                           interactive=len(sizes) > 1)
+
+    def image_in():
+        return ImageUpload(type="filepath", label="Image", sources=["upload", "clipboard", "webcam"])
+
+    def notes_box():
+        return gr.Markdown(elem_classes=["notes"])
+
+    def note():
+        gr.Markdown(f"<small>{ACCEPTABLE_USE} [License]({LICENSE_URL}).</small>")
+
+    with gr.Blocks(title="Sapiens2 demo", delete_cache=(1800, 3600)) as demo:
+        gr.Markdown("# Sapiens2: human-centric vision\nPose (308 keypoints), body-part segmentation, "
+                    "surface normals, depth & 3D, and matting with Meta's Sapiens2 models. Models load on "
+                    "first use; the first run of each model takes longer.")
+        with gr.Tab("Pose", id="pose", elem_id="tab-pose"):
+            with gr.Row():
+                with gr.Column():
+                    img = image_in()
+                    size = size_choice("pose")
+                    with gr.Accordion("Options", open=False):
+                        boxes = gr.Textbox("", label="Person boxes (optional JSON [[x1,y1,x2,y2], ...]; skips "
+                                                 "the detector)", placeholder="[[10, 20, 200, 400]]")
+                        flip = gr.Checkbox(True, label="Flip test (more accurate, 2x compute)")
+                        det_thr = gr.Slider(0.05, 0.95, 0.3, step=0.05, label="Detection threshold")
+                        nms = gr.Slider(0.1, 0.9, 0.3, step=0.05, label="NMS IoU")
+                        max_people = gr.Slider(1, ctx.max_people, min(20, ctx.max_people), step=1,
+                                               label="Max people")
+                        kpt_thr = gr.Slider(0.0, 1.0, 0.3, step=0.05, label="Keypoint threshold (drawing)")
+                        face = gr.Checkbox(True, label="Draw face keypoints")
+                        show_boxes = gr.Checkbox(True, label="Draw boxes")
+                    btn = gr.Button("Estimate pose", variant="primary")
+                with gr.Column():
+                    out_img = gr.Image(label="Keypoints", format="png", interactive=False, elem_id="pose-output")
+                    files = gr.File(label="Downloads (official JSON, COCO-17, OpenPose)", file_count="multiple",
+                                    elem_id="pose-files")
+                    info = notes_box()
+            inputs = [img, size, boxes, flip, det_thr, nms, max_people, kpt_thr, face, show_boxes]
+            btn.click(pose, inputs, [out_img, files, info], api_name="pose", concurrency_id="pose")
+            gr.Examples(EXAMPLES, [img])
+            note()
+
+        with gr.Tab("Body parts", id="segment", elem_id="tab-segment"):
+            with gr.Row():
+                with gr.Column():
+                    img = image_in()
+                    size = size_choice("seg")
+                    opacity = gr.Slider(0.0, 1.0, 0.5, step=0.05, label="Overlay opacity")
+                    names = gr.Checkbox(False, label="Write class names on the parts")
+                    btn = gr.Button("Segment body parts", variant="primary")
+                with gr.Column():
+                    slider = gr.ImageSlider(label="Image / body parts", format="png", interactive=False,
+                                            elem_id="segment-output")
+                    legend = gr.Dataframe(headers=["class", "colour", "share %"], label="Classes present",
+                                          interactive=False, datatype=["str", "html", "number"])
+                    files = gr.File(label="Downloads (class-id PNG, colour PNG)", file_count="multiple",
+                                    elem_id="segment-files")
+                    info = notes_box()
+            btn.click(segment, [img, size, opacity, names], [slider, legend, files, info], api_name="segment",
+                      concurrency_id="seg")
+            gr.Examples(EXAMPLES, [img])
+            note()
+
+        with gr.Tab("Normals", id="normals", elem_id="tab-normals"):
+            with gr.Row():
+                with gr.Column():
+                    img = image_in()
+                    size = size_choice("normal")
+                    fg = gr.Checkbox(True, label="Remove background (body-part segmentation)")
+                    bg = gr.Radio([("black", "black"), ("original image", "image")], value="black", label="Background")
+                    bits = gr.Radio([8, 16], value=16, label="PNG bit depth")
+                    btn = gr.Button("Estimate normals", variant="primary")
+                with gr.Column():
+                    slider = gr.ImageSlider(label="Image / normals", format="png", interactive=False,
+                                            elem_id="normals-output")
+                    files = gr.File(label="Downloads (.npy, PNG)", file_count="multiple", elem_id="normals-files")
+                    info = notes_box()
+            btn.click(normals, [img, size, fg, bg, bits], [slider, files, info], api_name="normals",
+                      concurrency_id="normal")
+            gr.Examples(EXAMPLES, [img])
+            note()
+
+        with gr.Tab("Depth & 3D", id="pointmap", elem_id="tab-pointmap"):
+            with gr.Row():
+                with gr.Column():
+                    img = image_in()
+                    size = size_choice("pointmap")
+                    fg = gr.Checkbox(True, label="Remove background (body-part segmentation)")
+                    cap = gr.Slider(10_000, 500_000, 200_000, step=10_000, label="Max points in the cloud")
+                    btn = gr.Button("Estimate depth & 3D", variant="primary")
+                with gr.Column():
+                    depth = gr.ImageSlider(label="Image / depth (turbo inverse depth, colour bar in metres)",
+                                           format="png", interactive=False, elem_id="pointmap-output")
+                    cloud = gr.Model3D(label="Point cloud", clear_color=(0.1, 0.1, 0.1, 1.0))
+                    files = gr.File(label="Downloads (depth PNG mm, .npy m, .ply, .glb)", file_count="multiple",
+                                    elem_id="pointmap-files")
+                    info = notes_box()
+            btn.click(pointmap, [img, size, fg, cap], [depth, cloud, files, info], api_name="pointmap",
+                      concurrency_id="pointmap")
+            gr.Examples(EXAMPLES, [img])
+            note()
+
+        with gr.Tab("Matting", id="matting", elem_id="tab-matting"):
+            with gr.Row():
+                with gr.Column():
+                    img = image_in()
+                    gr.Dropdown(["1b"], value="1b", label="Model size", interactive=False)
+                    mode = gr.Radio(["colour", "transparent", "image"], value="colour", label="Background")
+                    colour = gr.ColorPicker("#00b140", label="Background colour")
+                    bg_img = ImageUpload(type="filepath", label="Background image (for 'image')")
+                    btn = gr.Button("Matte", variant="primary")
+                with gr.Column():
+                    slider = gr.ImageSlider(label="Image / composite", format="png", interactive=False,
+                                            elem_id="matting-output")
+                    files = gr.File(label="Downloads (RGBA PNG, alpha PNG)", file_count="multiple",
+                                    elem_id="matting-files")
+                    info = notes_box()
+            btn.click(matting, [img, mode, colour, bg_img], [slider, files, info], api_name="matting",
+                      concurrency_id="matting")
+            gr.Examples(EXAMPLES, [img])
+            note()
+
+        with gr.Tab("All tasks", id="all", elem_id="tab-all"):
+            with gr.Row():
+                with gr.Column(scale=1):
+                    img = image_in()
+                    size = gr.Dropdown(list(TASKS["pose"].sizes), value="0.4b",
+                                       label="Model size (matting is always 1b)")
+                    btn = gr.Button("Run every task", variant="primary")
+                with gr.Column(scale=2):
+                    gallery = gr.Gallery(label="All tasks", columns=3, height="auto", format="png", elem_id="all-output")
+                    files = gr.File(label="Download everything (.zip)", elem_id="all-files")
+                    info = notes_box()
+            btn.click(all_tasks, [img, size], [gallery, files, info], api_name="all", concurrency_id="all")
+            gr.Examples(EXAMPLES, [img])
+            note()
+
+        def forget_session(request: gr.Request):
+            ctx.outputs.delete_session(_session(request))
+
+        demo.unload(forget_session)
+    demo.sapiens2_context = ctx  # for tests and tools that inspect the running app
+    return demo
