@@ -28,12 +28,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--queue-size", type=int, default=int(env("SAPIENS2_QUEUE_SIZE", "32")))
     parser.add_argument("--concurrency", type=int, default=int(env("SAPIENS2_CONCURRENCY", "1")),
                         help="simultaneous runs per task (each task has its own queue slot)")
-    parser.add_argument("--max-file-size", default=env("SAPIENS2_MAX_UPLOAD", "25mb"))
+    parser.add_argument("--max-file-size", default=None,
+                        help="upload limit enforced by gradio, e.g. 50mb (default: SAPIENS2_MAX_UPLOAD_MB, 25 MB)")
     parser.add_argument("--share", action="store_true", help="create a public gradio.live link (off by default)")
     return parser.parse_args(argv)
 
 
 def create_app(args: argparse.Namespace):
+    from sapiens2_demo.imageio import DEFAULT_MAX_BYTES
     from sapiens2_demo.manager import ModelManager
     from sapiens2_demo.tasks import AppContext
     from sapiens2_demo.ui import build_app
@@ -43,11 +45,14 @@ def create_app(args: argparse.Namespace):
                            memory_budget_bytes=budget, detector=args.detector)
     demo = build_app(AppContext(manager=manager, max_people=args.max_people))
     demo.queue(max_size=args.queue_size, default_concurrency_limit=args.concurrency)
+    # one upload limit for gradio and our loader (the loader also guards arrays and API callers)
+    args.max_file_size = args.max_file_size or DEFAULT_MAX_BYTES
     return demo
 
 
 def main(argv=None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # gradio's own health checks
     args = parse_args(argv)
     demo = create_app(args)
     demo.launch(server_name=args.host, server_port=args.port, share=args.share,
