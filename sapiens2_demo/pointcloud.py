@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .results import PointmapResult
+from .results import PointmapResult, resolve_mask
 
 DEFAULT_MAX_POINTS = 200_000
 
@@ -39,10 +39,10 @@ def person_points(result: PointmapResult, image: np.ndarray, mask: np.ndarray | 
     image = np.asarray(image)[..., :3]
     if image.shape[:2] != points.shape[:2]:
         raise ValueError(f"image {image.shape[:2]} and pointmap {points.shape[:2]} differ in size")
-    mask = result.mask if mask is None else mask
+    mask = resolve_mask(result, mask, points.shape[:2])
     keep = np.isfinite(points).all(axis=2) & (points[..., 2] > 0)
     if mask is not None:
-        keep &= np.asarray(mask, dtype=bool)
+        keep &= mask
     flat = np.flatnonzero(keep)
     flat = flat[even_subsample(flat.size, max(int(max_points), 0))]
     return PointCloud(points=points.reshape(-1, 3)[flat].astype(np.float32),
