@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from pathlib import Path
+from types import SimpleNamespace
 
 import gradio as gr
 
@@ -167,131 +168,114 @@ def build_app(ctx: tasks.AppContext) -> gr.Blocks:
     def note():
         gr.Markdown(f"<small>{ACCEPTABLE_USE} [License]({LICENSE_URL}).</small>")
 
+    @contextlib.contextmanager
+    def task_tab(title: str, tab_id: str, scales=(1, 1)):
+        """A tab's scaffold: an inputs column that starts with the image, a results column that ends with
+        the notes, then examples and the acceptable-use note. The body fills `inputs` and `results`."""
+        with gr.Tab(title, id=tab_id, elem_id=f"tab-{tab_id}"):
+            with gr.Row():
+                with gr.Column(scale=scales[0]) as inputs:
+                    img = image_in()
+                with gr.Column(scale=scales[1]):
+                    results = gr.Column()
+                    info = notes_box()
+            yield SimpleNamespace(img=img, inputs=inputs, results=results, info=info)
+            gr.Examples(EXAMPLES, [img])
+            note()
+
     with gr.Blocks(title="Sapiens2 demo", delete_cache=(1800, 3600)) as demo:
         gr.Markdown("# Sapiens2: human-centric vision\nPose (308 keypoints), body-part segmentation, "
                     "surface normals, depth & 3D, and matting with Meta's Sapiens2 models. Models load on "
                     "first use; the first run of each model takes longer.")
-        with gr.Tab("Pose", id="pose", elem_id="tab-pose"):
-            with gr.Row():
-                with gr.Column():
-                    img = image_in()
-                    size = size_choice("pose")
-                    with gr.Accordion("Options", open=False):
-                        boxes = gr.Textbox("", label="Person boxes (optional JSON [[x1,y1,x2,y2], ...]; skips "
-                                                 "the detector)", placeholder="[[10, 20, 200, 400]]")
-                        flip = gr.Checkbox(True, label="Flip test (more accurate, 2x compute)")
-                        det_thr = gr.Slider(0.05, 0.95, 0.3, step=0.05, label="Detection threshold")
-                        nms = gr.Slider(0.1, 0.9, 0.3, step=0.05, label="NMS IoU")
-                        max_people = gr.Slider(1, ctx.max_people, min(20, ctx.max_people), step=1,
-                                               label="Max people")
-                        kpt_thr = gr.Slider(0.0, 1.0, 0.3, step=0.05, label="Keypoint threshold (drawing)")
-                        face = gr.Checkbox(True, label="Draw face keypoints")
-                        show_boxes = gr.Checkbox(True, label="Draw boxes")
-                    btn = gr.Button("Estimate pose", variant="primary")
-                with gr.Column():
-                    out_img = gr.Image(label="Keypoints", format="png", interactive=False, elem_id="pose-output")
-                    files = gr.File(label="Downloads (official JSON, COCO-17, OpenPose)", file_count="multiple",
-                                    elem_id="pose-files")
-                    info = notes_box()
-            inputs = [img, size, boxes, flip, det_thr, nms, max_people, kpt_thr, face, show_boxes]
-            btn.click(pose, inputs, [out_img, files, info], api_name="pose", concurrency_id="pose")
-            gr.Examples(EXAMPLES, [img])
-            note()
+        with task_tab("Pose", "pose") as tab:
+            with tab.inputs:
+                size = size_choice("pose")
+                with gr.Accordion("Options", open=False):
+                    boxes = gr.Textbox("", label="Person boxes (optional JSON [[x1,y1,x2,y2], ...]; skips "
+                                             "the detector)", placeholder="[[10, 20, 200, 400]]")
+                    flip = gr.Checkbox(True, label="Flip test (more accurate, 2x compute)")
+                    det_thr = gr.Slider(0.05, 0.95, 0.3, step=0.05, label="Detection threshold")
+                    nms = gr.Slider(0.1, 0.9, 0.3, step=0.05, label="NMS IoU")
+                    max_people = gr.Slider(1, ctx.max_people, min(20, ctx.max_people), step=1, label="Max people")
+                    kpt_thr = gr.Slider(0.0, 1.0, 0.3, step=0.05, label="Keypoint threshold (drawing)")
+                    face = gr.Checkbox(True, label="Draw face keypoints")
+                    show_boxes = gr.Checkbox(True, label="Draw boxes")
+                btn = gr.Button("Estimate pose", variant="primary")
+            with tab.results:
+                out_img = gr.Image(label="Keypoints", format="png", interactive=False, elem_id="pose-output")
+                files = gr.File(label="Downloads (official JSON, COCO-17, OpenPose)", file_count="multiple",
+                                elem_id="pose-files")
+            inputs = [tab.img, size, boxes, flip, det_thr, nms, max_people, kpt_thr, face, show_boxes]
+            btn.click(pose, inputs, [out_img, files, tab.info], api_name="pose", concurrency_id="pose")
 
-        with gr.Tab("Body parts", id="segment", elem_id="tab-segment"):
-            with gr.Row():
-                with gr.Column():
-                    img = image_in()
-                    size = size_choice("seg")
-                    opacity = gr.Slider(0.0, 1.0, 0.5, step=0.05, label="Overlay opacity")
-                    names = gr.Checkbox(False, label="Write class names on the parts")
-                    btn = gr.Button("Segment body parts", variant="primary")
-                with gr.Column():
-                    slider = gr.ImageSlider(label="Image / body parts", format="png", interactive=False,
-                                            elem_id="segment-output")
-                    legend = gr.Dataframe(headers=["class", "colour", "share %"], label="Classes present",
-                                          interactive=False, datatype=["str", "html", "number"])
-                    files = gr.File(label="Downloads (class-id PNG, colour PNG)", file_count="multiple",
-                                    elem_id="segment-files")
-                    info = notes_box()
-            btn.click(segment, [img, size, opacity, names], [slider, legend, files, info], api_name="segment",
-                      concurrency_id="seg")
-            gr.Examples(EXAMPLES, [img])
-            note()
+        with task_tab("Body parts", "segment") as tab:
+            with tab.inputs:
+                size = size_choice("seg")
+                opacity = gr.Slider(0.0, 1.0, 0.5, step=0.05, label="Overlay opacity")
+                names = gr.Checkbox(False, label="Write class names on the parts")
+                btn = gr.Button("Segment body parts", variant="primary")
+            with tab.results:
+                slider = gr.ImageSlider(label="Image / body parts", format="png", interactive=False,
+                                        elem_id="segment-output")
+                legend = gr.Dataframe(headers=["class", "colour", "share %"], label="Classes present",
+                                      interactive=False, datatype=["str", "html", "number"])
+                files = gr.File(label="Downloads (class-id PNG, colour PNG)", file_count="multiple",
+                                elem_id="segment-files")
+            btn.click(segment, [tab.img, size, opacity, names], [slider, legend, files, tab.info],
+                      api_name="segment", concurrency_id="seg")
 
-        with gr.Tab("Normals", id="normals", elem_id="tab-normals"):
-            with gr.Row():
-                with gr.Column():
-                    img = image_in()
-                    size = size_choice("normal")
-                    fg = gr.Checkbox(True, label="Remove background (body-part segmentation)")
-                    bg = gr.Radio([("black", "black"), ("original image", "image")], value="black", label="Background")
-                    bits = gr.Radio([8, 16], value=16, label="PNG bit depth")
-                    btn = gr.Button("Estimate normals", variant="primary")
-                with gr.Column():
-                    slider = gr.ImageSlider(label="Image / normals", format="png", interactive=False,
-                                            elem_id="normals-output")
-                    files = gr.File(label="Downloads (.npy, PNG)", file_count="multiple", elem_id="normals-files")
-                    info = notes_box()
-            btn.click(normals, [img, size, fg, bg, bits], [slider, files, info], api_name="normals",
+        with task_tab("Normals", "normals") as tab:
+            with tab.inputs:
+                size = size_choice("normal")
+                fg = gr.Checkbox(True, label="Remove background (body-part segmentation)")
+                bg = gr.Radio([("black", "black"), ("original image", "image")], value="black", label="Background")
+                bits = gr.Radio([8, 16], value=16, label="PNG bit depth")
+                btn = gr.Button("Estimate normals", variant="primary")
+            with tab.results:
+                slider = gr.ImageSlider(label="Image / normals", format="png", interactive=False,
+                                        elem_id="normals-output")
+                files = gr.File(label="Downloads (.npy, PNG)", file_count="multiple", elem_id="normals-files")
+            btn.click(normals, [tab.img, size, fg, bg, bits], [slider, files, tab.info], api_name="normals",
                       concurrency_id="normal")
-            gr.Examples(EXAMPLES, [img])
-            note()
 
-        with gr.Tab("Depth & 3D", id="pointmap", elem_id="tab-pointmap"):
-            with gr.Row():
-                with gr.Column():
-                    img = image_in()
-                    size = size_choice("pointmap")
-                    fg = gr.Checkbox(True, label="Remove background (body-part segmentation)")
-                    cap = gr.Slider(10_000, 500_000, 200_000, step=10_000, label="Max points in the cloud")
-                    btn = gr.Button("Estimate depth & 3D", variant="primary")
-                with gr.Column():
-                    depth = gr.ImageSlider(label="Image / depth (turbo inverse depth, colour bar in metres)",
-                                           format="png", interactive=False, elem_id="pointmap-output")
-                    cloud = gr.Model3D(label="Point cloud", clear_color=(0.1, 0.1, 0.1, 1.0))
-                    files = gr.File(label="Downloads (depth PNG mm, .npy m, .ply, .glb)", file_count="multiple",
-                                    elem_id="pointmap-files")
-                    info = notes_box()
-            btn.click(pointmap, [img, size, fg, cap], [depth, cloud, files, info], api_name="pointmap",
+        with task_tab("Depth & 3D", "pointmap") as tab:
+            with tab.inputs:
+                size = size_choice("pointmap")
+                fg = gr.Checkbox(True, label="Remove background (body-part segmentation)")
+                cap = gr.Slider(10_000, 500_000, 200_000, step=10_000, label="Max points in the cloud")
+                btn = gr.Button("Estimate depth & 3D", variant="primary")
+            with tab.results:
+                depth = gr.ImageSlider(label="Image / depth (turbo inverse depth, colour bar in metres)",
+                                       format="png", interactive=False, elem_id="pointmap-output")
+                cloud = gr.Model3D(label="Point cloud", clear_color=(0.1, 0.1, 0.1, 1.0))
+                files = gr.File(label="Downloads (depth PNG mm, .npy m, .ply, .glb)", file_count="multiple",
+                                elem_id="pointmap-files")
+            btn.click(pointmap, [tab.img, size, fg, cap], [depth, cloud, files, tab.info], api_name="pointmap",
                       concurrency_id="pointmap")
-            gr.Examples(EXAMPLES, [img])
-            note()
 
-        with gr.Tab("Matting", id="matting", elem_id="tab-matting"):
-            with gr.Row():
-                with gr.Column():
-                    img = image_in()
-                    gr.Dropdown(["1b"], value="1b", label="Model size", interactive=False)
-                    mode = gr.Radio(["colour", "transparent", "image"], value="colour", label="Background")
-                    colour = gr.ColorPicker("#00b140", label="Background colour")
-                    bg_img = ImageUpload(type="filepath", label="Background image (for 'image')")
-                    btn = gr.Button("Matte", variant="primary")
-                with gr.Column():
-                    slider = gr.ImageSlider(label="Image / composite", format="png", interactive=False,
-                                            elem_id="matting-output")
-                    files = gr.File(label="Downloads (RGBA PNG, alpha PNG)", file_count="multiple",
-                                    elem_id="matting-files")
-                    info = notes_box()
-            btn.click(matting, [img, mode, colour, bg_img], [slider, files, info], api_name="matting",
+        with task_tab("Matting", "matting") as tab:
+            with tab.inputs:
+                gr.Dropdown(["1b"], value="1b", label="Model size", interactive=False)
+                mode = gr.Radio(["colour", "transparent", "image"], value="colour", label="Background")
+                colour = gr.ColorPicker("#00b140", label="Background colour")
+                bg_img = ImageUpload(type="filepath", label="Background image (for 'image')")
+                btn = gr.Button("Matte", variant="primary")
+            with tab.results:
+                slider = gr.ImageSlider(label="Image / composite", format="png", interactive=False,
+                                        elem_id="matting-output")
+                files = gr.File(label="Downloads (RGBA PNG, alpha PNG)", file_count="multiple",
+                                elem_id="matting-files")
+            btn.click(matting, [tab.img, mode, colour, bg_img], [slider, files, tab.info], api_name="matting",
                       concurrency_id="matting")
-            gr.Examples(EXAMPLES, [img])
-            note()
 
-        with gr.Tab("All tasks", id="all", elem_id="tab-all"):
-            with gr.Row():
-                with gr.Column(scale=1):
-                    img = image_in()
-                    size = gr.Dropdown(list(TASKS["pose"].sizes), value="0.4b",
-                                       label="Model size (matting is always 1b)")
-                    btn = gr.Button("Run every task", variant="primary")
-                with gr.Column(scale=2):
-                    gallery = gr.Gallery(label="All tasks", columns=3, height="auto", format="png", elem_id="all-output")
-                    files = gr.File(label="Download everything (.zip)", elem_id="all-files")
-                    info = notes_box()
-            btn.click(all_tasks, [img, size], [gallery, files, info], api_name="all", concurrency_id="all")
-            gr.Examples(EXAMPLES, [img])
-            note()
+        with task_tab("All tasks", "all", scales=(1, 2)) as tab:
+            with tab.inputs:
+                size = gr.Dropdown(list(TASKS["pose"].sizes), value="0.4b", label="Model size (matting is always 1b)")
+                btn = gr.Button("Run every task", variant="primary")
+            with tab.results:
+                gallery = gr.Gallery(label="All tasks", columns=3, height="auto", format="png", elem_id="all-output")
+                files = gr.File(label="Download everything (.zip)", elem_id="all-files")
+            btn.click(all_tasks, [tab.img, size], [gallery, files, tab.info], api_name="all", concurrency_id="all")
 
         def forget_session(request: gr.Request):
             ctx.outputs.delete_session(_session(request))
