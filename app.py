@@ -31,11 +31,15 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--max-file-size", default=None,
                         help="upload limit enforced by gradio, e.g. 50mb (default: SAPIENS2_MAX_UPLOAD_MB, 25 MB)")
     parser.add_argument("--share", action="store_true", help="create a public gradio.live link (off by default)")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.max_file_size is None:  # one upload limit for gradio and our loader
+        from sapiens2_demo.imageio import DEFAULT_MAX_BYTES
+
+        args.max_file_size = DEFAULT_MAX_BYTES
+    return args
 
 
 def create_app(args: argparse.Namespace):
-    from sapiens2_demo.imageio import DEFAULT_MAX_BYTES
     from sapiens2_demo.manager import ModelManager
     from sapiens2_demo.tasks import AppContext
     from sapiens2_demo.ui import build_app
@@ -45,8 +49,6 @@ def create_app(args: argparse.Namespace):
                            memory_budget_bytes=budget, detector=args.detector)
     demo = build_app(AppContext(manager=manager, max_people=args.max_people))
     demo.queue(max_size=args.queue_size, default_concurrency_limit=args.concurrency)
-    # one upload limit for gradio and our loader (the loader also guards arrays and API callers)
-    args.max_file_size = args.max_file_size or DEFAULT_MAX_BYTES
     return demo
 
 

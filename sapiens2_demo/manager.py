@@ -176,12 +176,9 @@ class ModelManager:
 
         auto_class = getattr(transformers, TASKS[ckpt.task].auto_class)
         local = self.local_path(ckpt)
-        if local:
-            revisions, sources = [ckpt.revision], [str(local)]
-        else:
-            revisions = [ckpt.revision] + ([ckpt.fallback_revision] if ckpt.fallback_revision else [])
-            sources = [ckpt.repo_id] * len(revisions)
-        for attempt, (source, revision) in enumerate(zip(sources, revisions)):
+        source = str(local) if local else ckpt.repo_id
+        revisions = [ckpt.revision] + ([ckpt.fallback_revision] if ckpt.fallback_revision and not local else [])
+        for attempt, revision in enumerate(revisions):
             kwargs = {"local_files_only": True} if local else {"revision": revision}
             try:
                 model = auto_class.from_pretrained(source, use_safetensors=True, dtype=self.dtype, **kwargs)

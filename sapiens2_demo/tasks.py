@@ -140,11 +140,11 @@ def matting(ctx: AppContext, image: LoadedImage, *, run_dir: Path, progress=None
             colour: str = "#00b140", background_image: np.ndarray | None = None) -> TaskOutput:
     from .render.matting import MattingAnnotator
 
+    if background == "image" and background_image is None:  # before the forward, not after it
+        raise ValueError("Choose a background image, or pick the 'colour' or 'transparent' background.")
     started = time.perf_counter()
     _announce_load(ctx, "matting", "1b", progress)
     result = dense.estimate_matting(image.rgb, ctx.manager, "1b")
-    if background == "image" and background_image is None:
-        raise ValueError("Choose a background image, or pick the 'colour' or 'transparent' background.")
     rendered = MattingAnnotator(background=background, colour=colour,
                                 image=background_image).annotate(image.rgb, result)
     files = [export.write_matting_rgba(result, image.rgb, run_dir), export.write_alpha_png(result, run_dir)]
@@ -177,4 +177,4 @@ def all_tasks(ctx: AppContext, image: LoadedImage, *, run_dir: Path, progress=No
     with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
         for path in files:
             zf.write(path, arcname=f"{path.parent.name}/{path.name}")
-    return TaskOutput(main=gallery[-1][0], files=[archive], notes=notes, gallery=gallery)
+    return TaskOutput(files=[archive], notes=notes, gallery=gallery)

@@ -86,12 +86,13 @@ def _as_png_files(out: tasks.TaskOutput, run_dir: Path) -> tasks.TaskOutput:
 
     shown = run_dir / "shown"
     shown.mkdir(exist_ok=True)
-    count = iter(range(1000))
+    saved: dict[int, str] = {}  # the main render is usually also the slider's "after": write it once
 
     def save(array):
-        path = shown / f"{next(count)}.png"
-        Image.fromarray(array).save(path, compress_level=1)
-        return str(path)
+        if id(array) not in saved:
+            saved[id(array)] = str(shown / f"{len(saved)}.png")
+            Image.fromarray(array).save(saved[id(array)], compress_level=1)
+        return saved[id(array)]
 
     if out.main is not None:
         out.main = save(out.main)

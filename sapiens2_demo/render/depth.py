@@ -14,7 +14,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..results import PointmapResult
+from ..results import PointmapResult, resolve_mask
 
 NEAR_LIMIT_M = 0.1
 FAR_LIMIT_M = 250.0
@@ -49,10 +49,8 @@ def _depth_of(result: PointmapResult | np.ndarray) -> np.ndarray:
 def valid_depth(depth: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
     """Pixels with a usable depth: finite, in front of the camera, and inside `mask` when given."""
     valid = np.isfinite(depth) & (depth > 0)
+    mask = resolve_mask(None, mask, depth.shape, use_result_mask=False)
     if mask is not None:
-        mask = np.asarray(mask, dtype=bool)
-        if mask.shape != depth.shape:
-            raise ValueError(f"mask {mask.shape} and depth {depth.shape} differ in size")
         valid &= mask
     return valid
 
