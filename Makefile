@@ -17,7 +17,7 @@ run: setup  ## launch on http://127.0.0.1:7860 (pass flags with ARGS="--checkpoi
 	$(PY) app.py $(ARGS)
 
 run-tiny: setup  ## launch on tiny random-weight checkpoints: works offline, outputs are noise
-	$(OFFLINE) $(PY) -m sapiens2_demo.tiny $(TINY_DIR) --detector
+	$(OFFLINE) $(PY) -m sapiens2_demo.models.tiny $(TINY_DIR) --detector
 	$(OFFLINE) $(PY) app.py --checkpoint-dir $(TINY_DIR) --detector $(TINY_DIR)/yolov8n-random.pt $(ARGS)
 
 browser-deps:  ## Debian's chromium for the Playwright test (root only; otherwise that test is skipped)

@@ -33,16 +33,16 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--share", action="store_true", help="create a public gradio.live link (off by default)")
     args = parser.parse_args(argv)
     if args.max_file_size is None:  # one upload limit for gradio and our loader
-        from sapiens2_demo.imageio import DEFAULT_MAX_BYTES
+        from sapiens2_demo.media.image import DEFAULT_MAX_BYTES
 
         args.max_file_size = DEFAULT_MAX_BYTES
     return args
 
 
 def create_app(args: argparse.Namespace):
-    from sapiens2_demo.manager import ModelManager
+    from sapiens2_demo.models.manager import ModelManager
     from sapiens2_demo.tasks import AppContext
-    from sapiens2_demo.ui import build_app
+    from sapiens2_demo.ui.app import build_app
 
     budget = int(args.model_budget_gb * 2**30) if args.model_budget_gb else None
     manager = ModelManager(checkpoint_dir=args.checkpoint_dir, device=args.device, dtype=args.dtype,

@@ -18,7 +18,7 @@ os.environ.update(HF_HUB_OFFLINE="1", YOLO_OFFLINE="1", GRADIO_ANALYTICS_ENABLED
 def main() -> None:
     from gradio_client import Client, handle_file
 
-    from sapiens2_demo.tiny import write_all, write_tiny_detector
+    from sapiens2_demo.models.tiny import write_all, write_tiny_detector
     from tests.conftest import launch_app
     from tests.test_bad_inputs_api import BAD_BOXES, BAD_FILES, build_payload
 

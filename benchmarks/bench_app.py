@@ -34,7 +34,7 @@ def free_port() -> int:
 def main() -> None:
     from gradio_client import Client, handle_file
 
-    from sapiens2_demo.tiny import write_all, write_tiny_detector
+    from sapiens2_demo.models.tiny import write_all, write_tiny_detector
 
     with tempfile.TemporaryDirectory() as tmp:
         ckpts = Path(tmp)

@@ -34,7 +34,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from sapiens2_demo.postprocess import (postprocess_matting, postprocess_normals, postprocess_pointmap,  # noqa: E402
+from sapiens2_demo.pipelines.postprocess import (postprocess_matting, postprocess_normals, postprocess_pointmap,  # noqa: E402
                                        upsample_labels)
 
 INPUT_HW = (1024, 768)
@@ -156,7 +156,7 @@ def bench_maps(processor, repeat: int) -> None:
 
 
 def bench_render(repeat: int) -> None:
-    from sapiens2_demo import export
+    from sapiens2_demo.export import image as export
     from sapiens2_demo.render.depth import DepthAnnotator, attach_colorbar, depth_bounds
     from sapiens2_demo.render.matting import MattingAnnotator
     from sapiens2_demo.render.normals import NormalsAnnotator

@@ -85,10 +85,10 @@ def bench_decode(repeat: int, people_counts: list[int]) -> None:
 def bench_stages(repeat: int, people: int) -> None:
     from PIL import Image
 
-    from sapiens2_demo.manager import ModelManager
+    from sapiens2_demo.models.manager import ModelManager
     from sapiens2_demo.pose.pipeline import STAGES, estimate_pose
     from sapiens2_demo.render.skeleton import SkeletonAnnotator
-    from sapiens2_demo.tiny import write_tiny_checkpoint, write_tiny_detector
+    from sapiens2_demo.models.tiny import write_tiny_checkpoint, write_tiny_detector
 
     image = np.array(Image.open(Path(__file__).resolve().parent.parent / "assets" / "astronaut.jpg").convert("RGB"))
     with tempfile.TemporaryDirectory() as root:

@@ -18,6 +18,7 @@ class PoseResult:
     keypoints: np.ndarray  # (N, K, 2) float32, x y in image pixels
     keypoint_scores: np.ndarray  # (N, K) float32, raw heatmap peaks (may exceed 1)
     notes: list[str] = field(default_factory=list)  # shown to the user, e.g. detector fallback
+    track_ids: np.ndarray | None = None  # (N,) int64 on video with tracking; -1 = not (yet) tracked
 
     @property
     def num_people(self) -> int:

@@ -12,11 +12,12 @@ from pathlib import Path
 
 import numpy as np
 
-from . import dense, export
-from .imageio import LoadedImage
-from .manager import ModelManager
-from .outputs import OutputStore
-from .registry import checkpoint
+from .pipelines import dense
+from .export import image as export
+from .media.image import LoadedImage
+from .models.manager import ModelManager
+from .ui.outputs import OutputStore
+from .models.registry import checkpoint
 
 
 @dataclass

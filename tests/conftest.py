@@ -19,7 +19,7 @@ ASSETS = Path(__file__).resolve().parent.parent / "assets"
 @pytest.fixture(scope="session")
 def tiny_dir(tmp_path_factory) -> Path:
     """Every task's tiny checkpoint (smallest size) plus a random-weight YOLOv8n at yolov8n-random.pt."""
-    from sapiens2_demo.tiny import write_all, write_tiny_detector
+    from sapiens2_demo.models.tiny import write_all, write_tiny_detector
 
     root = tmp_path_factory.mktemp("checkpoints")
     write_all(root)
@@ -29,7 +29,7 @@ def tiny_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture()
 def manager(tiny_dir):
-    from sapiens2_demo.manager import ModelManager
+    from sapiens2_demo.models.manager import ModelManager
 
     return ModelManager(checkpoint_dir=tiny_dir, device="cpu", dtype="float32",
                         detector=str(tiny_dir / "yolov8n-random.pt"))

@@ -4,7 +4,8 @@ import numpy as np
 import trimesh
 from PIL import Image
 
-from sapiens2_demo import dense, export
+from sapiens2_demo.pipelines import dense
+from sapiens2_demo.export import image as export
 from sapiens2_demo.render.depth import BACKGROUND, DepthAnnotator
 from sapiens2_demo.render.normals import NormalsAnnotator
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from sapiens2_demo import dense
+from sapiens2_demo.pipelines import dense
 from sapiens2_demo.render.matting import CHROMA_GREEN, MattingAnnotator
 
 
@@ -21,7 +21,7 @@ def _reference(tiny_dir, task):
     import transformers
     from transformers import Sapiens2ImageProcessor
 
-    from sapiens2_demo.registry import TASKS, checkpoint
+    from sapiens2_demo.models.registry import TASKS, checkpoint
 
     path = tiny_dir / checkpoint(task, TASKS[task].sizes[0]).dirname
     model = getattr(transformers, TASKS[task].auto_class).from_pretrained(path, local_files_only=True).eval()

@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from sapiens2_demo.postprocess import (argmax_classes, crop_padding, padding_box, resize_map, unit_normals,
+from sapiens2_demo.pipelines.postprocess import (argmax_classes, crop_padding, padding_box, resize_map, unit_normals,
                                        upsample_labels)
 
 
@@ -108,7 +108,7 @@ def test_unit_normals():
 
 from types import SimpleNamespace  # noqa: E402
 
-from sapiens2_demo.postprocess import postprocess_matting, postprocess_normals, postprocess_pointmap  # noqa: E402
+from sapiens2_demo.pipelines.postprocess import postprocess_matting, postprocess_normals, postprocess_pointmap  # noqa: E402
 
 
 @pytest.fixture(scope="module")

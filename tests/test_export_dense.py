@@ -6,8 +6,8 @@ import pytest
 import trimesh
 from PIL import Image
 
-from sapiens2_demo import export
-from sapiens2_demo.pointcloud import even_subsample, person_points
+from sapiens2_demo.export import image as export
+from sapiens2_demo.export.pointcloud import even_subsample, person_points
 from sapiens2_demo.render.parts import palette
 from sapiens2_demo.results import MattingResult, NormalsResult, PointmapResult, SegmentationResult
 

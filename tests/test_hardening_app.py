@@ -78,7 +78,7 @@ def test_out_of_memory_during_a_forward_is_reported_and_the_next_request_works(p
     import torch
     from gradio_client import Client, handle_file
 
-    from sapiens2_demo.registry import checkpoint
+    from sapiens2_demo.models.registry import checkpoint
 
     demo, url = partial_app
     manager = demo.sapiens2_context.manager

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from PIL import Image, ImageFile
 
-from sapiens2_demo import imageio
-from sapiens2_demo.imageio import ImageError, LoadedImage, load_image
+from sapiens2_demo.media import image as imageio
+from sapiens2_demo.media.image import ImageError, LoadedImage, load_image
 
 
 def _encode(im: Image.Image, fmt: str, **kw) -> bytes:

@@ -4,8 +4,8 @@ import threading
 
 import pytest
 
-from sapiens2_demo.manager import CheckpointUnavailable, ModelManager
-from sapiens2_demo.registry import TASKS, UnknownCheckpoint, checkpoint, revision_overrides
+from sapiens2_demo.models.manager import CheckpointUnavailable, ModelManager
+from sapiens2_demo.models.registry import TASKS, UnknownCheckpoint, checkpoint, revision_overrides
 
 
 def test_nothing_loads_at_start(manager):

@@ -3,7 +3,7 @@
 import os
 import time
 
-from sapiens2_demo.outputs import OutputStore
+from sapiens2_demo.ui.outputs import OutputStore
 
 
 def test_runs_are_separate_per_session(tmp_path):

@@ -4,12 +4,12 @@ import numpy as np
 import pytest
 import torch
 
-from sapiens2_demo.manager import LoadedModel, ModelManager
+from sapiens2_demo.models.manager import LoadedModel, ModelManager
 from sapiens2_demo.pose import detector as detector_module
 from sapiens2_demo.pose.detector import NO_PERSON_NOTE, detect_people
 from sapiens2_demo.pose.meta import flip_pairs_from_indices
 from sapiens2_demo.pose.pipeline import STAGES, estimate_pose, model_flip_pairs
-from sapiens2_demo.registry import checkpoint
+from sapiens2_demo.models.registry import checkpoint
 
 K = 308
 

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from sapiens2_demo import tasks
-from sapiens2_demo.dense import SegmentationCache
-from sapiens2_demo.imageio import load_image
-from sapiens2_demo.outputs import OutputStore
-from sapiens2_demo.registry import checkpoint
+from sapiens2_demo.pipelines.dense import SegmentationCache
+from sapiens2_demo.media.image import load_image
+from sapiens2_demo.ui.outputs import OutputStore
+from sapiens2_demo.models.registry import checkpoint
 from tests.conftest import ASSETS
 
 
@@ -78,7 +78,7 @@ def test_all_tasks_zip_holds_every_export(ctx):
 def test_all_tasks_reports_a_failing_task_and_keeps_the_rest(manager, tmp_path, tiny_dir):
     import shutil
 
-    from sapiens2_demo.manager import ModelManager
+    from sapiens2_demo.models.manager import ModelManager
 
     partial = tmp_path / "ckpts"
     for name in ("sapiens2-seg-0.4b", "sapiens2-normal-0.4b"):

@@ -12,9 +12,16 @@ blur, op for op as the reference does, and so do near-singular Newton steps (fla
 answer is decided by the reference's own float32 rounding. Maps whose max is <= 0 get the reference's
 location (-1, -1) and its (quirky) refinement, which reads the replicate-padded corner and the previous
 map in memory. Result: within 0.05 px of transformers (1e-3 px typical), 100x faster on model-like maps.
+
+So the refinement needs, per map, only its argmax, its peak and that 13x13 window (`PeakData`); whole maps
+only for the few redone ones. `decode_peaks` decodes from such a summary (cut out on the GPU by
+`pipelines.device_post.heatmap_peaks`), with the same result as `decode_heatmaps`.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -37,6 +44,29 @@ def gaussian_kernel1d(kernel: int = 11) -> np.ndarray:
     return g / g.sum()
 
 
+@dataclass
+class PeakData:
+    """What DARK-UDP needs of (N, K, h, w) heatmaps, without the maps themselves.
+
+    index: (N, K) int64 first argmax in each flattened h*w map; scores: (N, K) float32 peak values;
+    windows: (N, K, S, S) float32 raw values at rows y-S//2..y+S//2, cols x-S//2..x+S//2 of each peak,
+    positions outside the map replaced by the nearest edge pixel (replicate padding), S = 2*(kernel//2+1)+1;
+    heatmaps: the full maps (a torch tensor, on any device, or an array), read only for the few maps that
+    need the reference's full blur.
+    """
+
+    index: np.ndarray
+    scores: np.ndarray
+    windows: np.ndarray
+    heatmap_size: tuple[int, int]
+    heatmaps: Any = None
+
+
+def window_half(kernel: int) -> int:
+    """Half-width of the raw window a blurred 3x3 neighbourhood needs: kernel//2 + 1 (6 for 11)."""
+    return kernel // 2 + 1
+
+
 def dark_udp(heatmaps, kernel: int = 11) -> tuple[np.ndarray, np.ndarray]:
     """(N, K, h, w) heatmaps -> refined (N, K, 2) x y in heatmap pixels and (N, K) raw peak scores."""
     hm = _as_numpy(heatmaps)
@@ -47,23 +77,24 @@ def dark_udp(heatmaps, kernel: int = 11) -> tuple[np.ndarray, np.ndarray]:
     flat = hm.reshape(p, h * w)
     index = _argmax_rows(flat)
     scores = flat[np.arange(p), index]
-    x, y = index % w, index // w
-    valid = scores > 0  # the reference puts maps with max <= 0 at (-1, -1)
+    windows = _gather_windows(hm.reshape(-1), p, h, w, index % w, index // w, window_half(kernel))
+    return _refine(index, scores, windows, (n, k, h, w), flat, kernel)
 
-    # Blurred values at the replicate-clamped 3x3 neighbourhood of each peak, from 13x13 raw windows.
-    blurred = _local_blur(hm.reshape(-1), p, h, w, x, y, kernel // 2 + 1, gaussian_kernel1d(kernel))
-    exact = valid & (blurred.min(axis=(1, 2)) > _SAFE_MIN) & (scores < _SAFE_MAX)
-    offset, error = _newton_offset(np.log(np.where(exact[:, None, None], blurred, 1.0)))
-    coords = np.stack([x, y], axis=-1) - offset
 
-    # Redo the rest the reference's way, in float32, on just those maps: maps where the clamp might
-    # bite, maps with max <= 0, and ill-conditioned steps (a near-singular Hessian) where the reference's
-    # own float32 rounding decides the answer, so only its exact arithmetic reproduces it.
-    redo = ~exact | ~(error < _MAX_ROUNDING_PX)
-    redo_index = np.flatnonzero(redo)
-    if redo_index.size:
-        coords[redo_index] = _reference_refine(flat, (h, w), redo_index, x, y, valid, kernel)
-    return coords.reshape(n, k, 2).astype(np.float32), scores.reshape(n, k).astype(np.float32)
+def dark_udp_from_peaks(peaks: PeakData, kernel: int = 11) -> tuple[np.ndarray, np.ndarray]:
+    """`dark_udp` from a PeakData: the same (N, K, 2) x y in heatmap pixels and (N, K) scores."""
+    n, k = peaks.index.shape
+    h, w = peaks.heatmap_size
+    p, size = n * k, 2 * window_half(kernel) + 1
+    if peaks.windows.shape != (n, k, size, size):
+        raise ValueError(f"PeakData windows must be (N, K, {size}, {size}) for kernel {kernel}; "
+                         f"got {peaks.windows.shape}")
+    if p == 0:
+        return np.zeros((n, k, 2), np.float32), np.zeros((n, k), np.float32)
+    index = np.asarray(peaks.index, dtype=np.int64).reshape(p)
+    scores = np.asarray(peaks.scores, dtype=np.float32).reshape(p)
+    windows = np.asarray(peaks.windows, dtype=np.float32).reshape(p, size, size)
+    return _refine(index, scores, windows, (n, k, h, w), _MapRows(peaks.heatmaps, p, h * w), kernel)
 
 
 def heatmap_to_image(coords: np.ndarray, boxes_xyxy: np.ndarray, input_size: tuple[int, int],
@@ -84,6 +115,13 @@ def decode_heatmaps(heatmaps, boxes_xyxy: np.ndarray, input_size: tuple[int, int
     return heatmap_to_image(coords, boxes_xyxy, input_size, hm.shape[-2:]), scores
 
 
+def decode_peaks(peaks: PeakData, boxes_xyxy: np.ndarray, input_size: tuple[int, int],
+                 kernel: int = 11) -> tuple[np.ndarray, np.ndarray]:
+    """`decode_heatmaps` from a PeakData: (N, K, 2) image keypoints and (N, K) scores."""
+    coords, scores = dark_udp_from_peaks(peaks, kernel)
+    return heatmap_to_image(coords, boxes_xyxy, input_size, peaks.heatmap_size), scores
+
+
 # -- internals ----------------------------------------------------------------------------------------
 def _as_numpy(heatmaps) -> np.ndarray:
     if hasattr(heatmaps, "detach"):  # a torch tensor, maybe on the GPU or in bf16
@@ -99,15 +137,66 @@ def _argmax_rows(flat: np.ndarray) -> np.ndarray:
     return flat.argmax(axis=1)
 
 
-def _local_blur(values: np.ndarray, p: int, h: int, w: int, x: np.ndarray, y: np.ndarray, half: int,
-                g: np.ndarray) -> np.ndarray:
-    """Zero-padded Gaussian blur evaluated at rows clip(y-1..y+1) and cols clip(x-1..x+1) of each map."""
-    span = np.arange(-half, half + 1)  # 13 for an 11x11 kernel
+def _refine(index: np.ndarray, scores: np.ndarray, windows: np.ndarray, shape: tuple[int, int, int, int],
+            flat, kernel: int) -> tuple[np.ndarray, np.ndarray]:
+    """DARK-UDP from each map's argmax `index` (p,), peak `scores` (p,) and raw `windows` (p, S, S); `flat`
+    gives whole maps as flat[rows] -> (len(rows), h*w), read only for maps redone the reference's way."""
+    n, k, h, w = shape
+    x, y = index % w, index // w
+    valid = scores > 0  # the reference puts maps with max <= 0 at (-1, -1)
+
+    # Blurred values at the replicate-clamped 3x3 neighbourhood of each peak, from 13x13 raw windows.
+    blurred = _blur_windows(windows, h, w, x, y, gaussian_kernel1d(kernel))
+    exact = valid & (blurred.min(axis=(1, 2)) > _SAFE_MIN) & (scores < _SAFE_MAX)
+    offset, error = _newton_offset(np.log(np.where(exact[:, None, None], blurred, 1.0)))
+    coords = np.stack([x, y], axis=-1) - offset
+
+    # Redo the rest the reference's way, in float32, on just those maps: maps where the clamp might
+    # bite, maps with max <= 0, and ill-conditioned steps (a near-singular Hessian) where the reference's
+    # own float32 rounding decides the answer, so only its exact arithmetic reproduces it.
+    redo = ~exact | ~(error < _MAX_ROUNDING_PX)
+    redo_index = np.flatnonzero(redo)
+    if redo_index.size:
+        coords[redo_index] = _reference_refine(flat, (h, w), redo_index, x, y, valid, kernel)
+    return coords.reshape(n, k, 2).astype(np.float32), scores.reshape(n, k).astype(np.float32)
+
+
+class _MapRows:
+    """flat[rows] of (N, K, h, w) heatmaps held elsewhere (a tensor on the GPU): fetches just those maps."""
+
+    def __init__(self, heatmaps, p: int, hw: int):
+        self.heatmaps, self.shape = heatmaps, (p, hw)
+
+    def __getitem__(self, rows: np.ndarray) -> np.ndarray:
+        if self.heatmaps is None:
+            raise ValueError("These heatmaps need the full-map refinement, but PeakData.heatmaps is None.")
+        if hasattr(self.heatmaps, "detach"):
+            import torch
+
+            flat = self.heatmaps.detach().reshape(self.shape)
+            picked = flat[torch.as_tensor(np.asarray(rows), device=flat.device)]
+            return picked.float().cpu().numpy()
+        return np.asarray(self.heatmaps, dtype=np.float32).reshape(self.shape)[rows]
+
+
+def _gather_windows(values: np.ndarray, p: int, h: int, w: int, x: np.ndarray, y: np.ndarray,
+                    half: int) -> np.ndarray:
+    """(p, 2*half+1, 2*half+1) raw values around each peak of the flat maps, replicate-padded."""
+    span = np.arange(-half, half + 1)
+    rows, cols = (y[:, None] + span).clip(0, h - 1), (x[:, None] + span).clip(0, w - 1)
+    flat_index = np.arange(p)[:, None, None] * (h * w) + rows[:, :, None] * w + cols[:, None, :]
+    return values[flat_index]
+
+
+def _blur_windows(windows: np.ndarray, h: int, w: int, x: np.ndarray, y: np.ndarray,
+                  g: np.ndarray) -> np.ndarray:
+    """Zero-padded Gaussian blur at rows clip(y-1..y+1) and cols clip(x-1..x+1) of each map, from its
+    replicate-padded raw window (p, S, S) around (x, y)."""
+    p, size = windows.shape[0], windows.shape[1]
+    span = np.arange(size) - size // 2
     rows, cols = y[:, None] + span, x[:, None] + span  # (p, 13)
     inside = ((rows >= 0) & (rows < h))[:, :, None] & ((cols >= 0) & (cols < w))[:, None, :]
-    flat_index = (np.arange(p)[:, None, None] * (h * w) + rows.clip(0, h - 1)[:, :, None] * w
-                  + cols.clip(0, w - 1)[:, None, :])
-    window = np.where(inside, values[flat_index], np.float32(0)).astype(np.float64)  # (p, 13, 13)
+    window = np.where(inside, windows, np.float32(0)).astype(np.float64)  # the blur's zero padding
     kernel = g.size
     # Separable blur: rows then columns, giving the blur at window centres offset -1, 0, +1.
     by_rows = np.lib.stride_tricks.sliding_window_view(window, kernel, axis=1) @ g  # (p, 3, 13)
@@ -116,6 +205,12 @@ def _local_blur(values: np.ndarray, p: int, h: int, w: int, x: np.ndarray, y: np
     ri = np.clip(y[:, None] + np.arange(-1, 2), 0, h - 1) - y[:, None] + 1
     ci = np.clip(x[:, None] + np.arange(-1, 2), 0, w - 1) - x[:, None] + 1
     return full3[np.arange(p)[:, None, None], ri[:, :, None], ci[:, None, :]]
+
+
+def _local_blur(values: np.ndarray, p: int, h: int, w: int, x: np.ndarray, y: np.ndarray, half: int,
+                g: np.ndarray) -> np.ndarray:
+    """Zero-padded Gaussian blur evaluated at rows clip(y-1..y+1) and cols clip(x-1..x+1) of each map."""
+    return _blur_windows(_gather_windows(values, p, h, w, x, y, half), h, w, x, y, g)
 
 
 def _reference_log_maps(maps: np.ndarray, kernel: int):

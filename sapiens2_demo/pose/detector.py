@@ -6,7 +6,7 @@ import logging
 
 import numpy as np
 
-from ..manager import CheckpointUnavailable
+from ..models.manager import CheckpointUnavailable
 from .boxes import clip_boxes, whole_image_box
 
 log = logging.getLogger(__name__)

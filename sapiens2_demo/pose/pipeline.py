@@ -1,14 +1,16 @@
-"""Image -> PoseResult: person boxes, batched crops through the pose model (with flip test), DARK-UDP."""
+"""Frames -> PoseResults: person boxes, the crops of every frame batched through the pose model (with flip
+test), DARK-UDP decoding."""
 
 from __future__ import annotations
 
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..inference import forward, input_size, preprocess
-from ..registry import checkpoint
+from ..models.inference import forward, input_size, preprocess
+from ..models.registry import checkpoint
 from ..results import PoseResult
 from .boxes import parse_boxes, xyxy_to_xywh
 from .decode import decode_heatmaps
@@ -22,7 +24,7 @@ def estimate_pose(image: np.ndarray, manager, size: str = "0.4b", *, boxes=None,
                   score_threshold: float = 0.3, nms_iou: float = 0.3, max_people: int = 20,
                   batch_size: int = 8, timings: dict | None = None,
                   detector_classes: tuple[int, ...] | None = PERSON_CLASSES) -> PoseResult:
-    """308 keypoints for every person in an RGB uint8 image, in image pixels.
+    """308 keypoints for every person in an RGB uint8 image, in image pixels (a batch of one).
 
     boxes: user boxes ([[x1, y1, x2, y2], ...] or its JSON string) skip the detector; see parse_boxes.
     timings: if given, filled with seconds per stage (load, detect, crop, forward, decode).
@@ -30,29 +32,67 @@ def estimate_pose(image: np.ndarray, manager, size: str = "0.4b", *, boxes=None,
     a missing detector or no detection falls back to the whole image, with a note in result.notes.
     """
     image = as_rgb_uint8(image)
-    size_hw = image.shape[:2]
+    user_boxes = parse_boxes(boxes, image.shape[:2], max_boxes=max_people)  # validate before any loading
+    detections = None if user_boxes is None else [Detections(user_boxes, np.ones(len(user_boxes), np.float32))]
+    return estimate_pose_batch([image], manager, size, detections=detections, flip_test=flip_test,
+                               score_threshold=score_threshold, nms_iou=nms_iou, max_people=max_people,
+                               batch_size=batch_size, timings=timings, detector_classes=detector_classes)[0]
+
+
+@dataclass
+class Detections:
+    """Person boxes for one frame: (N, 4) float32 x1 y1 x2 y2, (N,) scores, notes, optional track ids."""
+
+    boxes: np.ndarray
+    scores: np.ndarray
+    notes: list[str] = field(default_factory=list)
+    track_ids: np.ndarray | None = None
+
+
+def detect_batch(frames: list[np.ndarray], manager, *, score_threshold: float = 0.3, nms_iou: float = 0.3,
+                 max_people: int = 20, detector_classes: tuple[int, ...] | None = PERSON_CLASSES
+                 ) -> list[Detections]:
+    """The detector on each frame, with the whole-image fallback (see find_people)."""
+    return [Detections(*find_people(frame, manager, score_threshold, nms_iou, max_people, detector_classes))
+            for frame in frames]
+
+
+def estimate_pose_batch(frames: list[np.ndarray], manager, size: str = "0.4b", *,
+                        detections: list[Detections] | None = None, flip_test: bool = True,
+                        score_threshold: float = 0.3, nms_iou: float = 0.3, max_people: int = 20,
+                        batch_size: int = 8, timings: dict | None = None,
+                        detector_classes: tuple[int, ...] | None = PERSON_CLASSES) -> list[PoseResult]:
+    """One PoseResult per frame. The crops of all people of all frames go through the model together,
+    `batch_size` crops at a time (heatmaps are 60 MB a person at full size, so memory stays bounded).
+
+    detections: boxes per frame (user boxes, or the detector's with track ids on video); None runs the
+    detector on every frame.
+    """
+    frames = [as_rgb_uint8(frame) for frame in frames]
     timings = {} if timings is None else timings
     for stage in STAGES:
         timings.setdefault(stage, 0.0)
-    user_boxes = parse_boxes(boxes, size_hw, max_boxes=max_people)  # validate before any loading
-
     with _timed(timings, "load"):
         loaded = manager.get(checkpoint("pose", size))
-    if user_boxes is not None:
-        person_boxes, box_scores, notes = user_boxes, np.ones(len(user_boxes), np.float32), []
-    else:
+    if detections is None:
         with _timed(timings, "detect"):
-            person_boxes, box_scores, notes = find_people(image, manager, score_threshold, nms_iou,
-                                                          max_people, detector_classes)
+            detections = detect_batch(frames, manager, score_threshold=score_threshold, nms_iou=nms_iou,
+                                      max_people=max_people, detector_classes=detector_classes)
+    if len(detections) != len(frames):
+        raise ValueError(f"{len(detections)} detections for {len(frames)} frames")
 
     flip_pairs = model_flip_pairs(loaded.model) if flip_test else None
     model_input = input_size(loaded.processor)
+    crops = [(i, box) for i, det in enumerate(detections) for box in np.asarray(det.boxes, np.float32).reshape(-1, 4)]
     keypoints, scores = [], []
     batch_size = max(int(batch_size), 1)
-    for start in range(0, len(person_boxes), batch_size):  # bounded memory: heatmaps are 60 MB a person
-        chunk = person_boxes[start:start + batch_size]
+    for start in range(0, len(crops), batch_size):
+        chunk = crops[start:start + batch_size]
+        owners = sorted({i for i, _ in chunk})  # the processor takes the crops grouped image by image
+        boxes = np.stack([box for _, box in chunk])
         with _timed(timings, "crop"):
-            pixel_values = preprocess(loaded, image, "pose", xyxy_to_xywh(chunk))
+            per_image = [xyxy_to_xywh(np.stack([box for i, box in chunk if i == owner])) for owner in owners]
+            pixel_values = preprocess(loaded, [frames[i] for i in owners], "pose", per_image)
         with _timed(timings, "forward"):
             heatmaps = forward(loaded, pixel_values)["heatmaps"]
             if flip_pairs is not None:
@@ -60,14 +100,21 @@ def estimate_pose(image: np.ndarray, manager, size: str = "0.4b", *, boxes=None,
                 pairs = flip_pairs.to(pixel_values.device)
                 heatmaps = (heatmaps + forward(loaded, pixel_values.flip(-1), flip_pairs=pairs)["heatmaps"]) / 2
         with _timed(timings, "decode"):
-            chunk_keypoints, chunk_scores = decode_heatmaps(heatmaps, chunk, model_input)
+            chunk_keypoints, chunk_scores = decode_heatmaps(heatmaps, boxes, model_input)
         keypoints.append(chunk_keypoints)
         scores.append(chunk_scores)
 
-    return PoseResult(image_size=(int(size_hw[0]), int(size_hw[1])), boxes=person_boxes.astype(np.float32),
-                      box_scores=box_scores.astype(np.float32),
-                      keypoints=np.concatenate(keypoints).astype(np.float32),
-                      keypoint_scores=np.concatenate(scores).astype(np.float32), notes=list(notes))
+    keypoints = np.concatenate(keypoints).astype(np.float32) if keypoints else np.zeros((0, 0, 2), np.float32)
+    scores = np.concatenate(scores).astype(np.float32) if scores else np.zeros((0, 0), np.float32)
+    results, first = [], 0
+    for frame, det in zip(frames, detections):
+        n = len(det.boxes)
+        results.append(PoseResult(
+            image_size=(int(frame.shape[0]), int(frame.shape[1])), boxes=np.asarray(det.boxes, np.float32).reshape(-1, 4),
+            box_scores=np.asarray(det.scores, np.float32), keypoints=keypoints[first:first + n],
+            keypoint_scores=scores[first:first + n], notes=list(det.notes), track_ids=det.track_ids))
+        first += n
+    return results
 
 
 def model_flip_pairs(model):

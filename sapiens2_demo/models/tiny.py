@@ -4,7 +4,7 @@ They go through exactly the loading path of real checkpoints (`--checkpoint-dir`
 `DIR/sapiens2-<task>-<size>/{config.json, model.safetensors, preprocessor_config.json}`).
 Their outputs are noise, but every shape, pre- and post-processing step is the real one.
 
-    python -m sapiens2_demo.tiny DIR [--detector]
+    python -m sapiens2_demo.models.tiny DIR [--detector]
 """
 
 from __future__ import annotations
@@ -16,16 +16,20 @@ from pathlib import Path
 from .registry import TASKS, checkpoint
 
 TINY_INPUT = (256, 192)  # (height, width): 4:3 like the real 1024x768, 16x12 patches
+TINY_BACKBONE = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                     num_key_value_attention_heads=2, num_register_tokens=2, image_size=list(TINY_INPUT))
 
 
 def _flip_pairs() -> list[list[int]]:
-    flip = json.loads((Path(__file__).parent / "data" / "keypoints308.json").read_text())["flip_indices"]
+    flip = json.loads((Path(__file__).resolve().parents[1] / "data" / "keypoints308.json").read_text())["flip_indices"]
     return [[i, j] for i, j in enumerate(flip) if i < j]
 
 
 def tiny_config(task: str):
     from transformers import Sapiens2Config, Sapiens2HeadConfig
 
+    if task == "pretrain":  # the backbone alone (Sapiens2Model): no head
+        return Sapiens2Config(**TINY_BACKBONE)
     dense = task in ("normal", "pointmap", "matting")
     if dense:  # pixel-shuffle decoder back to full input resolution, like the released dense heads
         head = dict(use_pixel_shuffle=True, upsample_out_channels=[16, 16, 16, 16], upsample_kernel_size=3,
@@ -36,11 +40,7 @@ def tiny_config(task: str):
         head.update(scale_conv_out_channels=[8, 8], scale_final_hidden_sizes=[16, 8])
     num_labels = {"pose": 308, "seg": 29, "normal": 3, "pointmap": 3, "matting": 4}[task]
     extra = {"flip_pairs": _flip_pairs()} if task == "pose" else {}
-    return Sapiens2Config(
-        hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-        num_key_value_attention_heads=2, num_register_tokens=2, image_size=list(TINY_INPUT),
-        num_labels=num_labels, head_config=Sapiens2HeadConfig(**head), **extra,
-    )
+    return Sapiens2Config(**TINY_BACKBONE, num_labels=num_labels, head_config=Sapiens2HeadConfig(**head), **extra)
 
 
 def write_tiny_checkpoint(task: str, size: str, root: Path, seed: int = 0) -> Path:

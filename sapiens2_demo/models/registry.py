@@ -30,6 +30,8 @@ TASKS: dict[str, Task] = {
     "normal": Task("normal", "Normals", "AutoModelForNormalEstimation", ("0.4b", "0.8b", "1b", "5b")),
     "pointmap": Task("pointmap", "Depth & 3D", "AutoModelForPointmapEstimation", ("0.4b", "0.8b", "1b", "5b")),
     "matting": Task("matting", "Matting", "AutoModelForImageMatting", ("1b",)),
+    # the pretrained backbone alone (CLS embedding + patch features); no head, so AutoModel -> Sapiens2Model
+    "pretrain": Task("pretrain", "Features", "AutoModel", ("0.4b", "0.8b", "1b", "5b")),
 }
 
 # Revision per checkpoint. The transformers-format files (config.json, model.safetensors,

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .results import PointmapResult, resolve_mask
+from ..results import PointmapResult, resolve_mask
 
 DEFAULT_MAX_POINTS = 200_000
 

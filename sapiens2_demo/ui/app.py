@@ -13,13 +13,13 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from . import tasks
-from .imageio import ImageError, load_image
-from .manager import CheckpointUnavailable
-from .registry import ACCEPTABLE_USE, LICENSE_URL, TASKS, UnknownCheckpoint, default_size
+from .. import tasks
+from ..media.image import ImageError, load_image
+from ..models.manager import CheckpointUnavailable
+from ..models.registry import ACCEPTABLE_USE, LICENSE_URL, TASKS, UnknownCheckpoint, default_size
 
 log = logging.getLogger(__name__)
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
+ASSETS = Path(__file__).resolve().parents[2] / "assets"
 EXAMPLES = [[str(ASSETS / name)] for name in ("astronaut.jpg", "grace_hopper.jpg", "camera.jpg")]
 
 try:  # ZeroGPU on Spaces: the same app, with inference borrowed a GPU per call

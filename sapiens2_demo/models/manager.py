@@ -78,6 +78,15 @@ def _lacks_files(error: Exception) -> bool:
     return bool(names & {"EntryNotFoundError", "RemoteEntryNotFoundError"}) or "does not appear to have" in str(error)
 
 
+def _check_backbone_weights(ckpt: Checkpoint, info: dict) -> None:
+    """AutoModel (the pretrain backbone) loads a task checkpoint without complaint and leaves the backbone
+    random; refuse weights that do not cover the whole model rather than serve noise."""
+    missing = sorted(info.get("missing_keys") or [])
+    if TASKS[ckpt.task].auto_class == "AutoModel" and missing:
+        raise ValueError(f"the weights do not match Sapiens2Model ({len(missing)} tensors missing, e.g. "
+                         f"{missing[0]}); is this a task checkpoint rather than the pretrained backbone?")
+
+
 def _model_nbytes(model) -> int:
     tensors = list(model.parameters()) + list(model.buffers())
     return sum(t.numel() * t.element_size() for t in tensors)
@@ -181,7 +190,9 @@ class ModelManager:
         for attempt, revision in enumerate(revisions):
             kwargs = {"local_files_only": True} if local else {"revision": revision}
             try:
-                model = auto_class.from_pretrained(source, use_safetensors=True, dtype=self.dtype, **kwargs)
+                model, info = auto_class.from_pretrained(source, use_safetensors=True, dtype=self.dtype,
+                                                         output_loading_info=True, **kwargs)
+                _check_backbone_weights(ckpt, info)
                 processor = Sapiens2ImageProcessor.from_pretrained(source, **kwargs)
                 break
             except Exception as error:  # network, missing files, gated repo, corrupt file: all say the same

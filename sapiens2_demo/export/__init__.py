@@ -1,0 +1,1 @@
+"""Downloadable files: per-image writers (image.py), point clouds (pointcloud.py)."""

@@ -1,0 +1,1 @@
+"""Reading media: images (image.py) and videos (video.py)."""

@@ -1,0 +1,1 @@
+"""Batch-first task pipelines: RGB frames in, one typed result per frame out."""

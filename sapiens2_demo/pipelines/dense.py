@@ -1,0 +1,147 @@
+"""Dense task pipelines, batch-first: a list of RGB frames in, one typed result per frame out, each at
+its frame's own size.
+
+frames -> processor (stretch or keep-aspect pad) -> model (one forward per batch) -> post-processing -> results
+
+The image tabs call these with a batch of one (the `segment`, `estimate_*` wrappers); video and the batch
+CLI pass several frames at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+
+import numpy as np
+
+from ..models.inference import forward, input_size, preprocess
+from ..models.manager import ModelManager
+from ..models.registry import checkpoint
+from ..results import MattingResult, NormalsResult, PointmapResult, SegmentationResult
+from .postprocess import postprocess_matting, postprocess_normals, postprocess_pointmap, upsample_labels
+
+Frames = list[np.ndarray]
+
+
+class SegmentationCache:
+    """Bounded LRU of segmentations keyed by image content and checkpoint.
+
+    Normals, depth and the All-tasks view all mask with the body-part segmentation; this makes one
+    image cost one segmentation forward however many of them ask.
+    """
+
+    def __init__(self, max_items: int = 16):
+        self.max_items = max_items
+        self._items: OrderedDict[tuple, SegmentationResult] = OrderedDict()
+        self._lock = threading.Lock()
+        self._key_locks: dict[tuple, threading.Lock] = {}
+
+    @staticmethod
+    def key(image: np.ndarray, repo_id: str, revision: str) -> tuple:
+        digest = hashlib.blake2b(np.ascontiguousarray(image).data, digest_size=16)
+        digest.update(repr(image.shape).encode())
+        return digest.hexdigest(), repo_id, revision
+
+    def get_or_compute(self, key: tuple, compute) -> SegmentationResult:
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                return self._items[key]
+            key_lock = self._key_locks.setdefault(key, threading.Lock())
+        with key_lock:  # two tabs asking at once for one image share one forward
+            with self._lock:
+                if key in self._items:
+                    return self._items[key]
+            result = compute()
+            with self._lock:
+                self._items[key] = result
+                while len(self._items) > self.max_items:
+                    self._items.popitem(last=False)
+                self._key_locks.pop(key, None)
+            return result
+
+
+# -- batch pipelines ------------------------------------------------------------------------------------
+def segment_batch(frames: Frames, manager: ModelManager, size: str = "0.4b",
+                  cache: SegmentationCache | None = None) -> list[SegmentationResult]:
+    """Body-part labels (H, W) uint8 per frame; with a cache, frames seen before cost no forward."""
+    ckpt = checkpoint("seg", size)
+
+    def compute(batch: Frames) -> list[SegmentationResult]:
+        loaded = manager.get(ckpt)
+        logits = forward(loaded, preprocess(loaded, batch, "seg"))["logits"].numpy()
+        return [SegmentationResult(labels=upsample_labels(l, f.shape[:2])) for l, f in zip(logits, batch)]
+
+    if cache is None:
+        return compute(frames) if frames else []
+    return [cache.get_or_compute(SegmentationCache.key(f, ckpt.repo_id, ckpt.revision), lambda f=f: compute([f])[0])
+            for f in frames]
+
+
+def normals_batch(frames: Frames, manager: ModelManager, size: str = "0.4b",
+                  masks: list[np.ndarray | None] | None = None) -> list[NormalsResult]:
+    if not frames:
+        return []
+    loaded = manager.get(checkpoint("normal", size))
+    raw = forward(loaded, preprocess(loaded, frames, "normal"))["normals"]
+    model_hw = input_size(loaded.processor)
+    return [NormalsResult(normals=postprocess_normals(r, f.shape[:2], model_hw), mask=m)
+            for r, f, m in zip(raw, frames, _masks(masks, frames))]
+
+
+def pointmap_batch(frames: Frames, manager: ModelManager, size: str = "0.4b",
+                   masks: list[np.ndarray | None] | None = None) -> list[PointmapResult]:
+    if not frames:
+        return []
+    loaded = manager.get(checkpoint("pointmap", size))
+    outputs = forward(loaded, preprocess(loaded, frames, "pointmap"))
+    model_hw = input_size(loaded.processor)
+    scales = outputs.get("scales")
+    results = []
+    for i, (frame, mask) in enumerate(zip(frames, _masks(masks, frames))):
+        scale = float(scales[i, 0]) if scales is not None else 1.0
+        points = postprocess_pointmap(outputs["pointmaps"][i], scale, frame.shape[:2], model_hw)
+        focal = model_hw[1] / scale  # fx in model-input pixels (768 / scale)
+        results.append(PointmapResult(points=points, scale=scale, focal_length=focal, mask=mask))
+    return results
+
+
+def matting_batch(frames: Frames, manager: ModelManager, size: str = "1b") -> list[MattingResult]:
+    if not frames:
+        return []
+    loaded = manager.get(checkpoint("matting", size))
+    outputs = forward(loaded, preprocess(loaded, frames, "matting"))
+    results = []
+    for fg, alpha_map, frame in zip(outputs["foregrounds"], outputs["alphas"], frames):
+        alpha, foreground = postprocess_matting(fg, alpha_map, frame.shape[:2])
+        results.append(MattingResult(alpha=alpha, foreground=foreground))
+    return results
+
+
+def _masks(masks, frames) -> list:
+    if masks is None:
+        return [None] * len(frames)
+    if len(masks) != len(frames):
+        raise ValueError(f"{len(masks)} masks for {len(frames)} frames")
+    return list(masks)
+
+
+# -- one image (the image tabs) -------------------------------------------------------------------------
+def segment(image: np.ndarray, manager: ModelManager, size: str = "0.4b",
+            cache: SegmentationCache | None = None) -> SegmentationResult:
+    return segment_batch([image], manager, size, cache=cache)[0]
+
+
+def estimate_normals(image: np.ndarray, manager: ModelManager, size: str = "0.4b",
+                     mask: np.ndarray | None = None) -> NormalsResult:
+    return normals_batch([image], manager, size, masks=[mask])[0]
+
+
+def estimate_pointmap(image: np.ndarray, manager: ModelManager, size: str = "0.4b",
+                      mask: np.ndarray | None = None) -> PointmapResult:
+    return pointmap_batch([image], manager, size, masks=[mask])[0]
+
+
+def estimate_matting(image: np.ndarray, manager: ModelManager, size: str = "1b") -> MattingResult:
+    return matting_batch([image], manager, size)[0]

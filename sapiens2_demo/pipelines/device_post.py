@@ -1,0 +1,209 @@
+"""Post-processing in torch on the model's device: only final-size results cross to the CPU, in one copy.
+
+Batch-first twins of `postprocess.py` (same crop arithmetic, bilinear with half-pixel centres and no
+antialias, same output layout and dtype), taking model outputs as tensors where they are (CUDA, or the
+CPU in tests). Each function ends with one device-to-host copy of everything it returns: results are
+laid out contiguously on the device, concatenated, copied, and handed back as views of that buffer.
+Heavy imports (torch) happen inside the functions.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..pose.decode import PeakData, window_half
+from .postprocess import crop_padding
+
+# Segmentation upsamples this many output values per step at most (64 MB of float32): a class chunk at
+# a time, so 29 x 1080 x 1920 logits never exist at full size at once.
+CHUNK_ELEMENTS = 1 << 24
+
+# CPU choice, per task, from benchmarks/bench_post.py on this project's 2-core CPU box (torch 2.14, 2
+# threads; ms per call, numpy path vs torch path, 1080x1920 output from 1024x768 model outputs, pose
+# from 308x256x192 heatmaps): see TORCH_FASTER_ON_CPU's comment for the numbers.
+TORCH_FASTER_ON_CPU = {"seg": False, "normal": False, "pointmap": False, "matting": False, "pose": False}
+
+
+def use_device_post(device, task: str | None = None) -> bool:
+    """Whether to post-process with this module rather than the numpy path.
+
+    On CUDA always: only final-size results leave the GPU. On the CPU whichever path measured faster
+    (TORCH_FASTER_ON_CPU; with no task, True only if torch won every task).
+    """
+    kind = str(device).split(":")[0]
+    if kind == "cuda":
+        return True
+    if kind != "cpu":
+        return False  # other accelerators: the numpy path is tested there, this one is not
+    if task is None:
+        return all(TORCH_FASTER_ON_CPU.values())
+    return TORCH_FASTER_ON_CPU[task]
+
+
+# -- dense maps ---------------------------------------------------------------------------------
+
+def segmentation_labels(logits, image_sizes) -> list[np.ndarray]:
+    """(B, C, h, w) logits -> per image (H, W) uint8 labels: argmax of the bilinear upsample to its size.
+
+    Equal to transformers' post_process_semantic_segmentation (ties to the lowest class, like argmax).
+    """
+    import torch
+
+    _check_batch(logits, image_sizes, "logits")
+    if logits.shape[1] > 256:
+        raise ValueError(f"At most 256 classes fit uint8 labels; got {logits.shape[1]}.")
+    labels = []
+    with torch.inference_mode():
+        for item, (height, width) in zip(logits, _sizes(image_sizes)):
+            labels.append(_upsampled_argmax(item, height, width))
+    return _to_host(labels)
+
+
+def normals(maps, image_sizes, input_hw) -> list[np.ndarray]:
+    """(B, 3, h, w) model normals -> per image (H, W, 3) float32 unit normals: normalise, crop the
+    keep-aspect padding, resize, re-normalise (as postprocess.postprocess_normals)."""
+    import torch
+    import torch.nn.functional as F
+
+    _check_batch(maps, image_sizes, "normal maps")
+    out = []
+    with torch.inference_mode():
+        for item, size in zip(maps, _sizes(image_sizes)):
+            unit = F.normalize(_crop(item, size, input_hw).float(), dim=0, eps=1e-8)
+            out.append(_hwc(F.normalize(_resize(unit, size), dim=0, eps=1e-8)))
+    return _to_host(out)
+
+
+def pointmaps(maps, scales, image_sizes, input_hw) -> list[np.ndarray]:
+    """(B, 3, h, w) canonical pointmaps and (B,) or (B, 1) scales -> per image (H, W, 3) float32 metric
+    XYZ: divide by the scale, crop the padding, resize (as postprocess.postprocess_pointmap)."""
+    import torch
+
+    _check_batch(maps, image_sizes, "pointmaps")
+    scales = scales.reshape(-1).float()
+    if scales.numel() != maps.shape[0]:
+        raise ValueError(f"Expected one scale per pointmap ({maps.shape[0]}); got {scales.numel()}.")
+    out = []
+    with torch.inference_mode():
+        for item, scale, size in zip(maps, scales, _sizes(image_sizes)):
+            out.append(_hwc(_resize(_crop(item, size, input_hw).float() / scale, size)))
+    return _to_host(out)
+
+
+def matting(foregrounds, alphas, image_sizes) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(B, 3, h, w) foregrounds and (B, 1, h, w) alphas -> per image (alpha (H, W), premultiplied
+    foreground (H, W, 3)), float32, resized together and clipped to [0, 1] (as postprocess_matting)."""
+    import torch
+
+    _check_batch(foregrounds, image_sizes, "foregrounds")
+    _check_batch(alphas, image_sizes, "alphas")
+    out = []
+    with torch.inference_mode():
+        for fg, alpha, size in zip(foregrounds, alphas, _sizes(image_sizes)):
+            stacked = _resize(torch.cat([fg.float(), alpha.float()]), size).clamp_(0.0, 1.0)
+            out += [stacked[3], _hwc(stacked[:3])]
+    host = _to_host(out)
+    return list(zip(host[0::2], host[1::2]))
+
+
+# -- pose ---------------------------------------------------------------------------------------
+
+def heatmap_peaks(heatmaps, kernel: int = 11) -> PeakData:
+    """(N, K, h, w) heatmaps -> PeakData for pose.decode.decode_peaks: the argmax, the peak value and the
+    replicate-padded 13x13 window around each peak, cut out on the device and copied in one go (about
+    0.7 KB a keypoint). The full maps stay on the device; decode fetches the rare ones it needs."""
+    import torch
+
+    if heatmaps.ndim != 4:
+        raise ValueError(f"heatmaps must be (N, K, h, w); got shape {tuple(heatmaps.shape)}")
+    n, k, h, w = heatmaps.shape
+    half = window_half(kernel)
+    size = 2 * half + 1
+    p = n * k
+    if h * w >= 1 << 24:  # the index travels as float32 below, exact up to 2**24
+        raise ValueError(f"Heatmaps of {h}x{w} are too large.")
+    with torch.inference_mode():
+        flat = heatmaps.detach().reshape(p, h * w)
+        # argmax of bf16 values equals argmax of their float32 copies (the cast is exact), so no full copy
+        index = flat.argmax(dim=1) if p else torch.zeros(0, dtype=torch.long, device=flat.device)
+        span = torch.arange(-half, half + 1, device=flat.device)
+        rows = (index[:, None] // w + span).clamp_(0, h - 1)
+        cols = (index[:, None] % w + span).clamp_(0, w - 1)
+        where = (rows[:, :, None] * w + cols[:, None, :]).reshape(p, size * size)
+        windows = flat.gather(1, where).float()
+        packed = torch.cat([windows, index[:, None].float()], dim=1).cpu().numpy()  # the one copy
+    windows = packed[:, :-1].reshape(n, k, size, size)
+    return PeakData(index=packed[:, -1].astype(np.int64).reshape(n, k),
+                    scores=np.ascontiguousarray(windows[:, :, half, half]),  # the peak is the window's centre
+                    windows=windows, heatmap_size=(int(h), int(w)), heatmaps=heatmaps)
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+def _sizes(image_sizes) -> list[tuple[int, int]]:
+    sizes = [(int(h), int(w)) for h, w in image_sizes]
+    for h, w in sizes:
+        if h < 1 or w < 1:
+            raise ValueError(f"Image sizes must be positive; got {h}x{w}.")
+    return sizes
+
+
+def _check_batch(tensor, image_sizes, name: str) -> None:
+    if tensor.ndim != 4:
+        raise ValueError(f"{name} must be (B, C, h, w); got shape {tuple(tensor.shape)}")
+    if tensor.shape[0] != len(image_sizes):
+        raise ValueError(f"Got {tensor.shape[0]} {name} but {len(image_sizes)} image sizes.")
+
+
+def _crop(item, image_hw: tuple[int, int], input_hw: tuple[int, int]):
+    """(C, h, w) -> the part of it inside the keep-aspect padding (postprocess.crop_padding's rounding)."""
+    cropped = crop_padding(item.permute(1, 2, 0), image_hw, input_hw).permute(2, 0, 1)  # still a view
+    if cropped.shape[1] == 0 or cropped.shape[2] == 0:
+        raise ValueError(f"A {image_hw[0]}x{image_hw[1]} image leaves nothing of a "
+                         f"{item.shape[1]}x{item.shape[2]} map once the padding is cut.")
+    return cropped
+
+
+def _resize(item, size: tuple[int, int]):
+    """(C, h, w) float -> (C, H, W), bilinear, half-pixel centres, no antialias (skipped at equal size)."""
+    import torch.nn.functional as F
+
+    if tuple(item.shape[1:]) == tuple(size):
+        return item
+    return F.interpolate(item[None], size=size, mode="bilinear", align_corners=False, antialias=False)[0]
+
+
+def _hwc(item):
+    return item.permute(1, 2, 0)
+
+
+def _upsampled_argmax(logits, height: int, width: int):
+    """argmax over classes of the (C, h, w) logits upsampled to (height, width), as uint8, a chunk of
+    classes at a time (interpolation is per channel, so every class's values are the full call's)."""
+    import torch
+
+    classes = logits.shape[0]
+    step = max(1, CHUNK_ELEMENTS // (height * width))
+    best = labels = None
+    for start in range(0, classes, step):
+        values, index = _resize(logits[start:start + step].float(), (height, width)).max(dim=0)
+        if best is None:
+            best, labels = values, index.to(torch.uint8)
+            continue
+        better = values > best  # strictly: ties keep the lower class, as argmax does
+        best = torch.where(better, values, best)
+        labels = torch.where(better, (index + start).to(torch.uint8), labels)
+    return labels
+
+
+def _to_host(tensors) -> list[np.ndarray]:
+    """Device tensors (one dtype) -> numpy arrays of the same shapes, contiguous, in one copy."""
+    import torch
+
+    if not tensors:
+        return []
+    if all(t.device.type == "cpu" for t in tensors):  # nothing to cross: just make them contiguous
+        return [t.contiguous().numpy() for t in tensors]
+    host = torch.cat([t.reshape(-1) for t in tensors]).cpu().numpy()
+    ends = np.cumsum([t.numel() for t in tensors])
+    return [part.reshape(t.shape) for part, t in zip(np.split(host, ends[:-1]), tensors)]

@@ -1,0 +1,1 @@
+"""The Gradio front door: the Blocks (app.py), per-session output folders (outputs.py)."""
