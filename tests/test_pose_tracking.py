@@ -93,7 +93,7 @@ def test_low_scoring_detections_still_keep_their_tracks():
     # nor be dropped (ultralytics' defaults would leave a 0.2 score out of new tracks entirely).
     tracker = PersonTracker(30)
     ids = [tracker.update(np.array([[100 + 6 * f, 100, 160 + 6 * f, 260]], np.float32),
-                          np.array([0.2 if f % 2 else 0.3], np.float32), SIZE)[0] for f in range(20)]
+                          np.array([0.3 if f % 2 else 0.2], np.float32), SIZE)[0] for f in range(20)]
     assert ids == [ids[0]] * 20 and ids[0] >= 0
 
 

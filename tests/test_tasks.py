@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from sapiens2_demo import tasks
+from sapiens2_demo.pipelines import dense
 from sapiens2_demo.pipelines.dense import SegmentationCache
 from sapiens2_demo.media.image import load_image
 from sapiens2_demo.ui.outputs import OutputStore
@@ -59,7 +60,7 @@ def test_cache_is_bounded_and_keyed_by_content_and_checkpoint():
 def test_background_removal_blackens_the_background(ctx):
     image = load_image(ASSETS / "grace_hopper.jpg")
     out = tasks.normals(ctx, image, run_dir=ctx.outputs.new_run_dir("s"), background="black")
-    labels = tasks.dense.segment(image.rgb, ctx.manager, cache=ctx.seg_cache).labels
+    labels = dense.segment(image.rgb, ctx.manager, cache=ctx.seg_cache).labels
     rendered = out.main
     assert (rendered[labels == 0] == 0).all()
     assert (rendered[labels > 0].sum(axis=-1) > 0).all()

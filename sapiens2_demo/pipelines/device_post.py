@@ -18,26 +18,17 @@ from .postprocess import crop_padding
 # a time, so 29 x 1080 x 1920 logits never exist at full size at once.
 CHUNK_ELEMENTS = 1 << 24
 
-# CPU choice, per task, from benchmarks/bench_post.py on this project's 2-core CPU box (torch 2.14, 2
-# threads; ms per call, numpy path vs torch path, 1080x1920 output from 1024x768 model outputs, pose
-# from 308x256x192 heatmaps): see TORCH_FASTER_ON_CPU's comment for the numbers.
-TORCH_FASTER_ON_CPU = {"seg": False, "normal": False, "pointmap": False, "matting": False, "pose": False}
 
+def use_device_post(device) -> bool:
+    """Whether to post-process with this module rather than the numpy/cv2 path: on CUDA only.
 
-def use_device_post(device, task: str | None = None) -> bool:
-    """Whether to post-process with this module rather than the numpy path.
-
-    On CUDA always: only final-size results leave the GPU. On the CPU whichever path measured faster
-    (TORCH_FASTER_ON_CPU; with no task, True only if torch won every task).
+    On the CPU the numpy path won every task (benchmarks/bench_post.py, 2-core box, torch 2.14 with 2
+    threads, ms per call numpy vs torch, 1080x1920 output from 1024x768 maps): seg 71 vs 985 (the numpy
+    path upsamples only candidate classes at part boundaries; torch upsamples all 29), normals 66 vs 248,
+    pointmap 9 vs 56, matting 60 vs 80; pose decode from 308x256x192 heatmaps, 1 person 7 vs 84,
+    10 people 95 vs 467 (numpy's argmax is ~5x torch's on a CPU). Other accelerators keep the tested path.
     """
-    kind = str(device).split(":")[0]
-    if kind == "cuda":
-        return True
-    if kind != "cpu":
-        return False  # other accelerators: the numpy path is tested there, this one is not
-    if task is None:
-        return all(TORCH_FASTER_ON_CPU.values())
-    return TORCH_FASTER_ON_CPU[task]
+    return str(device).split(":")[0] == "cuda"
 
 
 # -- dense maps ---------------------------------------------------------------------------------
@@ -63,14 +54,12 @@ def normals(maps, image_sizes, input_hw) -> list[np.ndarray]:
     """(B, 3, h, w) model normals -> per image (H, W, 3) float32 unit normals: normalise, crop the
     keep-aspect padding, resize, re-normalise (as postprocess.postprocess_normals)."""
     import torch
-    import torch.nn.functional as F
 
     _check_batch(maps, image_sizes, "normal maps")
     out = []
     with torch.inference_mode():
         for item, size in zip(maps, _sizes(image_sizes)):
-            unit = F.normalize(_crop(item, size, input_hw).float(), dim=0, eps=1e-8)
-            out.append(_hwc(F.normalize(_resize(unit, size), dim=0, eps=1e-8)))
+            out.append(_hwc(_unit(_resize(_unit(_crop(item, size, input_hw).float()), size))))
     return _to_host(out)
 
 
@@ -173,6 +162,12 @@ def _resize(item, size: tuple[int, int]):
     return F.interpolate(item[None], size=size, mode="bilinear", align_corners=False, antialias=False)[0]
 
 
+def _unit(item):
+    """L2-normalise (3, h, w) over the channels, eps 1e-8 like F.normalize (which is ~15x slower on a
+    CPU for a reduction over the outer dimension)."""
+    return item / (item[0] * item[0] + item[1] * item[1] + item[2] * item[2]).sqrt_().clamp_min_(1e-8)
+
+
 def _hwc(item):
     return item.permute(1, 2, 0)
 
@@ -202,8 +197,7 @@ def _to_host(tensors) -> list[np.ndarray]:
 
     if not tensors:
         return []
-    if all(t.device.type == "cpu" for t in tensors):  # nothing to cross: just make them contiguous
-        return [t.contiguous().numpy() for t in tensors]
+    # (On the CPU too: a new buffer, never a view of the model's outputs, and the same code as on CUDA.)
     host = torch.cat([t.reshape(-1) for t in tensors]).cpu().numpy()
     ends = np.cumsum([t.numel() for t in tensors])
     return [part.reshape(t.shape) for part, t in zip(np.split(host, ends[:-1]), tensors)]

@@ -19,7 +19,7 @@ import numpy as np
 #   24 / 30 / 60 fps. The jitter's own apparent speed keeps the cutoff above MIN_CUTOFF, so the usual 1 Hz
 #   only gives 2.4x-3.3x; a slow 10 px, 0.5 Hz sway still trails by at most 2 px.
 # - D_CUTOFF 1 Hz: the paper's value for smoothing the speed estimate itself.
-MIN_CUTOFF_HZ = 1.0
+MIN_CUTOFF_HZ = 0.2
 BETA = 0.05
 D_CUTOFF_HZ = 1.0
 MAX_AGE_S = 0.5  # a track unseen this long is forgotten; if it comes back its filter starts afresh

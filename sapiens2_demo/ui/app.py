@@ -22,21 +22,6 @@ log = logging.getLogger(__name__)
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 EXAMPLES = [[str(ASSETS / name)] for name in ("astronaut.jpg", "grace_hopper.jpg", "camera.jpg")]
 
-try:  # ZeroGPU on Spaces: the same app, with inference borrowed a GPU per call
-    import spaces
-
-    gpu = spaces.GPU(duration=120)
-except ImportError:
-    def gpu(fn):
-        return fn
-
-
-@gpu
-def _run_task(fn, ctx, loaded, run_dir, progress, kwargs) -> tasks.TaskOutput:
-    """The one place inference happens, decorated once at import as ZeroGPU expects."""
-    return fn(ctx, loaded, run_dir=run_dir, progress=progress, **kwargs)
-
-
 class ImageUpload(gr.Image):
     """gr.Image that hands over the uploaded file untouched, so our loader decides what is readable
     and words the message (gradio's own preprocessing would fail first, with its own error)."""
@@ -110,7 +95,7 @@ def build_app(ctx: tasks.AppContext) -> gr.Blocks:
                 raise ImageError("Please upload an image first.")
             loaded = load_image(image)
             run_dir = ctx.outputs.new_run_dir(_session(request))
-            return _as_png_files(_run_task(fn, ctx, loaded, run_dir, progress, kwargs), run_dir)
+            return _as_png_files(fn(ctx, loaded, run_dir=run_dir, progress=progress, **kwargs), run_dir)
 
     # --- handlers: the first parameter of each is `image`, every other has a default -----------------
     def pose(image, size: str = "0.4b", boxes: str = "", flip_test: bool = True,

@@ -1,0 +1,139 @@
+"""The GPU boundary: the one function that runs models, decorated once with `spaces.GPU` (ZeroGPU) or identity.
+
+ZeroGPU runs a GPU call in a worker process forked from the main process: it pickles the call's arguments to
+the worker and the return value back. So `infer` takes only data (a manager key, frames, job descriptions) and
+returns CPU/numpy results; models are reached through module-level state the fork inherits (`register`), and
+`--preload` loads checkpoints in the main process before any worker is forked, so every worker has them.
+The UI side keeps the manager's locks, the output folders and all file writing.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .models.manager import ModelManager
+from .models.registry import TASKS, UnknownCheckpoint, checkpoint
+
+log = logging.getLogger(__name__)
+
+# Seconds of GPU time per item (a frame, or a person for pose) on a ZeroGPU H200 slice, with a margin; the
+# duration asked for each call is computed from these so short calls queue less (ZeroGPU favours them).
+SECONDS_PER_ITEM = {"0.4b": 0.15, "0.8b": 0.25, "1b": 0.3, "5b": 1.2}
+BASE_SECONDS = 10  # start-up of a call, detector, transfers
+LOAD_SECONDS = 60  # a checkpoint that was not preloaded loads inside the call
+MAX_SECONDS = 300
+
+
+@dataclass
+class Job:
+    """One task over the call's frames. `tolerate_errors`: return the exception instead of raising it (the
+    All-tasks view keeps the other tasks when one fails)."""
+
+    task: str
+    size: str
+    options: dict = field(default_factory=dict)
+    tolerate_errors: bool = False
+
+
+_STATE: dict[str, tuple] = {}  # manager key -> (ModelManager, SegmentationCache | None)
+
+
+def register(manager: ModelManager, seg_cache=None) -> str:
+    """Make a manager reachable from GPU calls by a picklable key."""
+    key = f"manager-{id(manager):x}"
+    _STATE[key] = (manager, seg_cache)
+    return key
+
+
+def parse_preload(spec: str | None) -> list[tuple[str, str]]:
+    """'seg:0.4b,pose:1b' -> [('seg', '0.4b'), ('pose', '1b')], each allow-listed (UnknownCheckpoint if not)."""
+    pairs = []
+    for item in filter(None, (part.strip() for part in (spec or "").split(","))):
+        task, sep, size = item.partition(":")
+        if not sep:
+            raise UnknownCheckpoint(f"Bad preload entry {item!r}: expected TASK:SIZE, e.g. seg:0.4b")
+        checkpoint(task.strip(), size.strip())  # validates
+        pairs.append((task.strip(), size.strip()))
+    return pairs
+
+
+def preload(manager: ModelManager, spec: str | None) -> list[str]:
+    """Load the listed checkpoints now, in this (main) process, on the manager's device; pose also loads the
+    person detector. Returns the repo ids loaded."""
+    loaded = []
+    for task, size in parse_preload(spec):
+        ckpt = checkpoint(task, size)
+        manager.get(ckpt)
+        loaded.append(ckpt.repo_id)
+        if task == "pose":
+            try:
+                manager.get_detector()
+            except Exception as error:  # noqa: BLE001 - pose falls back to the whole image without it
+                log.warning("detector not preloaded: %s", error)
+    if loaded:
+        log.info("preloaded %s", ", ".join(loaded))
+    return loaded
+
+
+def is_preloaded(manager_key: str, task: str, size: str) -> bool:
+    manager = _STATE[manager_key][0]
+    return manager.is_loaded(checkpoint(task, size))
+
+
+def estimate_duration(manager_key: str, frames: list[np.ndarray], jobs: list[Job]) -> int:
+    """GPU seconds to ask ZeroGPU for: per item and size, plus a load for checkpoints not preloaded."""
+    manager = _STATE[manager_key][0] if manager_key in _STATE else None
+    seconds = BASE_SECONDS
+    for job in jobs:
+        items = len(frames)
+        if job.task == "pose":
+            detections = job.options.get("detections")
+            people = sum(len(d.boxes) for d in detections) if detections else len(frames) * 3
+            items = people * (2 if job.options.get("flip_test", True) else 1)
+        if job.task in ("normal", "pointmap") and job.options.get("remove_background"):
+            items *= 2
+        seconds += items * SECONDS_PER_ITEM.get(job.size, 1.0)
+        if manager is not None and job.task in TASKS and not manager.is_loaded(checkpoint(job.task, job.size)):
+            seconds += LOAD_SECONDS
+    return int(min(MAX_SECONDS, math.ceil(seconds)))
+
+
+def _identity(fn):
+    return fn
+
+
+def _gpu_decorator():
+    if os.environ.get("SAPIENS2_NO_SPACES") == "1":
+        return _identity
+    try:  # ZeroGPU on Spaces; identity for a local launch (where `spaces` is not installed)
+        import spaces
+    except ImportError:
+        return _identity
+    return spaces.GPU(duration=estimate_duration)
+
+
+@_gpu_decorator()
+def infer(manager_key: str, frames: list[np.ndarray], jobs: list[Job]) -> list:
+    """Run each job over `frames`; returns, per job, its list of results (or the exception, if tolerated)."""
+    from .pipelines.run import run_batch
+
+    manager, seg_cache = _STATE[manager_key]
+    answers = []
+    for job in jobs:
+        try:
+            answers.append(run_batch(job.task, frames, manager, job.size, seg_cache=seg_cache, **job.options))
+        except Exception as error:  # noqa: BLE001 - reported per job when tolerated
+            if not job.tolerate_errors:
+                raise
+            answers.append(error)
+    return answers
+
+
+def run(manager_key: str, task: str, size: str, frames: list[np.ndarray], **options) -> list:
+    """Convenience: one job, its results."""
+    return infer(manager_key, frames, [Job(task, size, options)])[0]
