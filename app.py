@@ -31,6 +31,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--max-file-size", default=None,
                         help="upload limit enforced by gradio, e.g. 50mb (default: SAPIENS2_MAX_UPLOAD_MB, 25 MB)")
     parser.add_argument("--share", action="store_true", help="create a public gradio.live link (off by default)")
+    parser.add_argument("--preload", default=env("SAPIENS2_PRELOAD", ""),
+                        help="checkpoints to load at start, in the main process, e.g. seg:0.4b,pose:1b (ZeroGPU: "
+                             "the GPU workers inherit them; others load on first use, in the call)")
     args = parser.parse_args(argv)
     if args.max_file_size is None:  # one upload limit for gradio and our loader
         from sapiens2_demo.media.image import DEFAULT_MAX_BYTES
@@ -47,6 +50,10 @@ def create_app(args: argparse.Namespace):
     budget = int(args.model_budget_gb * 2**30) if args.model_budget_gb else None
     manager = ModelManager(checkpoint_dir=args.checkpoint_dir, device=args.device, dtype=args.dtype,
                            memory_budget_bytes=budget, detector=args.detector)
+    if args.preload:
+        from sapiens2_demo.gpu import preload
+
+        preload(manager, args.preload)
     demo = build_app(AppContext(manager=manager, max_people=args.max_people))
     demo.queue(max_size=args.queue_size, default_concurrency_limit=args.concurrency)
     return demo

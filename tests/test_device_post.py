@@ -255,7 +255,8 @@ def test_pose_peaks_fetch_only_the_maps_the_reference_path_needs(monkeypatch):
     clean = torch.from_numpy(_gaussians(2, 20, 64, 48, seed=6))
     peaks = device_post.heatmap_peaks(clean)
     peaks.heatmaps = None  # clean peaks never need their full map
-    np.testing.assert_array_equal(decode_peaks(peaks, boxes, (256, 192))[0], decode_heatmaps(clean, boxes, (256, 192))[0])
+    expected = decode_heatmaps(clean, boxes, (256, 192))[0]
+    np.testing.assert_array_equal(decode_peaks(peaks, boxes, (256, 192))[0], expected)
     assert fetched == []
 
 
@@ -264,7 +265,8 @@ def test_pose_peaks_of_bf16_heatmaps_and_no_people():
     peaks = device_post.heatmap_peaks(heatmaps)
     assert peaks.windows.dtype == np.float32
     boxes = np.array([[0, 0, 30, 40]], np.float32)
-    np.testing.assert_array_equal(decode_peaks(peaks, boxes, (128, 96))[0], decode_heatmaps(heatmaps, boxes, (128, 96))[0])
+    expected = decode_heatmaps(heatmaps, boxes, (128, 96))[0]
+    np.testing.assert_array_equal(decode_peaks(peaks, boxes, (128, 96))[0], expected)
     empty = device_post.heatmap_peaks(torch.zeros(0, 308, 64, 48))
     keypoints, scores = decode_peaks(empty, np.zeros((0, 4), np.float32), (256, 192))
     assert keypoints.shape == (0, 308, 2) and scores.shape == (0, 308)

@@ -242,18 +242,22 @@ def _segmentation_stub(monkeypatch, person_columns):
     from sapiens2_demo.pipelines import dense
     from sapiens2_demo.results import SegmentationResult
 
-    def segment(image, manager, size="0.4b", cache=None):
-        labels = np.zeros(image.shape[:2], np.uint8)
-        labels[:, person_columns] = 5
-        return SegmentationResult(labels)
+    def segment_batch(frames, manager, size="0.4b", cache=None):
+        results = []
+        for frame in frames:
+            labels = np.zeros(frame.shape[:2], np.uint8)
+            labels[:, person_columns] = 5
+            results.append(SegmentationResult(labels))
+        return results
 
-    monkeypatch.setattr(dense, "segment", segment)
+    monkeypatch.setattr(dense, "segment_batch", segment_batch)
 
 
 def test_run_features_one_image_with_the_person_mask(ctx, person_image, tmp_path, monkeypatch):
     from sapiens2_demo.ui.features_tab import run_features
 
-    _segmentation_stub(monkeypatch, slice(0, 200))  # 512 px wide, 12 patches: columns 0-3 (and 4: 8 of 43 px) out
+    # 512 px wide, 12 patches of 42.7 px: patch columns 0-3 are in, column 4 (pixels 171-212) has 9 of 42 in
+    _segmentation_stub(monkeypatch, slice(0, 180))
     out = run_features(ctx, _loaded(person_image), run_dir=tmp_path)
     assert sorted(f.name for f in out.files) == ["features_cls_embedding.npy", "features_patch_features.npy",
                                                  "features_pca.png"]
@@ -262,7 +266,7 @@ def test_run_features_one_image_with_the_person_mask(ctx, person_image, tmp_path
     assert out.similarity is None and out.gallery is None
     rows, cols = pixel_cells(person_image.shape[:2], (16, 12))
     person = np.broadcast_to(cols < 4, person_image.shape[:2])  # patch columns 0-3 are the person's
-    assert (after[~person] == 0).all() and (after[person].reshape(-1, 16, 3).max(axis=1) > 0).mean() > 0.9
+    assert (after[~person] == 0).all() and after[person].any(axis=-1).mean() > 0.9
     assert "Patch grid 16x12" in " ".join(out.notes)
 
 
@@ -274,6 +278,20 @@ def test_run_features_without_a_person_fits_every_patch(ctx, person_image, tmp_p
     np.testing.assert_array_equal(out.main, run_features(ctx, _loaded(person_image), run_dir=tmp_path / "b",
                                                          use_mask=False).main)
     assert "found no person" in " ".join(out.notes)
+
+
+def test_run_features_without_a_segmentation_model_says_so(person_image, tiny_dir, tmp_path):
+    from sapiens2_demo.models.manager import ModelManager
+    from sapiens2_demo.tasks import AppContext
+    from sapiens2_demo.ui.features_tab import run_features
+    from sapiens2_demo.ui.outputs import OutputStore
+
+    shutil.copytree(tiny_dir / "sapiens2-pretrain-0.4b", tmp_path / "ckpt" / "sapiens2-pretrain-0.4b")
+    manager = ModelManager(checkpoint_dir=tmp_path / "ckpt", device="cpu", dtype="float32")
+    ctx = AppContext(manager=manager, outputs=OutputStore(tmp_path / "outputs"))
+    out = run_features(ctx, _loaded(person_image), run_dir=tmp_path / "run")
+    assert "segmentation model is unavailable" in " ".join(out.notes)
+    assert len(out.files) == 3 and out.main.any(axis=-1).all()  # every patch coloured, none masked out
 
 
 def test_run_features_image_with_itself_and_with_another(ctx, person_image, tmp_path):
@@ -298,7 +316,7 @@ def _blocks_with_the_features_tab(ctx):
     import gradio as gr
 
     from sapiens2_demo.media.image import ImageError, load_image
-    from sapiens2_demo.ui.app import ImageUpload, _as_png_files, _run_task, user_errors
+    from sapiens2_demo.ui.app import ImageUpload, _as_png_files, user_errors
     from sapiens2_demo.ui.features_tab import build_features_tab
 
     def run(task_title, fn, image, request, progress, **kwargs):
@@ -306,7 +324,7 @@ def _blocks_with_the_features_tab(ctx):
             if image is None:
                 raise ImageError("Please upload an image first.")
             run_dir = ctx.outputs.new_run_dir(getattr(request, "session_hash", None))
-            return _as_png_files(_run_task(fn, ctx, load_image(image), run_dir, progress, kwargs), run_dir)
+            return _as_png_files(fn(ctx, load_image(image), run_dir=run_dir, progress=progress, **kwargs), run_dir)
 
     @contextlib.contextmanager
     def task_tab(title, tab_id):

@@ -28,7 +28,7 @@ def test_loads_local_checkpoint_through_task_class(manager, tiny_dir):
 def test_every_task_loads_its_own_class(manager):
     expected = {"pose": "Sapiens2ForPoseEstimation", "seg": "Sapiens2ForSemanticSegmentation",
                 "normal": "Sapiens2ForNormalEstimation", "pointmap": "Sapiens2ForPointmapEstimation",
-                "matting": "Sapiens2ForImageMatting"}
+                "matting": "Sapiens2ForImageMatting", "pretrain": "Sapiens2Model"}
     for task, class_name in expected.items():
         loaded = manager.get(checkpoint(task, TASKS[task].sizes[0]))
         assert type(loaded.model).__name__ == class_name
@@ -149,7 +149,7 @@ def test_stress_many_threads_with_evictions(tiny_dir):
                 ckpt = rng.choice(ckpts)
                 loaded = manager.get(ckpt)
                 assert loaded.model.config.num_labels == {"pose": 308, "seg": 29, "normal": 3, "pointmap": 3,
-                                                          "matting": 4}[ckpt.task]
+                                                          "matting": 4, "pretrain": 2}[ckpt.task]  # 2: unused default
                 if manager.loaded_bytes > manager.memory_budget_bytes:
                     over_budget.append(manager.loaded_bytes)
         except Exception as error:  # reported below

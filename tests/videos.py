@@ -60,6 +60,8 @@ def make_video(path, *, frames: int = 24, size: tuple[int, int] = (320, 240), fp
     path = Path(path)
     fmt, encoder, pix_fmt, audio_encoder = _CODECS[codec]
     width, height = size
+    if encoder == "libx264" and (width % 2 or height % 2):
+        raise ValueError(f"libx264 needs even sizes, got {width}x{height}; use codec='vp9' for odd ones")
     rate = Fraction(fps).limit_denominator(1001)
     # CFR: one tick per frame, so times are exact; VFR: whole milliseconds.
     time_base = Fraction(1, 1000) if vfr else 1 / rate
@@ -150,6 +152,11 @@ def audio_info(path) -> dict | None:
         samples = sum(f.samples for f in container.decode(stream))
         rate = stream.codec_context.sample_rate
     return {"codec": stream.codec_context.name, "duration": samples / rate, "packets": packets}
+
+
+def audio_duration(path) -> float | None:
+    info = audio_info(path)
+    return None if info is None else info["duration"]
 
 
 def decode_rgb(path) -> list[np.ndarray]:

@@ -4,7 +4,7 @@ an image's stem in a batch), and returns the Path it wrote.
 
 | writer | file | contents |
 |---|---|---|
-| write_embedding_npy | <prefix>_cls_embedding.npy | float32 (C,): the CLS token (`pooler_output`), a whole-image embedding |
+| write_embedding_npy | <prefix>_cls_embedding.npy | float32 (C,): the CLS token (`pooler_output`), whole-image embedding |
 | write_patches_npy | <prefix>_patch_features.npy | float16 (h, w, C): the patch tokens on the patch grid, row-major |
 | write_pca_png | <prefix>_pca.png | RGB at the image size: the first 3 PCA components of the patches as colours |
 
@@ -16,6 +16,11 @@ the PNG gives each pixel the colour of the patch its centre falls in). The value
 RMS-normalised hidden states (`last_hidden_state` after the CLS and the 8 register tokens), the same as
 `Sapiens2Backbone(...).feature_maps[-1]` transposed to (h, w, C); float16 keeps them to about 3 significant
 digits. Load with `np.load(path)`.
+
+The PCA picture: the first three principal components of the patch features as R, G, B, each stretched
+between its 1st and 99th percentile; fitted on the person's patches (body-part segmentation, a patch being
+"person" when most of its pixels are) when the mask is on, the other patches black; for two images one joint
+PCA, so the same colour means similar features in both. `render.features.features_picture` makes it.
 """
 
 from __future__ import annotations

@@ -112,12 +112,15 @@ def depth_metres(result: PointmapResult, mask: np.ndarray | None = None) -> np.n
     return np.where(valid, depth, np.float32(0))
 
 
-def write_depth_png(result: PointmapResult, folder, mask: np.ndarray | None = None, name: str = "depth_mm.png") -> Path:
-    """uint16 millimetres; valid depth is rounded and clipped to [1, 65535] mm so 0 only means background."""
-    path = _target(folder, name)
+def depth_millimetres(result: PointmapResult, mask: np.ndarray | None = None) -> np.ndarray:
+    """uint16 (H, W) millimetres; valid depth is rounded and clipped to [1, 65535] mm so 0 only means background."""
     depth = depth_metres(result, mask)
-    mm = np.where(depth > 0, np.clip(np.rint(depth * np.float32(1000)), 1, DEPTH_PNG_MAX_MM), 0).astype(np.uint16)
-    Image.fromarray(mm).save(path)  # numpy uint16 (H, W) -> PIL "I;16", a 16-bit greyscale PNG
+    return np.where(depth > 0, np.clip(np.rint(depth * np.float32(1000)), 1, DEPTH_PNG_MAX_MM), 0).astype(np.uint16)
+
+
+def write_depth_png(result: PointmapResult, folder, mask: np.ndarray | None = None, name: str = "depth_mm.png") -> Path:
+    path = _target(folder, name)
+    Image.fromarray(depth_millimetres(result, mask)).save(path)  # uint16 (H, W) -> PIL "I;16", a 16-bit PNG
     return path
 
 

@@ -249,7 +249,6 @@ class VideoSink:
         self._size: tuple[int, int] | None = None   # (h, w) of the frames given
         self._frames = 0
         self._last_pts = -1
-        self._video_time = 0.0                      # time of the last frame written
 
     @property
     def frames_written(self) -> int:
@@ -284,10 +283,10 @@ class VideoSink:
         frame.pts, frame.time_base = pts, TIME_BASE
         frame.duration = round(1 / (self.fps * TIME_BASE))  # what the last frame lasts; others end at the next
         self._out.mux(self._video.encode(frame))
-        self._last_pts, self._video_time = pts, float(pts * TIME_BASE)
+        self._last_pts = pts
         self._frames += 1
         if self._audio is not None:
-            self._audio.mux_until(self._video_time)
+            self._audio.mux_until(float(pts * TIME_BASE))
 
     def _check(self, image) -> np.ndarray:
         channels, dtype = _INPUT_SHAPES[self.spec.input_format]
@@ -306,7 +305,9 @@ class VideoSink:
         import av
 
         self._size = (h, w)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.stem}.", suffix=f".partial{self.path.suffix}")
+        # hidden, unique (two runs may target one path) and next to `path`, so the final rename is atomic
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.stem}.",
+                                   suffix=f".partial{self.path.suffix}")
         os.close(fd)
         self._tmp = Path(tmp)
         options = {"movflags": "+faststart"} if self.spec.muxer == "mp4" else {}
@@ -327,7 +328,7 @@ class VideoSink:
             cc.colorspace = cc.color_primaries = cc.color_trc = cc.color_range = 1  # BT.709 / limited (MPEG)
         self._video = video
         if self.audio_from is not None:
-            self._audio = _AudioCopy.open(self.audio_from, self._out, self.spec, self.audio_until)
+            self._audio = _audio_copy(self.audio_from, self._out, self.spec, self.audio_until)
 
     # -- finishing
 
@@ -340,7 +341,7 @@ class VideoSink:
         try:
             self._out.mux(self._video.encode())  # flush the encoder's delayed frames
             if self._audio is not None:
-                self._audio.mux_until(math.inf)
+                self._audio.finish()
             self._release()
             os.replace(self._tmp, self.path)
         except BaseException:
@@ -368,83 +369,80 @@ class VideoSink:
 
 
 class _AudioCopy:
-    """The source's first audio track, fed into an output container in step with the video."""
+    """The source's first audio track, fed into the output in step with the video (copied or re-encoded)."""
 
-    def __init__(self, source, stream, out_stream, copy: bool, offset: float, until: float | None):
-        self.source, self.stream, self.out_stream, self.copy = source, stream, out_stream, copy
-        self.offset, self.until = offset, until  # source seconds of the first video frame; cut time (output s)
-        self.packets = source.demux(stream)
-        self.pending = None   # a packet read ahead, not yet due
-        self.out = None
-
-    @classmethod
-    def open(cls, path: Path, out, spec: _Codec, until: float | None) -> "_AudioCopy | None":
-        import av
-
-        try:
-            source = av.open(str(path))
-        except av.FFmpegError:
-            log.warning("Could not open %s for its audio; the output has no sound.", path.name)
-            return None
-        if not source.streams.audio:
-            source.close()
-            return None
-        stream = source.streams.audio[0]
+    def __init__(self, source, out, spec: _Codec, until: float | None):
+        self.source, self.out, self.until = source, out, until  # until: cut time in output seconds
+        self.stream = source.streams.audio[0]
         video = source.streams.video[0] if source.streams.video else None
-        offset = float(video.start_time * video.time_base) if video is not None and video.start_time else 0.0
-        copy = stream.codec_context.name in spec.audio_copy
-        if copy:
-            out_stream = out.add_stream_from_template(stream)
+        # output time 0 is the source's first video frame (read_frames counts time from there too)
+        self.offset = float(video.start_time * video.time_base) if video is not None and video.start_time else 0.0
+        self.copy = self.stream.codec_context.name in spec.audio_copy
+        if self.copy:
+            self.out_stream = out.add_stream_from_template(self.stream)
         else:
-            rate = 48000 if spec.audio_encoder == "libopus" else stream.codec_context.sample_rate
-            layout = "stereo" if stream.codec_context.channels >= 2 else "mono"
-            out_stream = out.add_stream(spec.audio_encoder, rate=rate, layout=layout)
-        self = cls(source, stream, out_stream, copy, offset, until)
-        self.out = out
-        return self
+            source_ctx = self.stream.codec_context
+            rate = 48000 if spec.audio_encoder == "libopus" else source_ctx.sample_rate  # Opus only runs at 48k
+            layout = "stereo" if source_ctx.channels >= 2 else "mono"
+            self.out_stream = out.add_stream(spec.audio_encoder, rate=rate, layout=layout)
+        self.packets = source.demux(self.stream)
+        self.pending = None  # a packet read ahead, not yet due
 
     def mux_until(self, video_time: float) -> None:
-        """Mux audio packets that start before `video_time` (output seconds) and before the cut."""
+        """Mux the packets that start before `video_time` (output seconds) and before the cut."""
         import av
 
         while True:
-            packet = self.pending
+            packet, self.pending = self.pending, None
             if packet is None:
                 try:
                     packet = next(self.packets)
                 except (StopIteration, av.FFmpegError):  # a damaged tail loses only its own audio
                     self.packets = iter(())
-                    break
+                    return
             ts = packet.pts if packet.pts is not None else packet.dts
-            if ts is None or not packet.size:  # demuxer's end-of-stream marker
-                self.pending = None
+            if ts is None or not packet.size:  # the demuxer's end-of-stream marker
                 continue
             time = float(ts * packet.time_base) - self.offset
             if self.until is not None and time >= self.until:
-                self.packets, self.pending = iter(()), None
-                break
+                self.packets = iter(())
+                return
             if time >= video_time:
                 self.pending = packet
-                break
-            self.pending = None
+                return
             self._mux(packet)
-        if video_time == math.inf and not self.copy:
-            self.out.mux(self.out_stream.encode(None))
 
     def _mux(self, packet) -> None:
-        shift = round(self.offset / packet.time_base)
-        if self.copy:
-            if packet.pts is not None:
-                packet.pts -= shift
-            if packet.dts is not None:
-                packet.dts -= shift
-            packet.stream = self.out_stream
-            self.out.mux(packet)
-            return
-        for frame in self.stream.codec_context.decode(packet):
-            if frame.pts is not None:
+        if not self.copy:
+            for frame in self.stream.codec_context.decode(packet):
                 frame.pts -= round(self.offset / frame.time_base)
-            self.out.mux(self.out_stream.encode(frame))
+                self.out.mux(self.out_stream.encode(frame))
+            return
+        shift = round(self.offset / packet.time_base)
+        packet.pts = packet.pts - shift if packet.pts is not None else None
+        packet.dts = packet.dts - shift if packet.dts is not None else None
+        packet.stream = self.out_stream
+        self.out.mux(packet)
+
+    def finish(self) -> None:
+        self.mux_until(math.inf)
+        if not self.copy:
+            self.out.mux(self.out_stream.encode(None))  # flush the encoder
 
     def close(self) -> None:
         self.source.close()
+
+
+def _audio_copy(path: Path, out, spec: _Codec, until: float | None) -> _AudioCopy | None:
+    """An _AudioCopy of `path`'s audio into `out`, or None when it has none (or cannot be opened)."""
+    import av
+
+    try:
+        source = av.open(str(path))
+    except av.FFmpegError:
+        log.warning("Could not open %s for its audio; the output has no sound.", path.name)
+        return None
+    if not source.streams.audio:
+        source.close()
+        return None
+    return _AudioCopy(source, out, spec, until)

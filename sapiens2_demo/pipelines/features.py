@@ -13,6 +13,8 @@ column j) therefore covers
 
 in continuous pixel coordinates (pixel (y, x) spans [y, y+1) x [x, x+1)): the grid tiles the whole image
 evenly, each patch H/h x W/w pixels (not square unless the image is 4:3), and no patch sees padding.
+Where a whole pixel must belong to one patch (the person mask, the PCA picture), it goes to the patch its
+centre falls in: i = floor((y + 0.5) * h / H), j = floor((x + 0.5) * w / W) (`pixel_cells`).
 """
 
 from __future__ import annotations
@@ -54,12 +56,10 @@ def extract_features(frames: list[np.ndarray], manager: ModelManager, size: str 
 
     The caller picks the batch: every frame of `frames` goes through the model at once.
     """
-    import torch
-
     if not frames:
         return []
     loaded = manager.get(checkpoint("pretrain", size))
-    pixel_values = torch.cat([preprocess(loaded, frame, "pretrain") for frame in frames])
+    pixel_values = preprocess(loaded, list(frames), "pretrain")
     outputs = forward(loaded, pixel_values)
     config = loaded.model.config
     patch_h, patch_w = (config.patch_size,) * 2 if isinstance(config.patch_size, int) else config.patch_size

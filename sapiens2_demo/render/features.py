@@ -100,6 +100,14 @@ def upsample_to_image(grid_rgb: np.ndarray, image_hw: tuple[int, int]) -> np.nda
     return grid_rgb[rows[:, None], cols[None, :]]
 
 
+def features_picture(patches: np.ndarray, image_hw: tuple[int, int], person: np.ndarray | None = None) -> np.ndarray:
+    """The PCA picture of one image at its own size: fitted on the person's patches when `person` (an (h, w)
+    patch mask, see `pipelines.features.patch_mask`) holds at least two, else on every patch."""
+    if person is not None and np.count_nonzero(person) < 2:
+        person = None
+    return upsample_to_image(pca_rgb(patches, person), image_hw)
+
+
 def cosine_similarity(a: np.ndarray, b: np.ndarray) -> float:
     """Cosine of the angle between two embeddings, in [-1, 1]."""
     a, b = np.asarray(a, np.float64).ravel(), np.asarray(b, np.float64).ravel()

@@ -55,8 +55,11 @@ class SkeletonAnnotator:
                 cv2.circle(canvas, tuple(map(int, fixed[k])), r * _ONE, self.keypoint_colors[k], -1,
                            cv2.LINE_AA, _SHIFT)
         if show_boxes:
+            ids = result.track_ids
             for person in range(result.num_people):
-                self._box(canvas, result.boxes[person], f"#{person + 1}", thickness, unit)
+                tracked = ids is not None and person < len(ids) and ids[person] >= 0
+                label = f"id {int(ids[person])}" if tracked else f"#{person + 1}"  # video: stable track ids
+                self._box(canvas, result.boxes[person], label, thickness, unit)
         return canvas
 
     def _box(self, canvas: np.ndarray, box: np.ndarray, label: str, thickness: int, unit: float) -> None:

@@ -263,6 +263,12 @@ def build_app(ctx: tasks.AppContext) -> gr.Blocks:
                 files = gr.File(label="Download everything (.zip)", elem_id="all-files")
             btn.click(all_tasks, [tab.img, size], [gallery, files, tab.info], api_name="all", concurrency_id="all")
 
+        from .live_tab import build_live_tab
+        from .video_tab import build_video_tab
+
+        build_video_tab(ctx)
+        build_live_tab(ctx)
+
         def forget_session(request: gr.Request):
             ctx.outputs.delete_session(_session(request))
 

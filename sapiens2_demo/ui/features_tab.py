@@ -35,21 +35,39 @@ class FeaturesOutput(TaskOutput):
 def _announce_load(ctx: AppContext, task: str, size: str, progress) -> None:
     ckpt = checkpoint(task, size)
     if progress is not None and not ctx.manager.is_loaded(ckpt):
-        progress(0.1, desc=f"Loading {ckpt.repo_id} (first use)...")
+        progress(0.1, desc=f"Loading {ckpt.repo_id} (first use: slower)...")
 
 
-def _person_patches(ctx: AppContext, image: np.ndarray, result: FeaturesResult, size: str, label: str,
-                    notes: list[str], progress) -> np.ndarray | None:
-    """The patch-grid person mask from the body-part segmentation, or None (with a note) when there is
-    no segmentation model or no person: the colours are then fitted on every patch."""
+def infer_features(ctx: AppContext, frames: list[np.ndarray], size: str, use_mask: bool,
+                   progress=None) -> tuple[list[FeaturesResult], list]:
+    """Every model call of the tab, data in, numpy out: the features of `frames` and, with `use_mask`, each
+    frame's body-part segmentation (or the CheckpointUnavailable error when there is no such model).
+
+    Not yet behind `gpu.infer` (ZeroGPU): that needs a "pretrain" entry in `pipelines.run.run_batch`
+    (-> `extract_features`); this then becomes `gpu.infer(ctx.manager_key, frames, [Job("pretrain", size),
+    Job("seg", size, tolerate_errors=True)])`."""
+    _announce_load(ctx, "pretrain", size, progress)
+    results = extract_features(frames, ctx.manager, size)
+    if not use_mask:
+        return results, [None] * len(frames)
     try:
         _announce_load(ctx, "seg", size, progress)
-        foreground = dense.segment(image, ctx.manager, size, cache=ctx.seg_cache).foreground
+        segmentations = dense.segment_batch(frames, ctx.manager, size, cache=ctx.seg_cache)
     except CheckpointUnavailable as error:
-        notes.append(f"{label}: no person mask (the segmentation model is unavailable: {error}); "
+        segmentations = [error] * len(frames)
+    return results, segmentations
+
+
+def _person_patches(result: FeaturesResult, segmentation, label: str, notes: list[str]) -> np.ndarray | None:
+    """The patch-grid person mask, or None (with a note) when there is no segmentation or no person: the
+    colours are then fitted on every patch."""
+    if segmentation is None:
+        return None
+    if isinstance(segmentation, Exception):
+        notes.append(f"{label}: no person mask (the segmentation model is unavailable: {segmentation}); "
                      "colours fitted on every patch.")
         return None
-    mask = patch_mask(foreground, result.grid_hw)
+    mask = patch_mask(segmentation.foreground, result.grid_hw)
     if mask.sum() < 2:
         notes.append(f"{label}: the segmentation found no person; colours fitted on every patch.")
         return None
@@ -64,10 +82,9 @@ def run_features(ctx: AppContext, image: LoadedImage, image2: LoadedImage | None
     images = [image] + ([image2] if image2 is not None else [])
     labels = ["Image", "Second image"]
     notes = [f"{labels[k]}: {note}" if k else note for k, im in enumerate(images) for note in im.notes]
-    _announce_load(ctx, "pretrain", size, progress)
-    results = extract_features([im.rgb for im in images], ctx.manager, size)
-    masks = [_person_patches(ctx, im.rgb, result, size, label, notes, progress) if use_mask else None
-             for im, result, label in zip(images, results, labels)]
+    results, segmentations = infer_features(ctx, [im.rgb for im in images], size, use_mask, progress)
+    masks = [_person_patches(result, segmentation, label, notes)
+             for result, segmentation, label in zip(results, segmentations, labels)]
     if len(results) == 1:
         grids = [pca_rgb(results[0].patches, masks[0])]
     else:
@@ -140,6 +157,6 @@ def build_features_tab(ctx: AppContext, task_tab, run) -> Callable:
                                    interactive=False, elem_id="features-similarity")
             files = gr.File(label="Downloads (CLS embedding .npy, patch features .npy, PCA PNG)",
                             file_count="multiple", elem_id="features-files")
-        btn.click(features, [tab.img, image2, size_dropdown, use_mask], [slider, slider2, similarity, files, tab.info],
-                  api_name="features", concurrency_id="pretrain")
+        btn.click(features, [tab.img, image2, size_dropdown, use_mask],
+                  [slider, slider2, similarity, files, tab.info], api_name="features", concurrency_id="pretrain")
     return features

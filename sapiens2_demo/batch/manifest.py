@@ -1,0 +1,155 @@
+"""The run's record and its resume rules.
+
+`DIR/manifest.jsonl` gets one JSON line per input per run, appended as each input finishes:
+
+    {"input": "/abs/path/a/x.jpg", "status": "ok", "outputs": ["a/x/seg/body_parts_labels.png", ...],
+     "error": null, "seconds": 0.42, "tasks": ["pose", "seg"]}
+
+`status` is ok, failed (with `error`, the message) or skipped (already complete; `outputs` lists the files
+found). `outputs` are relative to DIR, so a copied or remounted output folder still reads right; `seconds`
+is the input's own share of the run (reading, its share of the batch's model time, writing). Later lines
+supersede earlier ones; a line cut short by a crash is ignored when read.
+
+Resume: an image is complete when every task folder holds all the files `EXPECTED[task]` names; a video when
+an earlier `ok` line lists its outputs for every task and they all exist. Files are written into a hidden
+temporary folder and renamed into place, the expected ones last, so a crash never leaves a complete-looking
+set with a partial file in it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..export.task_files import EXPECTED
+from .inputs import InputItem
+
+MANIFEST_NAME = "manifest.jsonl"
+TMP_PREFIX = ".tmp-"
+FEATURE_FILES = ("features_cls_embedding.npy", "features_patch_features.npy", "features_pca.png")
+OPTIONAL = {"pointmap": ("person.ply", "person.glb")}  # written only when the person has valid points
+
+
+def expected_files(task: str) -> tuple[str, ...]:
+    return FEATURE_FILES if task == "features" else EXPECTED[task]
+
+
+@dataclass
+class Record:
+    input: str
+    status: str  # ok | failed | skipped
+    outputs: list[str] = field(default_factory=list)  # relative to DIR
+    error: str | None = None
+    seconds: float = 0.0
+    tasks: list[str] = field(default_factory=list)
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data["seconds"] = round(float(self.seconds), 4)
+        return json.dumps(data, ensure_ascii=False)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Record":
+        return cls(**{key: data.get(key) for key in ("input", "status", "outputs", "error", "seconds", "tasks")})
+
+
+class Manifest:
+    """Appends records to DIR/manifest.jsonl, one whole line per write, from any thread."""
+
+    def __init__(self, output_dir: str | Path):
+        self.output_dir = Path(output_dir)
+        self.path = self.output_dir / MANIFEST_NAME
+        self._lock = threading.Lock()
+
+    def previous(self) -> dict[str, Record]:
+        """The latest ok line per input from earlier runs (the video resume check reads these)."""
+        latest: dict[str, Record] = {}
+        for record in read_manifest(self.path):
+            if record.status == "ok":
+                latest[record.input] = record
+        return latest
+
+    def append(self, record: Record) -> None:
+        line = (record.to_json() + "\n").encode()
+        with self._lock:
+            self.output_dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, line)  # O_APPEND + one write: a line is never interleaved with another
+            finally:
+                os.close(fd)
+
+
+def read_manifest(path: str | Path) -> list[Record]:
+    records = []
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return records
+    for line in lines:
+        try:
+            records.append(Record.from_dict(json.loads(line)))
+        except (ValueError, TypeError):  # a line cut short by a crash
+            continue
+    return records
+
+
+def relative_outputs(paths, output_dir: Path) -> list[str]:
+    return [Path(p).relative_to(output_dir).as_posix() for p in paths]
+
+
+def complete_outputs(item: InputItem, tasks, output_dir: Path, previous: dict[str, Record]) -> list[str] | None:
+    """The outputs (relative to DIR) when `item` is complete for every task, else None."""
+    folder = item.folder(output_dir)
+    if item.kind == "video":
+        record = previous.get(str(item.path))
+        if record is None or not set(tasks) <= set(record.tasks or []):
+            return None
+        mine = [p for p in record.outputs if any(p.startswith(f"{item.name}/{task}/") for task in tasks)]
+        return mine if all((output_dir / p).is_file() for p in mine) else None
+    outputs = []
+    for task in tasks:
+        names = expected_files(task)
+        if not all((folder / task / name).is_file() for name in names):
+            return None
+        optional = [folder / task / name for name in OPTIONAL.get(task, ()) if (folder / task / name).is_file()]
+        outputs += [folder / task / name for name in names] + optional
+    return relative_outputs(outputs, output_dir)
+
+
+def temporary_folder(item_folder: Path, task: str) -> Path:
+    """A fresh hidden folder next to the task's folder, for writing before the rename."""
+    path = item_folder / f"{TMP_PREFIX}{task}-{uuid.uuid4().hex[:8]}"
+    path.mkdir(parents=True)
+    return path
+
+
+def publish(tmp: Path, folder: Path, written: list[Path], expected: tuple[str, ...] = (),
+            stale: tuple[str, ...] = ()) -> list[Path]:
+    """Rename the files written into `tmp` into `folder` (the `expected` ones last), delete `stale` names
+    this run did not write (e.g. an old point cloud), remove `tmp`. Returns the final paths."""
+    folder.mkdir(parents=True, exist_ok=True)
+    final = {}
+    for path in sorted(written, key=lambda p: Path(p).name in expected):  # False sorts first
+        target = folder / Path(path).relative_to(tmp)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(path, target)
+        final[path] = target
+    names = {target.name for target in final.values()}
+    for name in stale:
+        if name not in names:
+            (folder / name).unlink(missing_ok=True)
+    shutil.rmtree(tmp, ignore_errors=True)
+    return [final[path] for path in written]
+
+
+def clear_temporaries(item_folder: Path) -> None:
+    """Hidden temporary folders a killed run left behind."""
+    if item_folder.is_dir():
+        for path in item_folder.glob(f"{TMP_PREFIX}*"):
+            shutil.rmtree(path, ignore_errors=True)

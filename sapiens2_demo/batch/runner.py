@@ -1,0 +1,54 @@
+"""One batch run: find the inputs, skip the complete ones, hand the rest to an engine, close with a summary."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from .inputs import discover
+from .manifest import Manifest, Record, complete_outputs
+from .options import BatchOptions, resolve_path
+from .report import Progress, Summary
+
+ENGINES = ("local", "ray")
+
+
+def run(inputs: list[str], output: str | Path, options: BatchOptions, *, engine: str = "local",
+        workers: int | None = None, ray_address: str | None = None, quiet: bool = False,
+        overwrite: bool = False, stream=None) -> Summary:
+    """Process every input into `output` and return the counts (also printed, with items per second).
+
+    Raises InputError when an --input names nothing, CheckpointUnavailable when a model cannot be loaded
+    (before any input is processed); a bad input is a `failed` line in the manifest, not an exception.
+    """
+    if engine not in ENGINES:
+        raise ValueError(f"Unknown engine {engine!r}; choose local or ray.")
+    output_dir = resolve_path(output)
+    items = discover(inputs, output_dir)
+    manifest = Manifest(output_dir)
+    progress = Progress(manifest, total=len(items), quiet=quiet, stream=stream)
+    previous = {} if overwrite else manifest.previous()
+    pending = []
+    for item in items:
+        found = None if overwrite else complete_outputs(item, options.tasks, output_dir, previous)
+        if found is None:
+            pending.append(item)
+        else:
+            progress.done(Record(str(item.path), "skipped", found, None, 0.0, list(options.tasks)))
+    videos = sum(item.kind == "video" for item in items)
+    print(f"{len(items)} inputs ({len(items) - videos} images, {videos} videos), {len(items) - len(pending)} "
+          f"already complete; tasks {', '.join(options.tasks)}; engine {engine}; outputs in {output_dir}",
+          file=stream or sys.stderr, flush=True)
+    progress.start_bar(len(pending))
+    try:
+        if engine == "ray":
+            from .ray_engine import run_ray
+
+            run_ray(pending, output_dir, options, progress, workers=workers, address=ray_address, quiet=quiet)
+        else:
+            from .local import run_local
+
+            run_local(pending, output_dir, options, progress, workers=workers or 2)
+    finally:
+        summary = progress.close()
+    return summary

@@ -1,0 +1,5 @@
+"""The Live tab (being written)."""
+
+
+def build_live_tab(ctx) -> None:
+    pass

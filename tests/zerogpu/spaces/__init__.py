@@ -1,0 +1,174 @@
+"""A stand-in for Hugging Face's `spaces` package that behaves like ZeroGPU for state (tests only).
+
+Put `tests/zerogpu` on PYTHONPATH and `import spaces` finds this. Like `spaces.zero.wrappers`:
+- `spaces.GPU` works bare (`@spaces.GPU`) or with `duration=` (seconds, a timedelta, or a callable that gets
+  the function's arguments and is called in the caller, once per call);
+- each call pickles `(args, kwargs)` in the caller (an unpicklable argument raises `PicklingError`, as the
+  real queue does), runs the function in a child process forked from the caller, and pickles the return
+  value (or the exception) back; a call made inside a child runs directly.
+Stricter than the real one: a fresh fork per call (the real one may reuse a worker, which is lenient about
+state loaded after the fork), and a result holding a tensor off the CPU is refused (ZeroGPU forbids CUDA
+tensors in results). Errors are re-raised as they are; the real one turns any non-`gr.Error` into
+`gr.Error("ZeroGPU worker error", <class name>)`, dropping the message.
+
+What it does is observable in the log: every log record is tagged `[zerogpu-main pid=N]` in the process
+that imported this package and `[zerogpu-child pid=N]` in a GPU call's child, and each call prints
+`[zerogpu] call NAME duration=Ss ...` and `[zerogpu] done NAME child=PID ...` to stderr.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import multiprocessing
+import os
+import pickle
+import sys
+import time
+import traceback
+from datetime import timedelta
+
+__all__ = ["GPU", "ZeroGPUError"]
+
+MAIN_PID = os.getpid()
+CALL_TIMEOUT_S = float(os.environ.get("ZEROGPU_STANDIN_TIMEOUT_S", "600"))  # a hung child must not hang tests
+_fork = multiprocessing.get_context("fork")
+_forked = False  # True inside a GPU call's child
+
+
+class ZeroGPUError(RuntimeError):
+    """The call could not run as ZeroGPU would run it (the child died, timed out, or returned a GPU tensor)."""
+
+
+# --- process tags on every log record ----------------------------------------------------------------
+_make_record = logging.getLogRecordFactory()
+
+
+def _tagged_record(*args, **kwargs):
+    record = _make_record(*args, **kwargs)
+    role = "child" if _forked else ("main" if os.getpid() == MAIN_PID else "other")
+    record.msg = f"[zerogpu-{role} pid={os.getpid()}] {record.msg}"
+    return record
+
+
+logging.setLogRecordFactory(_tagged_record)
+
+
+def _say(message: str) -> None:
+    print(f"[zerogpu] {message}", file=sys.stderr, flush=True)
+
+
+# --- pickling, as the queues between the caller and the worker do --------------------------------------
+class _CpuOnlyPickler(pickle.Pickler):
+    """Refuse tensors that are not on the CPU (ZeroGPU: never return CUDA tensors from a GPU call)."""
+
+    def persistent_id(self, obj):
+        torch = sys.modules.get("torch")
+        if torch is not None and isinstance(obj, torch.Tensor) and obj.device.type != "cpu":
+            raise ZeroGPUError(f"a GPU call returned a tensor on {obj.device}; move results to the CPU first")
+        return None
+
+
+def _dumps(obj, what: str) -> bytes:
+    import io
+
+    buffer = io.BytesIO()
+    try:
+        _CpuOnlyPickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
+    except ZeroGPUError:
+        raise
+    except Exception as error:  # TypeError "cannot pickle '_thread.lock' object" and kin, as PicklingError
+        raise pickle.PicklingError(f"ZeroGPU cannot pickle {what}: {type(error).__name__}: {error}") from error
+    return buffer.getvalue()
+
+
+# --- the child -----------------------------------------------------------------------------------------
+def _child_main(task, args_conn, result_conn) -> None:
+    global _forked
+    _forked = True
+    args, kwargs = pickle.loads(args_conn.recv_bytes())
+    try:
+        outcome = ("ok", task(*args, **kwargs))
+    except BaseException as error:  # noqa: BLE001 - everything goes back to the caller
+        outcome = ("error", error, traceback.format_exc())
+    try:
+        payload = _dumps(outcome, f"the result of {task.__qualname__}()")
+    except Exception as error:  # noqa: BLE001 - the result (or the exception) itself cannot cross
+        detail = outcome[2] if outcome[0] == "error" else ""
+        payload = pickle.dumps(("error", ZeroGPUError(f"{type(error).__name__}: {error}"), detail))
+    result_conn.send_bytes(payload)
+
+
+def _run_in_child(task, args: tuple, kwargs: dict):
+    name = task.__qualname__
+    payload = _dumps((args, kwargs), f"the arguments of {name}() (a GPU function must take only data)")
+    args_r, args_w = _fork.Pipe(duplex=False)
+    result_r, result_w = _fork.Pipe(duplex=False)
+    child = _fork.Process(target=_child_main, args=(task, args_r, result_w), daemon=True, name=f"zerogpu-{name}")
+    started = time.perf_counter()
+    child.start()
+    result_w.close()  # so a dead child reads as EOF here
+    args_r.close()
+    try:
+        args_w.send_bytes(payload)
+        if not result_r.poll(CALL_TIMEOUT_S):
+            raise ZeroGPUError(f"{name}() ran past {CALL_TIMEOUT_S:.0f} s in child {child.pid}")
+        outcome = pickle.loads(result_r.recv_bytes())
+    except EOFError:
+        child.join(5)
+        raise ZeroGPUError(f"ZeroGPU worker {child.pid} died (exit code {child.exitcode}) running {name}()") from None
+    finally:
+        args_w.close()
+        result_r.close()
+        child.join(5)
+        if child.is_alive():
+            child.kill()
+            child.join()
+    _say(f"done {name} child={child.pid} exit={child.exitcode} seconds={time.perf_counter() - started:.2f} "
+         f"result={outcome[0]}")
+    if outcome[0] == "error":
+        error, child_traceback = outcome[1], outcome[2]
+        if child_traceback:
+            print(child_traceback, file=sys.stderr, flush=True)
+        raise error
+    return outcome[1]
+
+
+# --- the decorator ----------------------------------------------------------------------------------
+def _seconds(duration, args: tuple, kwargs: dict) -> float | None:
+    value = duration(*args, **kwargs) if callable(duration) else duration
+    if value is None:
+        return None
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise TypeError(f"ZeroGPU duration must be a positive number of seconds or a timedelta, got {value!r}")
+    return float(value)
+
+
+def _wrap(task, duration, size):
+    if not callable(task):
+        raise TypeError(f"spaces.GPU decorates a function, got {task!r}")
+
+    @functools.wraps(task)
+    def gpu_call(*args, **kwargs):
+        if _forked:  # already inside a GPU call
+            return task(*args, **kwargs)
+        seconds = _seconds(duration, args, kwargs)
+        asked = "default" if seconds is None else f"{seconds:g}s"
+        _say(f"call {task.__qualname__} duration={asked} size={size} pid={os.getpid()}")
+        return _run_in_child(task, args, kwargs)
+
+    gpu_call.zerogpu = None  # the real decorator marks its functions the same way
+    return gpu_call
+
+
+def GPU(task=None, *, duration=None, size=None, **kwargs):  # noqa: N802 - the real name
+    """`@spaces.GPU`, `@spaces.GPU(duration=60)`, `@spaces.GPU(duration=fn)` (fn gets the call's arguments)."""
+    if not callable(task):
+        if isinstance(task, str):
+            size = task
+        elif task is not None:
+            duration = task
+        return functools.partial(_wrap, duration=duration, size=size)
+    return _wrap(task, duration, size)
