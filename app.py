@@ -35,10 +35,11 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="checkpoints to load at start, in the main process, e.g. seg:0.4b,pose:1b (ZeroGPU: "
                              "the GPU workers inherit them; others load on first use, in the call)")
     args = parser.parse_args(argv)
-    if args.max_file_size is None:  # one upload limit for gradio and our loader
+    if args.max_file_size is None:  # gradio's limit is the larger of ours; each loader checks its own
         from sapiens2_demo.media.image import DEFAULT_MAX_BYTES
+        from sapiens2_demo.pipelines.video import VideoLimits
 
-        args.max_file_size = DEFAULT_MAX_BYTES
+        args.max_file_size = max(DEFAULT_MAX_BYTES, VideoLimits().max_bytes)
     return args
 
 

@@ -147,14 +147,27 @@ def test_pca_known_principal_directions_give_known_colour_order():
 
 
 def test_pca_signs_are_deterministic():
-    patches, factors = _synthetic(signs=(-1, 1, -1))
-    pca = fit_pca(patches.reshape(-1, 10))
+    patches, factors = _synthetic(channels=40, signs=(-1, 1, -1))  # 40 > 3 + 8: the iterative path
+    pca = fit_pca(patches.reshape(-1, 40))
     np.testing.assert_allclose(np.abs(pca.components[:, :3]), np.eye(3), atol=1e-9)
     assert (pca.components[np.arange(3), np.argmax(np.abs(pca.components), axis=1)] > 0).all()
     rgb = pca_rgb(patches)
     assert np.corrcoef(rgb[..., 0].ravel(), factors[0].ravel())[0, 1] < -0.99  # the data's sign, not the SVD's
-    shuffled = np.random.default_rng(1).permutation(patches.reshape(-1, 10))
+    shuffled = np.random.default_rng(1).permutation(patches.reshape(-1, 40))
     np.testing.assert_allclose(fit_pca(shuffled).components, pca.components, atol=1e-9)
+
+
+def test_top_eigenvectors_match_a_full_eigendecomposition():
+    from sapiens2_demo.render.features import _top_eigenvectors
+
+    rng = np.random.default_rng(4)
+    data = rng.standard_normal((500, 64)) * np.linspace(3, 0.1, 64)  # decaying spectrum, random axes
+    data = data @ np.linalg.qr(rng.standard_normal((64, 64)))[0]
+    scatter = data.T @ data
+    values, vectors = _top_eigenvectors(scatter, 3)
+    exact_values, exact_vectors = np.linalg.eigh(scatter)
+    np.testing.assert_allclose(values, exact_values[::-1][:3], rtol=1e-9)
+    np.testing.assert_allclose(np.abs(np.sum(vectors * exact_vectors[:, ::-1][:, :3].T, axis=1)), 1, atol=1e-9)
 
 
 def test_pca_is_fitted_on_the_mask_only_and_masked_patches_are_black():

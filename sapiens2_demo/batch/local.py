@@ -23,7 +23,7 @@ from pathlib import Path
 from .inputs import InputItem
 from .options import BatchOptions
 from .report import Progress
-from .work import image_record, infer_isolated, preload, process_video_item, write_image_outputs
+from .work import image_record, infer_isolated, preload, process_video_item, read_image, write_image_outputs
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +35,16 @@ def run_local(items: list[InputItem], output_dir: Path, options: BatchOptions, p
 
     if not items:
         return
-    manager = options.make_manager()
-    preload(manager, options)
+    manager = None  # made and loaded when the first input needs it: a run of unreadable files loads nothing
+
+    def models():
+        nonlocal manager
+        if manager is None:
+            manager = options.make_manager()
+            preload(manager, options)
+        return manager
+
+    progress.start_bar(len(items))
     seg_cache = SegmentationCache(max_items=2 * options.batch_size)
     images = [item for item in items if item.kind == "image"]
     writer = Writer(output_dir, options, progress)
@@ -44,34 +52,26 @@ def run_local(items: list[InputItem], output_dir: Path, options: BatchOptions, p
         with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="batch-read") as pool:
             loads = read_ahead(pool, images, ahead=max(1, workers) + 2 * options.batch_size)
             for batch in _batches(loads, options, output_dir, progress):
+                frames = [loaded.rgb for _, loaded, _ in batch]
+                models()
                 started = time.perf_counter()
-                answers = infer_isolated([loaded.rgb for _, loaded, _ in batch], manager, options, seg_cache)
+                answers = infer_isolated(frames, manager, options, seg_cache)
                 writer.put(batch, answers, (time.perf_counter() - started) / len(batch))
         for item in (item for item in items if item.kind == "video"):
-            progress.done(process_video_item(item, manager, output_dir, options))
+            progress.done(process_video_item(item, models(), output_dir, options))
     finally:
         writer.close()  # on Ctrl-C too: finished batches are written before leaving
-
-
-def _load(item: InputItem):
-    from ..media.image import load_image
-
-    started = time.perf_counter()
-    try:
-        return load_image(item.path), time.perf_counter() - started
-    except Exception as error:  # noqa: BLE001 - a bad input is recorded, the run goes on
-        return error, time.perf_counter() - started
 
 
 def read_ahead(pool: ThreadPoolExecutor, items: list[InputItem], ahead: int):
     """Yield (item, LoadedImage or the error, seconds) in order, keeping `ahead` reads in flight."""
     remaining = iter(items)
-    pending = deque((item, pool.submit(_load, item)) for item in islice(remaining, ahead))
+    pending = deque((item, pool.submit(read_image, item)) for item in islice(remaining, ahead))
     while pending:
         item, future = pending.popleft()
         following = next(remaining, None)
         if following is not None:
-            pending.append((following, pool.submit(_load, following)))
+            pending.append((following, pool.submit(read_image, following)))
         loaded, seconds = future.result()
         yield item, loaded, seconds
 

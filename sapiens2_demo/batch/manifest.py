@@ -110,8 +110,11 @@ def complete_outputs(item: InputItem, tasks, output_dir: Path, previous: dict[st
         record = previous.get(str(item.path))
         if record is None or not set(tasks) <= set(record.tasks or []):
             return None
-        mine = [p for p in record.outputs if any(p.startswith(f"{item.name}/{task}/") for task in tasks)]
-        return mine if all((output_dir / p).is_file() for p in mine) else None
+        tasks = [task for task in tasks if task != "features"]  # videos have no features (see work.py)
+        per_task = [[p for p in record.outputs if p.startswith(f"{item.name}/{task}/")] for task in tasks]
+        if not all(per_task) or not all((output_dir / p).is_file() for paths in per_task for p in paths):
+            return None
+        return [p for paths in per_task for p in paths]
     outputs = []
     for task in tasks:
         names = expected_files(task)

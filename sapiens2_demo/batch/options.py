@@ -63,7 +63,11 @@ class BatchOptions:
         return "seg" in self.tasks or "features" in self.tasks or masked
 
     def make_manager(self):
+        from transformers.utils import logging as transformers_logging
+
         from ..models.manager import ModelManager
+
+        transformers_logging.disable_progress_bar()  # "Loading weights" bars would break the run's own bar
 
         if self.threads:
             import torch

@@ -59,7 +59,7 @@ class Progress:
             self.counts[record.status] += 1
             if record.status == "failed":
                 self._say(f"failed: {record.input}: {record.error}")
-            elif self.quiet:
+            elif self.quiet and record.status == "ok":  # skipped ones are counted in the run's first line
                 self._say(f"[{sum(self.counts.values())}/{self.total}] {record.status}: {record.input} "
                           f"({record.seconds:.2f} s)")
             if self._bar is not None and record.status != "skipped":

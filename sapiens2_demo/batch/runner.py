@@ -28,23 +28,24 @@ def run(inputs: list[str], output: str | Path, options: BatchOptions, *, engine:
     manifest = Manifest(output_dir)
     progress = Progress(manifest, total=len(items), quiet=quiet, stream=stream)
     previous = {} if overwrite else manifest.previous()
-    pending = []
+    pending, complete = [], []
     for item in items:
         found = None if overwrite else complete_outputs(item, options.tasks, output_dir, previous)
         if found is None:
             pending.append(item)
         else:
-            progress.done(Record(str(item.path), "skipped", found, None, 0.0, list(options.tasks)))
+            complete.append(Record(str(item.path), "skipped", found, None, 0.0, list(options.tasks)))
     videos = sum(item.kind == "video" for item in items)
-    print(f"{len(items)} inputs ({len(items) - videos} images, {videos} videos), {len(items) - len(pending)} "
-          f"already complete; tasks {', '.join(options.tasks)}; engine {engine}; outputs in {output_dir}",
+    print(f"{len(items)} inputs ({len(items) - videos} images, {videos} videos), {len(complete)} already "
+          f"complete; tasks {', '.join(options.tasks)}; engine {engine}; outputs in {output_dir}",
           file=stream or sys.stderr, flush=True)
-    progress.start_bar(len(pending))
+    for record in complete:
+        progress.done(record)
     try:
         if engine == "ray":
             from .ray_engine import run_ray
 
-            run_ray(pending, output_dir, options, progress, workers=workers, address=ray_address, quiet=quiet)
+            run_ray(pending, output_dir, options, progress, workers=workers, address=ray_address)
         else:
             from .local import run_local
 

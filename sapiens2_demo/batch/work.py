@@ -36,6 +36,17 @@ def preload(manager, options: BatchOptions) -> None:
 
 
 # -- images --------------------------------------------------------------------------------------------
+def read_image(item: InputItem):
+    """(LoadedImage, seconds), or (the error, seconds) for an unreadable file: recorded, the run goes on."""
+    from ..media.image import load_image
+
+    started = time.perf_counter()
+    try:
+        return load_image(item.path), time.perf_counter() - started
+    except Exception as error:  # noqa: BLE001
+        return error, time.perf_counter() - started
+
+
 def infer_images(frames: list[np.ndarray], manager, options: BatchOptions, seg_cache) -> list[dict]:
     """{task: result} per frame. The segmentation runs once per batch (batched) and is shared through
     `seg_cache` with the tasks that mask with it, as the All-tasks tab shares it."""
@@ -73,8 +84,12 @@ def infer_images(frames: list[np.ndarray], manager, options: BatchOptions, seg_c
 
 def infer_isolated(frames: list[np.ndarray], manager, options: BatchOptions, seg_cache) -> list[dict | Exception]:
     """infer_images, and when a batch fails, each frame alone: one bad frame fails only itself."""
+    from ..models.manager import CheckpointUnavailable
+
     try:
         return infer_images(frames, manager, options, seg_cache)
+    except CheckpointUnavailable:  # not the input's fault: stop the run and say which model
+        raise
     except Exception as error:  # noqa: BLE001 - recorded per input, the run goes on
         if len(frames) == 1:
             return [error]
@@ -142,13 +157,19 @@ def _video_outputs(item: InputItem, manager, output_dir: Path, options: BatchOpt
         from ..pipelines.video import process_video
     except ImportError as error:
         raise VideoUnsupported("Video inputs need sapiens2_demo.pipelines.video, which this install lacks.") from error
+    from .. import gpu
+
+    manager_key = gpu.register(manager)  # the video path reaches its models through the GPU boundary
     folder = item.folder(output_dir)
     clear_temporaries(folder)
     written: list[Path] = []
-    for task in options.tasks:
+    tasks = video_tasks(options.tasks)
+    if not tasks:
+        raise VideoUnsupported("The features task takes images only; choose another task for videos.")
+    for task in tasks:  # one pass per task: each task's folder holds what the Video tab gives for it
         tmp = temporary_folder(folder, task)
         try:
-            output = process_video(item.path, task, manager, options.size_for(task), tmp, **video_options(task, options))
+            output = process_video(item.path, task, manager_key, tmp, **video_options(task, options))
             files = [Path(p) for p in output.files]
             written += publish(tmp, folder / task, files, tuple(p.name for p in files))
         finally:
@@ -156,9 +177,22 @@ def _video_outputs(item: InputItem, manager, output_dir: Path, options: BatchOpt
     return written
 
 
+def video_tasks(tasks) -> list[str]:
+    return [task for task in tasks if task != "features"]  # features are per image (the Features tab)
+
+
 def video_options(task: str, options: BatchOptions) -> dict:
+    """The Video tab's options from the run's. A batch run processes whole videos: the app's duration and
+    file-size limits are lifted (the longest-side limit, SAPIENS2_VIDEO_MAX_SIDE, still applies)."""
+    import math
+
+    from ..pipelines.video import VideoLimits
+
+    chosen = dict(size=options.size_for(task), batch_size=options.batch_size,
+                  limits=VideoLimits(max_seconds=math.inf, max_bytes=2**62))
     if task == "pose":
-        return dict(options.pose_options(), keypoint_threshold=options.keypoint_threshold)
-    if task in MASKED_TASKS:
-        return {"remove_background": options.remove_background}
-    return {}
+        chosen.update(detection_threshold=options.detection_threshold, max_people=options.max_people,
+                      flip_test=options.flip_test, keypoint_threshold=options.keypoint_threshold)
+    elif task in MASKED_TASKS:
+        chosen["remove_background"] = options.remove_background
+    return chosen

@@ -55,6 +55,11 @@ def user_errors(task_title: str):
                        "Other tabs keep working.", title=f"{task_title}: failed") from None
 
 
+def note() -> None:
+    """The acceptable-use note every tab ends with."""
+    gr.Markdown(f"<small>{ACCEPTABLE_USE} [License]({LICENSE_URL}).</small>")
+
+
 def _session(request: gr.Request | None) -> str | None:
     return getattr(request, "session_hash", None)
 
@@ -150,9 +155,6 @@ def build_app(ctx: tasks.AppContext) -> gr.Blocks:
 
     def notes_box():
         return gr.Markdown(elem_classes=["notes"])
-
-    def note():
-        gr.Markdown(f"<small>{ACCEPTABLE_USE} [License]({LICENSE_URL}).</small>")
 
     @contextlib.contextmanager
     def task_tab(title: str, tab_id: str, scales=(1, 1)):

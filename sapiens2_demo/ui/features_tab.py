@@ -20,7 +20,7 @@ from ..models.manager import CheckpointUnavailable
 from ..models.registry import TASKS, checkpoint, default_size
 from ..pipelines import dense
 from ..pipelines.features import FeaturesResult, extract_features, patch_mask
-from ..render.features import cosine_similarity, joint_pca_rgb, pca_rgb, upsample_to_image
+from ..render.features import cosine_similarity, features_picture, joint_pca_rgb, upsample_to_image
 from ..tasks import AppContext, TaskOutput
 
 
@@ -86,10 +86,10 @@ def run_features(ctx: AppContext, image: LoadedImage, image2: LoadedImage | None
     masks = [_person_patches(result, segmentation, label, notes)
              for result, segmentation, label in zip(results, segmentations, labels)]
     if len(results) == 1:
-        grids = [pca_rgb(results[0].patches, masks[0])]
+        pictures = [features_picture(results[0].patches, results[0].image_hw, masks[0])]
     else:
-        grids = list(joint_pca_rgb(results[0].patches, results[1].patches, masks[0], masks[1]))
-    pictures = [upsample_to_image(grid, result.image_hw) for grid, result in zip(grids, results)]
+        grids = joint_pca_rgb(results[0].patches, results[1].patches, masks[0], masks[1])
+        pictures = [upsample_to_image(grid, result.image_hw) for grid, result in zip(grids, results)]
     files = []
     for k, (result, picture) in enumerate(zip(results, pictures)):
         files += write_features(result, picture, run_dir, prefix="features" if k == 0 else "features2")

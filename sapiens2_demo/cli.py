@@ -1,0 +1,97 @@
+"""Batch command: every input through the chosen tasks, with the app's exports, resumable.
+
+    python -m sapiens2_demo.cli --input photos/ clips/*.mp4 --output out --tasks seg,pose
+    python -m sapiens2_demo.cli --input photos/ --output /shared/out --tasks all --engine ray --workers 4
+
+Outputs go to OUTPUT/<input path relative to the inputs' common folder, without suffix>/<task>/, and one line
+per input per run to OUTPUT/manifest.jsonl. Complete inputs are skipped (use --overwrite to redo them). The
+exit status is 1 when any input failed, 2 for a usage or set-up error (e.g. a missing checkpoint), 130 on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+SIZES = ("0.4b", "0.8b", "1b", "5b")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m sapiens2_demo.cli", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    io = parser.add_argument_group("inputs and outputs")
+    io.add_argument("--input", "-i", nargs="+", required=True, metavar="PATH",
+                    help="image or video files, folders (searched recursively) or globs (quote them, ** allowed)")
+    io.add_argument("--output", "-o", required=True, metavar="DIR", help="output folder (created if missing)")
+    io.add_argument("--tasks", default="all",
+                    help="comma-separated: pose, seg, normal, pointmap, matting, features, or all (the first five)")
+    io.add_argument("--overwrite", action="store_true", help="redo inputs whose outputs are already complete")
+    io.add_argument("--quiet", "-q", action="store_true", help="plain log lines instead of a progress bar")
+
+    model = parser.add_argument_group("models")
+    model.add_argument("--size", choices=SIZES, default=None,
+                       help="model size (default: 0.4b; matting only exists as 1b)")
+    model.add_argument("--checkpoint-dir", default=None, help="local checkpoints (DIR/sapiens2-<task>-<size>/)")
+    model.add_argument("--detector", default=None, help="person detector weights (default: yolo26n.pt)")
+    model.add_argument("--device", default=None, help="auto, cpu or cuda (default: auto)")
+    model.add_argument("--dtype", default=None, help="auto, float32 or bfloat16 (default: auto)")
+    model.add_argument("--batch-size", type=int, default=8, help="images per model call (default: 8)")
+    model.add_argument("--threads", type=int, default=None,
+                       help="torch threads per model worker (default: all cores locally, a share per Ray actor)")
+    model.add_argument("--keep-background", action="store_true",
+                       help="normals and pointmap: keep the background (default: removed, as in the app)")
+
+    pose = parser.add_argument_group("pose")
+    pose.add_argument("--flip-test", action=argparse.BooleanOptionalAction, default=True,
+                      help="average with the mirrored crop (default: on)")
+    pose.add_argument("--detection-threshold", type=float, default=0.3, help="person detector score (default: 0.3)")
+    pose.add_argument("--nms-iou", type=float, default=0.3, help="overlap for merging boxes (default: 0.3)")
+    pose.add_argument("--max-people", type=int, default=20, help="people per image (default: 20)")
+    pose.add_argument("--keypoint-threshold", type=float, default=0.3,
+                      help="keypoint score for 'visible' in COCO/OpenPose exports (default: 0.3)")
+
+    engine = parser.add_argument_group("engine")
+    engine.add_argument("--engine", choices=("local", "ray"), default="local")
+    engine.add_argument("--workers", type=int, default=None,
+                        help="local: image-reading threads (default 2); ray: model actors (default: one per GPU, "
+                             "else 2 CPU actors)")
+    engine.add_argument("--ray-address", default=None,
+                        help="Ray cluster to join (default: RAY_ADDRESS, else a local cluster)")
+    args = parser.parse_args(argv)
+    if args.batch_size < 1 or (args.workers is not None and args.workers < 1) or (args.threads or 1) < 1:
+        parser.error("--batch-size, --workers and --threads must be at least 1")
+    return args
+
+
+def options_from(args: argparse.Namespace):
+    from .batch import BatchOptions, parse_tasks
+
+    return BatchOptions(tasks=parse_tasks(args.tasks), size=args.size, checkpoint_dir=args.checkpoint_dir,
+                        detector=args.detector, device=args.device, dtype=args.dtype, batch_size=args.batch_size,
+                        flip_test=args.flip_test, detection_threshold=args.detection_threshold, nms_iou=args.nms_iou,
+                        max_people=args.max_people, keypoint_threshold=args.keypoint_threshold,
+                        remove_background=not args.keep_background, threads=args.threads)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.quiet else logging.WARNING, format="%(levelname)s %(message)s")
+    from .batch import run
+    from .models.manager import CheckpointUnavailable
+
+    try:
+        summary = run(args.input, args.output, options_from(args), engine=args.engine, workers=args.workers,
+                      ray_address=args.ray_address, quiet=args.quiet, overwrite=args.overwrite)
+    except (ValueError, CheckpointUnavailable) as error:  # bad flags, no inputs, a missing model
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: finished inputs are in the manifest; run the same command again to resume",
+              file=sys.stderr)
+        return 130
+    return summary.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,108 @@
+"""The Video tab and the `/video` endpoint: every task on a video, rendered back with its audio.
+
+A thin front door onto `pipelines.video.VideoJob`: the handler is a generator, so the progress bar counts
+frames and the Stop button cancels the run (closing the generator aborts every file being written).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import gradio as gr
+
+from ..media.image import load_image
+from ..media.video import VideoError
+from ..models.registry import TASKS
+from ..pipelines.video import VideoJob, VideoLimits, default_batch_size
+from .app import note, user_errors
+
+log = logging.getLogger(__name__)
+
+TASK_CHOICES = [("Pose", "pose"), ("Body parts", "segment"), ("Normals", "normals"), ("Depth", "pointmap"),
+                ("Matting", "matting"), ("All tasks (grid)", "all")]
+VIDEO_EXTENSIONS = [".mp4", ".mov", ".webm", ".mkv", ".avi", ".m4v"]
+
+
+def run_video(ctx, video, task: str = "pose", size: str = "0.4b", stride: int = 1, detection_threshold: float = 0.3,
+              max_people: int = 20, tracking: bool = True, smoothing: bool = True, min_cutoff: float = 0.2,
+              beta: float = 0.05, remove_background: bool = True, raw_normals: bool = False,
+              matting_background: str = "colour", colour: str = "#00b140", background_image=None,
+              batch_size: int = 0, request: gr.Request = None, progress=gr.Progress()):
+    """Generator: yields nothing visible until the end (progress goes to the bar), then the outputs."""
+    with user_errors("Video"):
+        if video is None:
+            raise VideoError("Please upload a video first.")
+        background = load_image(background_image).rgb if background_image is not None else None
+        run_dir = ctx.outputs.new_run_dir(getattr(request, "session_hash", None))
+        job = VideoJob(video, task, ctx.manager_key, run_dir, size=size, stride=int(stride),
+                       batch_size=int(batch_size) or default_batch_size(ctx.manager.device),
+                       limits=VideoLimits(), detection_threshold=detection_threshold,
+                       max_people=min(int(max_people), ctx.max_people), tracking=tracking, smoothing=smoothing,
+                       min_cutoff=min_cutoff, beta=beta, remove_background=remove_background,
+                       raw_normals=raw_normals, matting_background=matting_background, colour=colour,
+                       background_image=background)
+        steps = job.run()
+        progress(0, desc="Reading the video...")
+        try:
+            while True:
+                try:
+                    update = next(steps)
+                except StopIteration as stop:
+                    out = stop.value
+                    break
+                progress((update.done, update.total), desc=update.describe(), unit="frames")
+        finally:
+            steps.close()  # a cancelled request lands here: the partial files are removed
+    notes = "\n".join(f"- {line}" for line in out.notes)
+    yield str(out.video), [str(path) for path in out.files], notes
+
+
+def build_video_tab(ctx) -> None:
+    def video_handler(video, task: str = "pose", size: str = "0.4b", stride: int = 1,
+                      detection_threshold: float = 0.3, max_people: int = 20, tracking: bool = True,
+                      smoothing: bool = True, min_cutoff: float = 0.2, beta: float = 0.05,
+                      remove_background: bool = True, raw_normals: bool = False,
+                      matting_background: str = "colour", colour: str = "#00b140", background_image=None,
+                      batch_size: int = 0, request: gr.Request = None, progress=gr.Progress()):
+        yield from run_video(ctx, video, task, size, stride, detection_threshold, max_people, tracking, smoothing,
+                             min_cutoff, beta, remove_background, raw_normals, matting_background, colour,
+                             background_image, batch_size, request=request, progress=progress)
+
+    limits = VideoLimits()
+    with gr.Tab("Video", id="video", elem_id="tab-video"):
+        with gr.Row():
+            with gr.Column():
+                video = gr.Video(label="Video (mp4, mov, webm, mkv, avi)", sources=["upload"], include_audio=True,
+                                 elem_id="video-input")
+                task = gr.Radio(TASK_CHOICES, value="pose", label="Task")
+                size = gr.Dropdown(list(TASKS["pose"].sizes), value="0.4b", label="Model size (matting is always 1b)")
+                stride = gr.Slider(1, 10, 1, step=1, label="Process every Nth frame")
+                with gr.Accordion("Pose options", open=False):
+                    det_thr = gr.Slider(0.05, 0.95, 0.3, step=0.05, label="Detection threshold")
+                    max_people = gr.Slider(1, ctx.max_people, min(20, ctx.max_people), step=1, label="Max people")
+                    tracking = gr.Checkbox(True, label="Track people across frames (stable ids)")
+                    smoothing = gr.Checkbox(True, label="Smooth keypoints over time (One Euro filter)")
+                    min_cutoff = gr.Slider(0.01, 5.0, 0.2, step=0.01, label="Smoothing: min cutoff (Hz; lower = smoother)")
+                    beta = gr.Slider(0.0, 1.0, 0.05, step=0.005, label="Smoothing: beta (higher = less lag on fast moves)")
+                with gr.Accordion("Normals, depth and matting options", open=False):
+                    fg = gr.Checkbox(True, label="Remove background (normals, depth)")
+                    raw = gr.Checkbox(False, label="Also export the raw normal maps (float16 .npy per frame)")
+                    mode = gr.Radio(["colour", "transparent", "image"], value="colour", label="Matting background")
+                    colour = gr.ColorPicker("#00b140", label="Matting background colour")
+                    bg_img = gr.Image(type="filepath", label="Matting background image (for 'image')",
+                                      sources=["upload"])
+                with gr.Row():
+                    btn = gr.Button("Process video", variant="primary")
+                    stop = gr.Button("Stop", variant="stop")
+                gr.Markdown(f"<small>Limits: the first {limits.max_seconds:g} s are processed, frames are downscaled "
+                            f"to {limits.max_side} px on the longest side, uploads up to "
+                            f"{limits.max_bytes // 2**20} MB.</small>")
+            with gr.Column():
+                rendered = gr.Video(label="Result (with the input's audio)", interactive=False, elem_id="video-output")
+                files = gr.File(label="Downloads", file_count="multiple", elem_id="video-files")
+                info = gr.Markdown(elem_classes=["notes"])
+        note()
+        inputs = [video, task, size, stride, det_thr, max_people, tracking, smoothing, min_cutoff, beta, fg, raw,
+                  mode, colour, bg_img]
+        event = btn.click(video_handler, inputs, [rendered, files, info], api_name="video", concurrency_id="video")
+        stop.click(None, None, None, cancels=[event])
