@@ -329,7 +329,7 @@ def _blocks_with_the_features_tab(ctx):
     import gradio as gr
 
     from sapiens2_demo.media.image import ImageError, load_image
-    from sapiens2_demo.ui.app import ImageUpload, _as_png_files, user_errors
+    from sapiens2_demo.ui.app import ImageUpload, _as_display_files, user_errors
     from sapiens2_demo.ui.features_tab import build_features_tab
 
     def run(task_title, fn, image, request, progress, **kwargs):
@@ -337,7 +337,9 @@ def _blocks_with_the_features_tab(ctx):
             if image is None:
                 raise ImageError("Please upload an image first.")
             run_dir = ctx.outputs.new_run_dir(getattr(request, "session_hash", None))
-            return _as_png_files(fn(ctx, load_image(image), run_dir=run_dir, progress=progress, **kwargs), run_dir)
+            loaded = load_image(image)
+            out = fn(ctx, loaded, run_dir=run_dir, progress=progress, **kwargs)
+            return _as_display_files(out, run_dir, loaded, None)
 
     @contextlib.contextmanager
     def task_tab(title, tab_id):
@@ -390,3 +392,15 @@ def test_features_endpoint_through_gradio_client(ctx, tmp_path):
         assert client.predict(astronaut, use_mask=False, api_name="/features")[3]  # still answering
     finally:
         demo.close()
+
+
+def test_features_endpoint_in_the_full_app(client):
+    """The tab as wired into build_app: /features answers through the app's GPU boundary."""
+    from gradio_client import handle_file
+
+    from tests.conftest import ASSETS
+
+    outputs = client.predict(handle_file(str(ASSETS / "astronaut.jpg")), api_name="/features")
+    files = outputs[-2]
+    names = {Path(p).name for p in (files if isinstance(files, list) else [files])}
+    assert {"features_cls_embedding.npy", "features_patch_features.npy"} <= names, names

@@ -221,6 +221,55 @@ def test_gpu_duration_is_computed_per_call(apps, every_task_answers):
     assert all_tasks > max(segment, normals, pointmap, matting)
 
 
+STAND_IN_PROBE = """
+import json, os, pickle, threading, torch, spaces
+
+state = {"model": "loaded in main"}
+asked = []
+
+def seconds(key, n=1):
+    asked.append(n)
+    return 5 * n
+
+@spaces.GPU(duration=seconds)
+def call(key, n=1):
+    if key == "raise":
+        raise ValueError("a clear message")
+    if key == "cuda":
+        return torch.zeros(1, device="meta")  # stands for a CUDA tensor: not on the CPU
+    seen = state[key]
+    state[key] = "changed in child"
+    return os.getpid(), seen
+
+def outcome(*args):
+    try:
+        return ["ok", call(*args)]
+    except Exception as error:
+        return [type(error).__name__, str(error)]
+
+answers = {"state": outcome("model", 2), "lock": outcome(threading.Lock()), "raise": outcome("raise"),
+           "cuda": outcome("cuda")}
+print(json.dumps({"main": os.getpid(), "answers": answers, "asked": asked, "state_after": state["model"]}))
+"""
+
+
+def test_stand_in_pickles_forks_and_reraises_like_zerogpu():
+    env = {**os.environ, "PYTHONPATH": str(STAND_IN)}
+    answer = subprocess.run([sys.executable, "-c", STAND_IN_PROBE], cwd=ROOT, env=env, capture_output=True,
+                            text=True, timeout=60)
+    assert answer.returncode == 0, answer.stderr
+    probe = json.loads(answer.stdout.splitlines()[-1])
+    answers = probe["answers"]
+    (child, seen) = answers["state"][1]
+    assert child != probe["main"] and seen == "loaded in main"  # inherited by the fork...
+    assert probe["state_after"] == "loaded in main"  # ...and what the child changes is lost with it
+    assert answers["lock"][0] == "PicklingError" and "_thread.lock" in answers["lock"][1]  # the issue's bug
+    assert answers["raise"] == ["ValueError", "a clear message"]
+    assert answers["cuda"][0] == "ZeroGPUError" and "meta" in answers["cuda"][1]
+    assert probe["asked"] == [2, 1, 1, 1]  # the duration callable got each call's arguments, in the caller
+    assert "[zerogpu] call call duration=10s" in answer.stderr
+
+
 @pytest.mark.parametrize("pythonpath, no_spaces, decorated", [
     ("", None, False),  # spaces not importable: nothing changes for a local launch
     (str(STAND_IN), None, True),

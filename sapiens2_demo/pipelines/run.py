@@ -1,7 +1,7 @@
 """One entry to every pipeline: `run_batch(task, frames, manager, size, **options)` -> one result per frame.
 
 The image tabs, the video path, the live tab, the batch CLI and the ZeroGPU call all come through here, so a
-task means the same thing everywhere. Task names are the registry's: pose, seg, normal, pointmap, matting.
+task means the same thing everywhere. Task names are the registry's: pose, seg, normal, pointmap, matting, pretrain.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from ..models.registry import default_size
 from ..pose.pipeline import Detections, estimate_pose_batch
 from . import dense
 
-TASK_NAMES = ("pose", "seg", "normal", "pointmap", "matting")
+TASK_NAMES = ("pose", "seg", "normal", "pointmap", "matting", "pretrain")
 POSE_OPTIONS = ("detections", "flip_test", "score_threshold", "nms_iou", "max_people", "batch_size")
 
 
@@ -39,6 +39,10 @@ def run_batch(task: str, frames: list[np.ndarray], manager: ModelManager, size: 
         return dense.segment_batch(frames, manager, size, cache=seg_cache)
     if task == "matting":
         return dense.matting_batch(frames, manager, size)
+    if task == "pretrain":  # backbone features: CLS embedding + patch features
+        from .features import extract_features
+
+        return extract_features(frames, manager, size)
     masks = None
     if remove_background:
         masks = [r.foreground for r in dense.segment_batch(frames, manager, size, cache=seg_cache)]

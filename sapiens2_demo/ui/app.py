@@ -68,20 +68,33 @@ def _notes(out: tasks.TaskOutput) -> str:
     return "\n".join(f"- {note}" for note in out.notes)
 
 
-def _as_png_files(out: tasks.TaskOutput, run_dir: Path) -> tasks.TaskOutput:
-    """Hand gradio PNG files rather than arrays. Gradio 6.31 caches an array under a hash of its pixels
-    and rewrites that file in place, so two requests rendering the same picture (two users, one example)
-    could serve each other a truncated image. Files are copied into its cache atomically instead."""
+BROWSER_IMAGES = (".jpg", ".jpeg", ".png", ".webp")
+DISPLAY_JPEG_QUALITY = 90  # display copies only: the downloads keep exact PNG / npy data
+
+
+def _as_display_files(out: tasks.TaskOutput, run_dir: Path, loaded, upload: str | None) -> tasks.TaskOutput:
+    """Hand gradio image files rather than arrays, written fast: JPEG for what is only looked at (PNG when
+    there is transparency), and the upload itself where the input is shown unchanged.
+
+    Files, not arrays: gradio 6.31 caches an array under a hash of its pixels and rewrites that file in place,
+    so two requests rendering the same picture could serve each other a truncated image."""
     from PIL import Image
 
     shown = run_dir / "shown"
     shown.mkdir(exist_ok=True)
     saved: dict[int, str] = {}  # the main render is usually also the slider's "after": write it once
+    if upload and not loaded.notes and Path(upload).suffix.lower() in BROWSER_IMAGES:
+        saved[id(loaded.rgb)] = upload  # untouched input (no rotation, conversion or downscale): no re-encode
 
     def save(array):
         if id(array) not in saved:
-            saved[id(array)] = str(shown / f"{len(saved)}.png")
-            Image.fromarray(array).save(saved[id(array)], compress_level=1)
+            rgba = array.ndim == 3 and array.shape[2] == 4
+            path = shown / f"{len(saved)}.{'png' if rgba else 'jpg'}"
+            if rgba:
+                Image.fromarray(array).save(path, compress_level=1)
+            else:
+                Image.fromarray(array).save(path, quality=DISPLAY_JPEG_QUALITY)
+            saved[id(array)] = str(path)
         return saved[id(array)]
 
     if out.main is not None:
@@ -100,7 +113,8 @@ def build_app(ctx: tasks.AppContext) -> gr.Blocks:
                 raise ImageError("Please upload an image first.")
             loaded = load_image(image)
             run_dir = ctx.outputs.new_run_dir(_session(request))
-            return _as_png_files(fn(ctx, loaded, run_dir=run_dir, progress=progress, **kwargs), run_dir)
+            out = fn(ctx, loaded, run_dir=run_dir, progress=progress, **kwargs)
+            return _as_display_files(out, run_dir, loaded, image if isinstance(image, str) else None)
 
     # --- handlers: the first parameter of each is `image`, every other has a default -----------------
     def pose(image, size: str = "0.4b", boxes: str = "", flip_test: bool = True,
@@ -190,7 +204,7 @@ def build_app(ctx: tasks.AppContext) -> gr.Blocks:
                     show_boxes = gr.Checkbox(True, label="Draw boxes")
                 btn = gr.Button("Estimate pose", variant="primary")
             with tab.results:
-                out_img = gr.Image(label="Keypoints", format="png", interactive=False, elem_id="pose-output")
+                out_img = gr.Image(label="Keypoints", format="jpeg", interactive=False, elem_id="pose-output")
                 files = gr.File(label="Downloads (official JSON, COCO-17, OpenPose)", file_count="multiple",
                                 elem_id="pose-files")
             inputs = [tab.img, size, boxes, flip, det_thr, nms, max_people, kpt_thr, face, show_boxes]
@@ -203,7 +217,7 @@ def build_app(ctx: tasks.AppContext) -> gr.Blocks:
                 names = gr.Checkbox(False, label="Write class names on the parts")
                 btn = gr.Button("Segment body parts", variant="primary")
             with tab.results:
-                slider = gr.ImageSlider(label="Image / body parts", format="png", interactive=False,
+                slider = gr.ImageSlider(label="Image / body parts", format="jpeg", interactive=False,
                                         elem_id="segment-output")
                 legend = gr.Dataframe(headers=["class", "colour", "share %"], label="Classes present",
                                       interactive=False, datatype=["str", "html", "number"])
@@ -220,7 +234,7 @@ def build_app(ctx: tasks.AppContext) -> gr.Blocks:
                 bits = gr.Radio([8, 16], value=16, label="PNG bit depth")
                 btn = gr.Button("Estimate normals", variant="primary")
             with tab.results:
-                slider = gr.ImageSlider(label="Image / normals", format="png", interactive=False,
+                slider = gr.ImageSlider(label="Image / normals", format="jpeg", interactive=False,
                                         elem_id="normals-output")
                 files = gr.File(label="Downloads (.npy, PNG)", file_count="multiple", elem_id="normals-files")
             btn.click(normals, [tab.img, size, fg, bg, bits], [slider, files, tab.info], api_name="normals",
@@ -234,7 +248,7 @@ def build_app(ctx: tasks.AppContext) -> gr.Blocks:
                 btn = gr.Button("Estimate depth & 3D", variant="primary")
             with tab.results:
                 depth = gr.ImageSlider(label="Image / depth (turbo inverse depth, colour bar in metres)",
-                                       format="png", interactive=False, elem_id="pointmap-output")
+                                       format="jpeg", interactive=False, elem_id="pointmap-output")
                 cloud = gr.Model3D(label="Point cloud", clear_color=(0.1, 0.1, 0.1, 1.0))
                 files = gr.File(label="Downloads (depth PNG mm, .npy m, .ply, .glb)", file_count="multiple",
                                 elem_id="pointmap-files")
@@ -249,7 +263,7 @@ def build_app(ctx: tasks.AppContext) -> gr.Blocks:
                 bg_img = ImageUpload(type="filepath", label="Background image (for 'image')")
                 btn = gr.Button("Matte", variant="primary")
             with tab.results:
-                slider = gr.ImageSlider(label="Image / composite", format="png", interactive=False,
+                slider = gr.ImageSlider(label="Image / composite", format="jpeg", interactive=False,
                                         elem_id="matting-output")
                 files = gr.File(label="Downloads (RGBA PNG, alpha PNG)", file_count="multiple",
                                 elem_id="matting-files")
@@ -265,11 +279,13 @@ def build_app(ctx: tasks.AppContext) -> gr.Blocks:
                 files = gr.File(label="Download everything (.zip)", elem_id="all-files")
             btn.click(all_tasks, [tab.img, size], [gallery, files, tab.info], api_name="all", concurrency_id="all")
 
+        from .features_tab import build_features_tab
         from .live_tab import build_live_tab
         from .video_tab import build_video_tab
 
         build_video_tab(ctx)
         build_live_tab(ctx)
+        build_features_tab(ctx, task_tab, run)
 
         def forget_session(request: gr.Request):
             ctx.outputs.delete_session(_session(request))

@@ -40,22 +40,24 @@ def _announce_load(ctx: AppContext, task: str, size: str, progress) -> None:
 
 def infer_features(ctx: AppContext, frames: list[np.ndarray], size: str, use_mask: bool,
                    progress=None) -> tuple[list[FeaturesResult], list]:
-    """Every model call of the tab, data in, numpy out: the features of `frames` and, with `use_mask`, each
-    frame's body-part segmentation (or the CheckpointUnavailable error when there is no such model).
+    """Every model call of the tab in one GPU call (data in, numpy out): the features of `frames` and, with
+    `use_mask`, each frame's body-part segmentation (or the error when there is no such model)."""
+    from .. import gpu
 
-    Not yet behind `gpu.infer` (ZeroGPU): that needs a "pretrain" entry in `pipelines.run.run_batch`
-    (-> `extract_features`); this then becomes `gpu.infer(ctx.manager_key, frames, [Job("pretrain", size),
-    Job("seg", size, tolerate_errors=True)])`."""
     _announce_load(ctx, "pretrain", size, progress)
-    results = extract_features(frames, ctx.manager, size)
-    if not use_mask:
-        return results, [None] * len(frames)
-    try:
+    jobs = [gpu.Job("pretrain", size)]
+    if use_mask:
         _announce_load(ctx, "seg", size, progress)
-        segmentations = dense.segment_batch(frames, ctx.manager, size, cache=ctx.seg_cache)
-    except CheckpointUnavailable as error:
-        segmentations = [error] * len(frames)
-    return results, segmentations
+        jobs.append(gpu.Job("seg", size, tolerate_errors=True))
+    answers = gpu.infer(ctx.manager_key, frames, jobs)
+    if not use_mask:
+        return answers[0], [None] * len(frames)
+    segmentations = answers[1]
+    if isinstance(segmentations, Exception):
+        if not isinstance(segmentations, CheckpointUnavailable):
+            raise segmentations
+        segmentations = [segmentations] * len(frames)
+    return answers[0], segmentations
 
 
 def _person_patches(result: FeaturesResult, segmentation, label: str, notes: list[str]) -> np.ndarray | None:
