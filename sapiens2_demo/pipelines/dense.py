@@ -3,6 +3,9 @@ its frame's own size.
 
 frames -> processor (stretch or keep-aspect pad) -> model (one forward per batch) -> post-processing -> results
 
+Post-processing runs on the device in torch on CUDA (device_post.py: only final-size results cross to the CPU)
+and in numpy/cv2 on the CPU, where that path measured faster (see device_post.use_device_post).
+
 The image tabs call these with a batch of one (the `segment`, `estimate_*` wrappers); video and the batch
 CLI pass several frames at once.
 """
@@ -19,6 +22,8 @@ from ..models.inference import forward, input_size, preprocess
 from ..models.manager import ModelManager
 from ..models.registry import checkpoint
 from ..results import MattingResult, NormalsResult, PointmapResult, SegmentationResult
+from . import device_post
+from .device_post import use_device_post
 from .postprocess import postprocess_matting, postprocess_normals, postprocess_pointmap, upsample_labels
 
 Frames = list[np.ndarray]
@@ -70,6 +75,9 @@ def segment_batch(frames: Frames, manager: ModelManager, size: str = "0.4b",
 
     def compute(batch: Frames) -> list[SegmentationResult]:
         loaded = manager.get(ckpt)
+        if use_device_post(loaded.device):
+            logits = forward(loaded, preprocess(loaded, batch, "seg"), on_device=True)["logits"]
+            return [SegmentationResult(labels=l) for l in device_post.segmentation_labels(logits, _sizes(batch))]
         logits = forward(loaded, preprocess(loaded, batch, "seg"))["logits"].numpy()
         return [SegmentationResult(labels=upsample_labels(l, f.shape[:2])) for l, f in zip(logits, batch)]
 
@@ -84,10 +92,14 @@ def normals_batch(frames: Frames, manager: ModelManager, size: str = "0.4b",
     if not frames:
         return []
     loaded = manager.get(checkpoint("normal", size))
-    raw = forward(loaded, preprocess(loaded, frames, "normal"))["normals"]
     model_hw = input_size(loaded.processor)
-    return [NormalsResult(normals=postprocess_normals(r, f.shape[:2], model_hw), mask=m)
-            for r, f, m in zip(raw, frames, _masks(masks, frames))]
+    if use_device_post(loaded.device):
+        raw = forward(loaded, preprocess(loaded, frames, "normal"), on_device=True)["normals"]
+        maps = device_post.normals(raw, _sizes(frames), model_hw)
+    else:
+        raw = forward(loaded, preprocess(loaded, frames, "normal"))["normals"]
+        maps = [postprocess_normals(r, f.shape[:2], model_hw) for r, f in zip(raw, frames)]
+    return [NormalsResult(normals=n, mask=m) for n, m in zip(maps, _masks(masks, frames))]
 
 
 def pointmap_batch(frames: Frames, manager: ModelManager, size: str = "0.4b",
@@ -95,13 +107,19 @@ def pointmap_batch(frames: Frames, manager: ModelManager, size: str = "0.4b",
     if not frames:
         return []
     loaded = manager.get(checkpoint("pointmap", size))
-    outputs = forward(loaded, preprocess(loaded, frames, "pointmap"))
+    on_device = use_device_post(loaded.device)
+    outputs = forward(loaded, preprocess(loaded, frames, "pointmap"), on_device=on_device)
     model_hw = input_size(loaded.processor)
     scales = outputs.get("scales")
+    scales = [1.0] * len(frames) if scales is None else scales.reshape(len(frames), -1)[:, 0]
+    if on_device:
+        maps = device_post.pointmaps(outputs["pointmaps"], scales, _sizes(frames), model_hw)
+    else:
+        maps = [postprocess_pointmap(outputs["pointmaps"][i], float(scales[i]), f.shape[:2], model_hw)
+                for i, f in enumerate(frames)]
     results = []
-    for i, (frame, mask) in enumerate(zip(frames, _masks(masks, frames))):
-        scale = float(scales[i, 0]) if scales is not None else 1.0
-        points = postprocess_pointmap(outputs["pointmaps"][i], scale, frame.shape[:2], model_hw)
+    for i, (points, mask) in enumerate(zip(maps, _masks(masks, frames))):
+        scale = float(scales[i])
         focal = model_hw[1] / scale  # fx in model-input pixels (768 / scale)
         results.append(PointmapResult(points=points, scale=scale, focal_length=focal, mask=mask))
     return results
@@ -111,12 +129,18 @@ def matting_batch(frames: Frames, manager: ModelManager, size: str = "1b") -> li
     if not frames:
         return []
     loaded = manager.get(checkpoint("matting", size))
-    outputs = forward(loaded, preprocess(loaded, frames, "matting"))
-    results = []
-    for fg, alpha_map, frame in zip(outputs["foregrounds"], outputs["alphas"], frames):
-        alpha, foreground = postprocess_matting(fg, alpha_map, frame.shape[:2])
-        results.append(MattingResult(alpha=alpha, foreground=foreground))
-    return results
+    if use_device_post(loaded.device):
+        outputs = forward(loaded, preprocess(loaded, frames, "matting"), on_device=True)
+        pairs = device_post.matting(outputs["foregrounds"], outputs["alphas"], _sizes(frames))
+    else:
+        outputs = forward(loaded, preprocess(loaded, frames, "matting"))
+        pairs = [postprocess_matting(fg, alpha, frame.shape[:2])
+                 for fg, alpha, frame in zip(outputs["foregrounds"], outputs["alphas"], frames)]
+    return [MattingResult(alpha=alpha, foreground=foreground) for alpha, foreground in pairs]
+
+
+def _sizes(frames: Frames) -> list[tuple[int, int]]:
+    return [frame.shape[:2] for frame in frames]
 
 
 def _masks(masks, frames) -> list:

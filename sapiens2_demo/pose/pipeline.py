@@ -13,7 +13,7 @@ from ..models.inference import forward, input_size, preprocess
 from ..models.registry import checkpoint
 from ..results import PoseResult
 from .boxes import parse_boxes, xyxy_to_xywh
-from .decode import decode_heatmaps
+from .decode import decode_heatmaps, decode_peaks
 from .detector import PERSON_CLASSES, find_people
 from .meta import flip_pairs_from_indices
 
@@ -81,7 +81,10 @@ def estimate_pose_batch(frames: list[np.ndarray], manager, size: str = "0.4b", *
     if len(detections) != len(frames):
         raise ValueError(f"{len(detections)} detections for {len(frames)} frames")
 
+    from ..pipelines.device_post import heatmap_peaks, use_device_post  # (pose <-> pipelines import cycle)
+
     flip_pairs = model_flip_pairs(loaded.model) if flip_test else None
+    on_device = use_device_post(loaded.device)
     model_input = input_size(loaded.processor)
     crops = [(i, box) for i, det in enumerate(detections) for box in np.asarray(det.boxes, np.float32).reshape(-1, 4)]
     keypoints, scores = [], []
@@ -94,13 +97,17 @@ def estimate_pose_batch(frames: list[np.ndarray], manager, size: str = "0.4b", *
             per_image = [xyxy_to_xywh(np.stack([box for i, box in chunk if i == owner])) for owner in owners]
             pixel_values = preprocess(loaded, [frames[i] for i in owners], "pose", per_image)
         with _timed(timings, "forward"):
-            heatmaps = forward(loaded, pixel_values)["heatmaps"]
+            heatmaps = forward(loaded, pixel_values, on_device=on_device)["heatmaps"].float()
             if flip_pairs is not None:
                 # The model flips the heatmaps of a mirrored crop back (swapping left/right maps) itself.
                 pairs = flip_pairs.to(pixel_values.device)
-                heatmaps = (heatmaps + forward(loaded, pixel_values.flip(-1), flip_pairs=pairs)["heatmaps"]) / 2
+                flipped = forward(loaded, pixel_values.flip(-1), on_device=on_device, flip_pairs=pairs)["heatmaps"]
+                heatmaps = (heatmaps + flipped.float()) / 2
         with _timed(timings, "decode"):
-            chunk_keypoints, chunk_scores = decode_heatmaps(heatmaps, boxes, model_input)
+            if on_device:  # peaks and 13x13 windows on the GPU; only those cross to the CPU
+                chunk_keypoints, chunk_scores = decode_peaks(heatmap_peaks(heatmaps), boxes, model_input)
+            else:
+                chunk_keypoints, chunk_scores = decode_heatmaps(heatmaps, boxes, model_input)
         keypoints.append(chunk_keypoints)
         scores.append(chunk_scores)
 
