@@ -31,6 +31,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--max-file-size", default=None,
                         help="upload limit enforced by gradio, e.g. 50mb (default: SAPIENS2_MAX_UPLOAD_MB, 25 MB)")
     parser.add_argument("--share", action="store_true", help="create a public gradio.live link (off by default)")
+    parser.add_argument("--compile", action="store_true", default=env("SAPIENS2_COMPILE") == "1",
+                        help="torch.compile each model at load (warmed up there); pays off on CUDA")
     parser.add_argument("--preload", default=env("SAPIENS2_PRELOAD", ""),
                         help="checkpoints to load at start, in the main process, e.g. seg:0.4b,pose:1b (ZeroGPU: "
                              "the GPU workers inherit them; others load on first use, in the call)")
@@ -50,7 +52,7 @@ def create_app(args: argparse.Namespace):
 
     budget = int(args.model_budget_gb * 2**30) if args.model_budget_gb else None
     manager = ModelManager(checkpoint_dir=args.checkpoint_dir, device=args.device, dtype=args.dtype,
-                           memory_budget_bytes=budget, detector=args.detector)
+                           memory_budget_bytes=budget, detector=args.detector, compile=args.compile)
     if args.preload:
         from sapiens2_demo.gpu import preload
 

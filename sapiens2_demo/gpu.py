@@ -31,8 +31,8 @@ MAX_SECONDS = 300
 
 @dataclass
 class Job:
-    """One task over the call's frames. `tolerate_errors`: return the exception instead of raising it (the
-    All-tasks view keeps the other tasks when one fails)."""
+    """One task over the call's frames. `tolerate_errors`: the caller keeps the exception as that job's answer
+    instead of raising it (the All-tasks view keeps the other tasks when one fails)."""
 
     task: str
     size: str
@@ -119,7 +119,10 @@ def _gpu_decorator():
 
 @_gpu_decorator()
 def infer(manager_key: str, frames: list[np.ndarray], jobs: list[Job]) -> list:
-    """Run each job over `frames`; returns, per job, its list of results (or the exception, if tolerated)."""
+    """Run each job over `frames`; returns, per job, its list of results or the exception it raised.
+
+    Exceptions come back as values, not raised: ZeroGPU re-raises anything but gr.Error from a worker as a
+    bare "ZeroGPU worker error", which would hide our messages. `answers` re-raises them on this side."""
     from .pipelines.run import run_batch
 
     manager, seg_cache = _STATE[manager_key]
@@ -127,13 +130,20 @@ def infer(manager_key: str, frames: list[np.ndarray], jobs: list[Job]) -> list:
     for job in jobs:
         try:
             answers.append(run_batch(job.task, frames, manager, job.size, seg_cache=seg_cache, **job.options))
-        except Exception as error:  # noqa: BLE001 - reported per job when tolerated
-            if not job.tolerate_errors:
-                raise
+        except Exception as error:  # noqa: BLE001 - handed back to the caller, who raises or reports it
             answers.append(error)
     return answers
 
 
+def answers(manager_key: str, frames: list[np.ndarray], jobs: list[Job]) -> list:
+    """`infer`, then raise the first error of a job that does not tolerate errors (in the caller's process)."""
+    replies = infer(manager_key, frames, jobs)
+    for job, reply in zip(jobs, replies):
+        if isinstance(reply, BaseException) and not job.tolerate_errors:
+            raise reply
+    return replies
+
+
 def run(manager_key: str, task: str, size: str, frames: list[np.ndarray], **options) -> list:
     """Convenience: one job, its results."""
-    return infer(manager_key, frames, [Job(task, size, options)])[0]
+    return answers(manager_key, frames, [Job(task, size, options)])[0]

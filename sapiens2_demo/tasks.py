@@ -61,7 +61,7 @@ def _infer(ctx: AppContext, image: LoadedImage, jobs: list[gpu.Job], progress) -
         _announce_load(ctx, job.task, job.size, progress)
         if job.options.get("remove_background"):
             _announce_load(ctx, "seg", job.size, progress)
-    return gpu.infer(ctx.manager_key, [image.rgb], jobs)
+    return gpu.answers(ctx.manager_key, [image.rgb], jobs)
 
 
 def pose_job(ctx: AppContext, image: np.ndarray, size: str = "0.4b", boxes=None, flip_test: bool = True,

@@ -50,7 +50,9 @@ def test_live_tab_streams_the_fake_camera(app_server, tmp_path):
             shots.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(shots / "live.png"), full_page=True)
 
-            panel.get_by_role("button", name="Stop").click()
+            capture = panel.locator("button[aria-label='capture photo']")
+            assert capture.inner_text().strip() == "Stop"
+            capture.click()  # the same button stops the stream
             frames = int(re.search(r"(\d+) frames", stats_text(page)).group(1))
             page.wait_for_timeout(1500)
             after = int(re.search(r"(\d+) frames", stats_text(page)).group(1))

@@ -5,10 +5,10 @@ and one short video: outputs, manifest, exit status; a second run skips everythi
 killed with SIGKILL midway and resumed gives the exports of one uninterrupted run.
 
 Exports of two runs are compared with `assert_same_exports`: the same files; where bytes differ (a batch of
-other images, or another thread count, may round the last float bit differently), .npy arrays within 1e-3 of
-their largest magnitude, PNG pixels within 2 levels (+ 0.01 % of the value, for 16-bit depth in mm) on at least
-99.9 % of pixels, JSON numbers within
-0.05 + 1e-3 relative (keypoints are in pixels), point clouds with the same points within 1 mm.
+other images, or another thread count, may round the last float bit differently): .npy arrays within 1e-3 of
+their largest magnitude; PNG pixels within 2 levels + 0.01 % of the value (16-bit depth is in mm) on at least
+99.9 % of pixels; JSON numbers within 0.05 + 1e-3 relative (keypoints are in pixels); point clouds with the
+same points within 1 mm + 1e-4 relative (the tiny models' random depths reach kilometres).
 """
 
 import contextlib
@@ -144,7 +144,7 @@ def assert_same_file(a: Path, b: Path) -> None:
         if hasattr(x, "geometry"):  # a glb is a scene of one point cloud
             x, y = (next(iter(s.geometry.values())) for s in (x, y))
         assert x.vertices.shape == y.vertices.shape, a
-        np.testing.assert_allclose(x.vertices, y.vertices, atol=1e-3, err_msg=str(a))
+        np.testing.assert_allclose(x.vertices, y.vertices, rtol=1e-4, atol=1e-3, err_msg=str(a))
     else:
         raise AssertionError(f"{a} differs")
 

@@ -202,8 +202,9 @@ def test_checkpoint_not_preloaded_loads_inside_the_gpu_call(apps, every_task_ans
 
     loads = app.loads()
     [(pid, exit_code, result)] = DONE.findall(app.log())
+    assert (exit_code, result) == ("0", "ok")
     matting = repo_ids("matting:1b")[0]
-    assert [load for load in loads if load[2] == matting] == [("child", int(pid), matting)]  # lost with it
+    assert [load for load in loads if load[2] == matting] == [("child", int(pid), matting)]  # where the call ran
     assert sorted(repo for role, p, repo in loads if role == "main" and p == app.pid) == sorted(
         repo_ids(ALL_BUT_MATTING))
 

@@ -95,8 +95,9 @@ def _model_nbytes(model) -> int:
 class ModelManager:
     def __init__(self, checkpoint_dir: str | Path | None = None, device: str | None = None,
                  dtype: str | None = None, memory_budget_bytes: int | None = None,
-                 detector: str | None = None):
+                 detector: str | None = None, compile: bool = False):
         checkpoint_dir = checkpoint_dir or os.environ.get("SAPIENS2_CHECKPOINT_DIR")
+        self.compile = compile  # torch.compile each model at load, warmed up there (first request pays nothing)
         self.checkpoint_dir = Path(checkpoint_dir).expanduser() if checkpoint_dir else None
         self.device, self.dtype = resolve_device(device, dtype)
         self.memory_budget_bytes = memory_budget_bytes or default_budget_bytes(self.device)
@@ -105,6 +106,13 @@ class ModelManager:
         self._key_locks: dict[tuple, threading.Lock] = {}
         self._lock = threading.Lock()
         self.load_counts: dict[tuple, int] = {}  # how many times each key was loaded (tests, logs)
+        # ZeroGPU forks GPU workers from this process: a lock held by another thread at that moment would stay
+        # held forever in the child, so the child gets fresh ones.
+        os.register_at_fork(after_in_child=self._fresh_locks)
+
+    def _fresh_locks(self) -> None:
+        self._lock = threading.Lock()
+        self._key_locks = {}
 
     # -- public ------------------------------------------------------------------------------
     def get(self, ckpt: Checkpoint) -> LoadedModel:
@@ -191,7 +199,8 @@ class ModelManager:
             kwargs = {"local_files_only": True} if local else {"revision": revision}
             try:
                 model, info = auto_class.from_pretrained(source, use_safetensors=True, dtype=self.dtype,
-                                                         output_loading_info=True, **kwargs)
+                                                         attn_implementation="sdpa", output_loading_info=True,
+                                                         **kwargs)
                 _check_backbone_weights(ckpt, info)
                 processor = Sapiens2ImageProcessor.from_pretrained(source, **kwargs)
                 break
@@ -202,9 +211,21 @@ class ModelManager:
                     continue
                 raise self._unavailable(ckpt, error, revisions[:attempt + 1]) from error
         model = model.to(self.device).eval()
+        if self.compile:
+            model = self._compiled(model, processor)
         log.info("loaded %s from %s on %s/%s", ckpt.repo_id, source, self.device, self.dtype)
         return LoadedModel(model, processor, _model_nbytes(model),
                            source if local else f"{ckpt.repo_id}@{revision}", self.device, self.dtype)
+
+    def _compiled(self, model, processor):
+        """torch.compile the forward and run it once at the model's input size, so compilation happens at load."""
+        import torch
+
+        model.forward = torch.compile(model.forward, dynamic=False)
+        height, width = int(processor.size["height"]), int(processor.size["width"])
+        with torch.inference_mode():
+            model(pixel_values=torch.zeros(1, 3, height, width, device=self.device, dtype=self.dtype))
+        return model
 
     def _load_detector(self) -> LoadedModel:
         name = self.detector_name
@@ -220,4 +241,5 @@ class ModelManager:
                 f"Could not load the person detector {name!r}: {type(error).__name__}: {error}. "
                 f"Pass a local weights file with --detector PATH (or SAPIENS2_DETECTOR)."
             ) from error
+        log.info("loaded detector %s on %s", name, self.device)
         return LoadedModel(model, None, _model_nbytes(model.model), name, self.device)

@@ -13,6 +13,7 @@ CLI pass several frames at once.
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 from collections import OrderedDict
 
@@ -39,6 +40,10 @@ class SegmentationCache:
     def __init__(self, max_items: int = 16):
         self.max_items = max_items
         self._items: OrderedDict[tuple, SegmentationResult] = OrderedDict()
+        self._fresh_locks()
+        os.register_at_fork(after_in_child=self._fresh_locks)  # ZeroGPU forks workers: no inherited held lock
+
+    def _fresh_locks(self) -> None:
         self._lock = threading.Lock()
         self._key_locks: dict[tuple, threading.Lock] = {}
 

@@ -201,7 +201,7 @@ class VideoJob:
     def _infer(self, frames) -> dict[str, list]:
         from .. import gpu
 
-        answers = gpu.infer(self.manager_key, [f.rgb for f in frames], self.jobs())
+        answers = gpu.answers(self.manager_key, [f.rgb for f in frames], self.jobs())
         results = dict(zip(self.tasks, answers))
         if "pose" in results:
             self._track(frames, results["pose"])

@@ -49,7 +49,7 @@ def infer_features(ctx: AppContext, frames: list[np.ndarray], size: str, use_mas
     if use_mask:
         _announce_load(ctx, "seg", size, progress)
         jobs.append(gpu.Job("seg", size, tolerate_errors=True))
-    answers = gpu.infer(ctx.manager_key, frames, jobs)
+    answers = gpu.answers(ctx.manager_key, frames, jobs)
     if not use_mask:
         return answers[0], [None] * len(frames)
     segmentations = answers[1]

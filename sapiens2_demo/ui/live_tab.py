@@ -63,7 +63,7 @@ class LiveSession:
     frames: int = 0  # frames rendered
     replaced: int = 0  # frames gradio replaced by a newer one while we were busy (estimated)
     refused: int = 0  # frames refused because this session was busy
-    last_seen: float = 0.0
+    last_seen: float = 0.0  # when the last frame arrived or was finished
     done_at: deque = field(default_factory=lambda: deque(maxlen=FPS_WINDOW))
     model_s: deque = field(default_factory=lambda: deque(maxlen=FPS_WINDOW))
     input_hw: tuple[int, int] = (0, 0)
@@ -125,12 +125,13 @@ def downscale(frame: np.ndarray, max_side: int = MAX_SIDE) -> np.ndarray:
     frame = np.asarray(frame)
     if frame.ndim == 2:
         frame = np.stack([frame] * 3, axis=-1)
-    frame = np.ascontiguousarray(frame[..., :3], dtype=np.uint8)
+    frame = frame[..., :3]
     h, w = frame.shape[:2]
     scale = max_side / max(h, w)
     if scale >= 1:
-        return frame
-    return cv2.resize(frame, (max(1, round(w * scale)), max(1, round(h * scale))), interpolation=cv2.INTER_AREA)
+        return np.array(frame, dtype=np.uint8)  # a writable copy: gradio's decoded frame is read-only
+    size = (max(1, round(w * scale)), max(1, round(h * scale)))
+    return cv2.resize(np.ascontiguousarray(frame, dtype=np.uint8), size, interpolation=cv2.INTER_AREA)
 
 
 def _job(ctx, task: str, size: str, remove_background: bool, frame: np.ndarray) -> gpu.Job:
@@ -177,6 +178,7 @@ def live_frame(ctx, frame, task: str = "pose", size: str = "0.4b", remove_backgr
         session.done_at.append(time.perf_counter())
         return shown, session.stats()
     finally:
+        session.last_seen = time.perf_counter()  # a pause counts from the end of the last frame
         session.busy.release()
 
 
