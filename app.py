@@ -10,6 +10,10 @@ import logging
 import os
 
 
+# On a Space (ZeroGPU forks a GPU worker per call) the default sizes load at start, in the main process.
+SPACE_PRELOAD = "pose:0.4b,seg:0.4b,normal:0.4b,pointmap:0.4b,matting:1b"
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     on_space = bool(os.environ.get("SPACE_ID"))
     env = os.environ.get
@@ -33,7 +37,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--share", action="store_true", help="create a public gradio.live link (off by default)")
     parser.add_argument("--compile", action="store_true", default=env("SAPIENS2_COMPILE") == "1",
                         help="torch.compile each model at load (warmed up there); pays off on CUDA")
-    parser.add_argument("--preload", default=env("SAPIENS2_PRELOAD", ""),
+    parser.add_argument("--preload", default=env("SAPIENS2_PRELOAD", SPACE_PRELOAD if on_space else ""),
                         help="checkpoints to load at start, in the main process, e.g. seg:0.4b,pose:1b (ZeroGPU: "
                              "the GPU workers inherit them; others load on first use, in the call)")
     args = parser.parse_args(argv)
@@ -66,7 +70,12 @@ def main(argv=None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # gradio's own health checks
     args = parse_args(argv)
-    demo = create_app(args)
+    from sapiens2_demo.models.manager import CheckpointUnavailable
+
+    try:
+        demo = create_app(args)
+    except (ValueError, CheckpointUnavailable) as error:  # a bad or missing --preload checkpoint: say so
+        raise SystemExit(f"sapiens2 demo: {error}") from None
     demo.launch(server_name=args.host, server_port=args.port, share=args.share,
                 max_file_size=args.max_file_size, show_error=True)
 

@@ -8,7 +8,7 @@ Prints, per size (tiny random-weight checkpoints; `full` = full-size 0.4b random
 benchmarks/fullsize.py) and task:
 1. forward milliseconds at batch 1 and 8 (random pixel values at the checkpoint's input size; pose: crops,
    no flip), and per image at batch 8;
-2. end-to-end milliseconds per 1080p image through the app's task functions (load_image + tasks.<task>),
+2. end-to-end milliseconds per 1080p image through the app's task functions (tasks.<task>, image loaded),
    the forward milliseconds inside it (hooks on the models: Sapiens2 forwards, and the detector network's for
    pose) and the share of end-to-end that is not the forward;
 3. the same through gradio_client against the launched app (app.create_app, in this process so the hooks
@@ -119,20 +119,28 @@ def detector_network(manager):
     return yolo.predictor.model
 
 
-def test_images(folder: Path, count: int) -> list[Path]:
-    """1920x1080 JPEGs: the astronaut photo on a grey canvas, each with a different corner mark so that no
-    request is answered from the segmentation cache."""
-    from PIL import Image, ImageDraw
+class TestImages:
+    """1920x1080 JPEGs: the astronaut photo on a grey canvas, a new one for every request (a different corner
+    mark), so that no request is answered from the app's segmentation cache."""
 
-    person = Image.open(ROOT / "assets" / "astronaut.jpg").convert("RGB").resize((1080, 1080))
-    paths = []
-    for i in range(count):
-        canvas = Image.new("RGB", (1920, 1080), (96, 112, 128))
-        canvas.paste(person, (420, 0))
-        ImageDraw.Draw(canvas).rectangle([0, 0, 31, 31], fill=(20 * i % 256, 255 - 20 * i % 256, 60))
-        paths.append(folder / f"image_1080p_{i}.jpg")
-        canvas.save(paths[-1], quality=95)
-    return paths
+    def __init__(self, folder: Path):
+        from PIL import Image
+
+        self.folder, self.count = folder, 0
+        person = Image.open(ROOT / "assets" / "astronaut.jpg").convert("RGB").resize((1080, 1080))
+        self.canvas = Image.new("RGB", (1920, 1080), (96, 112, 128))
+        self.canvas.paste(person, (420, 0))
+
+    def next(self) -> Path:
+        from PIL import ImageDraw
+
+        self.count += 1
+        image = self.canvas.copy()
+        i = self.count
+        ImageDraw.Draw(image).rectangle([0, 0, 31, 31], fill=(37 * i % 256, 255 - 11 * i % 256, i // 256 % 256))
+        path = self.folder / f"image_1080p_{i}.jpg"
+        image.save(path, quality=95)
+        return path
 
 
 # -- 1. forward -----------------------------------------------------------------------------------------------
@@ -186,7 +194,7 @@ def bench_task_functions(managers, tasks, images, args, work: Path) -> None:
     from sapiens2_demo.tasks import AppContext
     from sapiens2_demo.ui.outputs import OutputStore
 
-    print(f"\n== 2. end-to-end per 1080p image through the task functions (load_image + tasks.<task>; median of "
+    print(f"\n== 2. end-to-end per 1080p image through the task functions (tasks.<task> on a loaded image; median of "
           f"{args.repeat}, full-size on the CPU: 1)")
     print(f"{'size':6} {'task':9} {'e2e ms':>9} {'forward ms':>11} {'beyond ms':>10} {'not forward':>12}")
     for size, manager in managers.items():
@@ -201,36 +209,42 @@ def bench_task_functions(managers, tasks, images, args, work: Path) -> None:
             rows = []
             for i in range(1 if slow else args.repeat + 1):  # the first call (warm-up) is not counted
                 clock.take()
+                image = load_image(images.next())
                 started = time.perf_counter()
-                fn(ctx, load_image(images[i]), run_dir=ctx.outputs.new_run_dir(None))
+                fn(ctx, image, run_dir=ctx.outputs.new_run_dir(None))
                 rows.append((time.perf_counter() - started, clock.take()))
             print_split(f"{size:6} {task:9}", rows if slow else rows[1:])
 
 
-def print_split(label: str, rows) -> tuple[float, float]:
+def print_split(label: str, rows, suffix=lambda beyond: "") -> float:
+    """Print median end-to-end, forward, beyond-the-forward (per call, then the median) and the share;
+    returns the beyond seconds."""
     e2e = statistics.median(r[0] for r in rows)
     fwd = statistics.median(r[1] for r in rows)
     beyond = statistics.median(r[0] - r[1] for r in rows)
-    print(f"{label} {1000 * e2e:9.0f} {1000 * fwd:11.1f} {1000 * beyond:10.0f} {beyond / e2e:11.0%}", flush=True)
-    return e2e, beyond
+    print(f"{label} {1000 * e2e:9.0f} {1000 * fwd:11.1f} {1000 * beyond:10.0f} {beyond / e2e:11.0%}"
+          f"{suffix(beyond)}", flush=True)
+    return beyond
 
 
 # -- 3. through gradio_client -----------------------------------------------------------------------------------
+def verdict(beyond: float) -> str:
+    return "  ok" if beyond <= TARGET_BEYOND_S else f"  MISS by {1000 * (beyond - TARGET_BEYOND_S):.0f} ms"
+
+
 def bench_app(ckpts, tasks, images, args) -> None:
     import app
     from gradio_client import Client, handle_file
 
     from sapiens2_demo import gpu
 
+    port = free_port()
     flags = ["--checkpoint-dir", str(ckpts.dir), "--detector", str(ckpts.detector), "--device", args.device,
-             "--port", str(free_port())]
-    if args.compile and '"--compile"' in inspect.getsource(app.parse_args):
-        flags.append("--compile")
+             "--dtype", args.dtype, "--port", str(port)] + ["--compile"] * bool(args.compile and compile_supported())
     demo = app.create_app(app.parse_args(flags))
     manager = list(gpu._STATE.values())[-1][0]  # the manager create_app registered for its GPU calls
-    demo.launch(server_name="127.0.0.1", server_port=int(flags[flags.index("--port") + 1]), prevent_thread_lock=True,
-                quiet=True)
-    url = f"http://127.0.0.1:{flags[flags.index('--port') + 1]}/"
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    url = f"http://127.0.0.1:{port}/"
     clock = ForwardClock(manager.device)
     endpoints = [t for t in tasks if t in ENDPOINTS] + ["all"]
     print(f"\n== 3. through gradio_client against the launched app ({ckpts.label} checkpoints, 1920x1080 JPEG "
@@ -241,21 +255,19 @@ def bench_app(ckpts, tasks, images, args) -> None:
           f"target: beyond <= {1000 * TARGET_BEYOND_S:.0f} ms")
     misses = []
     try:
-        for mode, download in (("no downloads", False), ("downloads", None)):
-            client = Client(url, verbose=False, **({} if download is None else {"download_files": False}))
+        for mode, download in (("no downloads", False), ("downloads", True)):
+            client = Client(url, verbose=False, **({} if download else {"download_files": False}))
             for task in endpoints:
                 rows = []
                 for i in range(args.repeat + 1):
                     if i == 1:
                         clock.attach_all(manager, [task])  # after the warm-up call loaded them
+                    path = images.next()
                     clock.take()
                     started = time.perf_counter()
-                    client.predict(handle_file(str(images[i])), api_name=ENDPOINTS[task])
+                    client.predict(handle_file(str(path)), api_name=ENDPOINTS[task])
                     rows.append((time.perf_counter() - started, clock.take()))
-                label = f"{ENDPOINTS[task]:10} {mode:13}"
-                _, beyond = print_split(label, rows[1:])
-                verdict = "ok" if beyond <= TARGET_BEYOND_S else f"MISS by {1000 * (beyond - TARGET_BEYOND_S):.0f} ms"
-                print(f"{'':58}-> {verdict}", flush=True)
+                beyond = print_split(f"{ENDPOINTS[task]:10} {mode:13}", rows[1:], verdict)
                 if beyond > TARGET_BEYOND_S:
                     misses.append(f"{ENDPOINTS[task]} ({mode})")
             if hasattr(client, "close"):
@@ -339,7 +351,7 @@ def main() -> None:
         print(f"device {device}, dtype {str(dtype).replace('torch.', '')}, compile "
               f"{'on' if extra else 'off'}; torch {torch.__version__}, {torch.get_num_threads()} threads, "
               f"{os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f}")
-        images = test_images(work, args.repeat + 1)
+        images = TestImages(work)
         if not args.skip_forward:
             bench_forward(managers, tasks, batches, args)
         if not args.skip_e2e:

@@ -15,7 +15,7 @@ CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed "
                                 "(make browser-deps installs it as root)")
 FAKE_CAMERA = ["--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream"]
-STATS_FRAMES = "(document.querySelector('#live-stats')?.innerText || '').match(/(\\d+) frames ·/)"
+STATS_FRAMES = "(document.querySelector('#live-stats')?.innerText || '').match(/(\\d+) shown/)"
 
 
 def stats_text(page) -> str:
@@ -44,7 +44,7 @@ def test_live_tab_streams_the_fake_camera(app_server, tmp_path):
             assert (output.get_attribute("src") or "").startswith("http")
             text = stats_text(page)
             assert float(re.search(r"([\d.]+) fps", text).group(1)) > 0, text
-            assert "640×480 px" in text, text  # the camera was asked for VGA instead of its 1920x1440
+            assert "camera 640×480 px" in text, text  # the camera was asked for VGA instead of its 1920x1440
             assert page.locator(".toast-body.error").count() == 0
             shots = Path(os.environ.get("SAPIENS2_SCREENSHOTS") or tmp_path)
             shots.mkdir(parents=True, exist_ok=True)
@@ -53,9 +53,9 @@ def test_live_tab_streams_the_fake_camera(app_server, tmp_path):
             capture = panel.locator("button[aria-label='capture photo']")
             assert capture.inner_text().strip() == "Stop"
             capture.click()  # the same button stops the stream
-            frames = int(re.search(r"(\d+) frames", stats_text(page)).group(1))
+            frames = int(re.search(r"(\d+) shown", stats_text(page)).group(1))
             page.wait_for_timeout(1500)
-            after = int(re.search(r"(\d+) frames", stats_text(page)).group(1))
+            after = int(re.search(r"(\d+) shown", stats_text(page)).group(1))
             assert after <= frames + 1  # stopped (one frame may have been in flight)
         finally:
             browser.close()

@@ -80,8 +80,8 @@ class LiveSession:
     def stats(self) -> str:
         model_ms = 1000 * sum(self.model_s) / len(self.model_s) if self.model_s else 0.0
         h, w = self.input_hw
-        return (f"**{self.fps():.1f} fps** (last {len(self.done_at)} frames) · model {model_ms:.0f} ms/frame · "
-                f"{self.frames} frames · {self.dropped} dropped · {w}×{h} px")
+        return (f"**{self.fps():.1f} fps** · model {model_ms:.0f} ms/frame · {self.frames} shown · "
+                f"{self.dropped} dropped · camera {w}×{h} px")
 
     def count_arrival(self, request, now: float) -> None:
         """Count the frames gradio dropped before this one: the camera sends one every STREAM_EVERY_S, and
@@ -189,7 +189,8 @@ def build_live_tab(ctx) -> None:
 
     with gr.Tab("Live", id="live", elem_id="tab-live"):
         gr.Markdown("Your webcam, streamed to the server: every frame goes through the model and comes back "
-                    f"rendered. Frames are downscaled to {MAX_SIDE} px. When the model is slower than the camera, "
+                    f"rendered, with the frames per second over the last {FPS_WINDOW} frames and the model's time "
+                    f"per frame. Frames are downscaled to {MAX_SIDE} px. When the model is slower than the camera, "
                     "frames are dropped rather than queued, so the picture stays live. A stream stops after "
                     f"{TIME_LIMIT_S} s; start it again any time.")
         with gr.Row():
