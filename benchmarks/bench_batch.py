@@ -94,7 +94,10 @@ def engine_run(folder: Path, out: Path, options, engine: str, workers: int) -> t
     failed = progress.counts["failed"]
     if failed:
         raise SystemExit(f"{failed} inputs failed; see {out / 'manifest.jsonl'}")
-    steady = (len(stamps) - 1) / (stamps[-1] - stamps[0]) if len(stamps) > 1 and stamps[-1] > stamps[0] else 0.0
+    # steady state: the inputs finished after the first batch came back, over the time since then
+    first_batch = sum(stamp - stamps[0] < 0.05 for stamp in stamps)
+    span = stamps[-1] - stamps[0]
+    steady = (len(stamps) - first_batch) / span if span > 0 else 0.0
     return wall, steady, len(stamps)
 
 
@@ -107,8 +110,12 @@ def main() -> None:
     parser.add_argument("--skip-local", action="store_true")
     args = parser.parse_args()
 
+    from transformers.utils import logging as transformers_logging
+
     from sapiens2_demo.batch.options import BatchOptions, parse_tasks
     from sapiens2_demo.models.tiny import write_all, write_tiny_detector
+
+    transformers_logging.disable_progress_bar()
 
     with tempfile.TemporaryDirectory(prefix="bench_batch_") as tmp:
         tmp = Path(tmp)

@@ -227,6 +227,39 @@ def print_split(label: str, rows, suffix=lambda beyond: "") -> float:
     return beyond
 
 
+def profile_handlers(manager, tasks, images, work: Path) -> None:
+    """cProfile of what an image request runs in the app, minus gradio: load_image -> tasks.<task> ->
+    the display files (ui.app._as_display_files), one warm call per task; top 15 by cumulative time."""
+    import cProfile
+    import io
+    import pstats
+
+    from sapiens2_demo.media.image import load_image
+    from sapiens2_demo.tasks import AppContext
+    from sapiens2_demo.ui.app import _as_display_files
+    from sapiens2_demo.ui.outputs import OutputStore
+
+    ctx = AppContext(manager=manager, outputs=OutputStore(work / "outputs_profile"))
+    for task in tasks:
+        fn = task_function(task)
+
+        def handler():
+            path = images.next()
+            loaded = load_image(str(path))
+            run_dir = ctx.outputs.new_run_dir(None)
+            _as_display_files(fn(ctx, loaded, run_dir=run_dir), run_dir, loaded, str(path))
+
+        handler()  # warm: models loaded, first-call costs paid
+        profile = cProfile.Profile()
+        profile.enable()
+        handler()
+        profile.disable()
+        text = io.StringIO()
+        pstats.Stats(profile, stream=text).sort_stats("cumulative").print_stats(15)
+        print(f"\n-- cProfile, {task} request minus gradio (load_image + tasks + display files), top 15:")
+        print("\n".join(line for line in text.getvalue().splitlines()[4:] if line.strip()), flush=True)
+
+
 # -- 3. through gradio_client -----------------------------------------------------------------------------------
 def verdict(beyond: float) -> str:
     return "  ok" if beyond <= TARGET_BEYOND_S else f"  MISS by {1000 * (beyond - TARGET_BEYOND_S):.0f} ms"
@@ -322,6 +355,7 @@ def main() -> None:
     parser.add_argument("--skip-app", action="store_true")
     parser.add_argument("--skip-video", action="store_true")
     parser.add_argument("--video-frames", type=int, default=24)
+    parser.add_argument("--profile", action="store_true", help="cProfile one request per task (tiny), then stop")
     args = parser.parse_args()
     import torch
 
@@ -352,6 +386,9 @@ def main() -> None:
               f"{'on' if extra else 'off'}; torch {torch.__version__}, {torch.get_num_threads()} threads, "
               f"{os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f}")
         images = TestImages(work)
+        if args.profile:
+            profile_handlers(managers[sizes[0]], tasks + ["all"], images, work)
+            return
         if not args.skip_forward:
             bench_forward(managers, tasks, batches, args)
         if not args.skip_e2e:

@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 # Seconds of GPU time per item (a frame, or a person for pose) on a ZeroGPU H200 slice, with a margin; the
 # duration asked for each call is computed from these so short calls queue less (ZeroGPU favours them).
 SECONDS_PER_ITEM = {"0.4b": 0.15, "0.8b": 0.25, "1b": 0.3, "5b": 1.2}
-BASE_SECONDS = 10  # start-up of a call, detector, transfers
+BASE_SECONDS = 3  # start-up of a call, detector, transfers (a live frame asks for little)
 LOAD_SECONDS = 60  # a checkpoint that was not preloaded loads inside the call
 MAX_SECONDS = 300
 

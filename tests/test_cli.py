@@ -177,6 +177,15 @@ def test_missing_input_is_a_usage_error(tmp_path, capsys):
     assert "Unknown task 'dance'" in capsys.readouterr().err
 
 
+def test_missing_checkpoint_stops_the_run_with_its_name(data, tmp_path, capsys):
+    out = tmp_path / "out"
+    code = cli.main(["--input", str(data / "people" / "hopper.png"), "--output", str(out), "--tasks", "seg",
+                     "--checkpoint-dir", str(tmp_path / "empty"), "--device", "cpu", "-q"])
+    assert code == 2
+    assert "Could not load facebook/sapiens2-seg-0.4b" in capsys.readouterr().err
+    assert read_manifest(out / "manifest.jsonl") == []  # not a failure of the input: nothing recorded
+
+
 # -- the command -------------------------------------------------------------------------------------------
 def test_outputs_manifest_and_exit_status(reference, data):
     code, stdout, stderr, out = reference
@@ -295,3 +304,20 @@ def test_killed_run_resumes_to_the_same_outputs(reference, data, tiny_dir, tmp_p
     # the same exports as the uninterrupted run (which also saw the video: compare the images' folders)
     for top in ("people", "more", "extra"):
         assert_same_exports(ref / top, out / top, dense)
+
+
+def test_features_task_writes_the_features_tabs_files(data, tiny_dir, tmp_path):
+    out = tmp_path / "features"
+    two = [data / "people" / "hopper.png", data / "extra" / "b.jpg"]
+    code, stdout, _ = run_cli(cli_args(tiny_dir, [*two, data / VIDEO], out, "--tasks", "features", "-q"))
+    assert code == 1 and "2 ok, 1 failed" in stdout  # a video has no features
+    records = by_name(this_run(out / "manifest.jsonl"), data)
+    assert "images only" in records[VIDEO].error
+    for name, (height, width) in (("people/hopper", (96, 80)), ("extra/b", (56, 96))):
+        folder = out / name / "features"
+        assert sorted(p.name for p in folder.iterdir()) == ["features_cls_embedding.npy",
+                                                            "features_patch_features.npy", "features_pca.png"]
+        patches = np.load(folder / "features_patch_features.npy")
+        assert patches.dtype == np.float16 and patches.shape == (16, 12, 32)  # tiny: 256x192 input, 16 px patches
+        assert np.load(folder / "features_cls_embedding.npy").shape == (32,)
+        assert np.asarray(Image.open(folder / "features_pca.png")).shape == (height, width, 3)

@@ -23,7 +23,7 @@ from pathlib import Path
 from .inputs import InputItem
 from .options import BatchOptions
 from .report import Progress
-from .work import image_record, infer_isolated, preload, process_video_item, read_image, write_image_outputs
+from .work import finish_image, image_record, infer_isolated, preload, process_video_item, read_image
 
 log = logging.getLogger(__name__)
 
@@ -52,10 +52,9 @@ def run_local(items: list[InputItem], output_dir: Path, options: BatchOptions, p
         with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="batch-read") as pool:
             loads = read_ahead(pool, images, ahead=max(1, workers) + 2 * options.batch_size)
             for batch in _batches(loads, options, output_dir, progress):
-                frames = [loaded.rgb for _, loaded, _ in batch]
-                models()
+                frames, loaded_manager = [loaded.rgb for _, loaded, _ in batch], models()
                 started = time.perf_counter()
-                answers = infer_isolated(frames, manager, options, seg_cache)
+                answers = infer_isolated(frames, loaded_manager, options, seg_cache)
                 writer.put(batch, answers, (time.perf_counter() - started) / len(batch))
         for item in (item for item in items if item.kind == "video"):
             progress.done(process_video_item(item, models(), output_dir, options))
@@ -120,13 +119,5 @@ class Writer:
 
     def _write(self, batch, answers, model_seconds: float) -> None:
         for (item, loaded, read_seconds), answer in zip(batch, answers):
-            started = time.perf_counter()
-            try:
-                if isinstance(answer, Exception):
-                    raise answer
-                files = write_image_outputs(item, loaded.rgb, answer, self.output_dir, self.options)
-                error = None
-            except Exception as failure:  # noqa: BLE001 - recorded, the run goes on
-                files, error = None, failure
-            seconds = read_seconds + model_seconds + time.perf_counter() - started
-            self.progress.done(image_record(item, self.output_dir, self.options, files, error, seconds))
+            self.progress.done(finish_image(item, loaded.rgb, answer, self.output_dir, self.options,
+                                            read_seconds + model_seconds))

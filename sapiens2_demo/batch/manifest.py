@@ -10,8 +10,8 @@ found). `outputs` are relative to DIR, so a copied or remounted output folder st
 is the input's own share of the run (reading, its share of the batch's model time, writing). Later lines
 supersede earlier ones; a line cut short by a crash is ignored when read.
 
-Resume: an image is complete when every task folder holds all the files `EXPECTED[task]` names; a video when
-an earlier `ok` line lists its outputs for every task and they all exist. Files are written into a hidden
+Resume: an image is complete when every task folder holds all the files `EXPECTED[task]` names; a video when,
+for every task, the latest `ok` line that ran it lists its files and they all still exist. Files are written into a hidden
 temporary folder and renamed into place, the expected ones last, so a crash never leaves a complete-looking
 set with a partial file in it.
 """
@@ -66,13 +66,13 @@ class Manifest:
         self.path = self.output_dir / MANIFEST_NAME
         self._lock = threading.Lock()
 
-    def previous(self) -> dict[str, Record]:
-        """The latest ok line per input from earlier runs (the video resume check reads these)."""
-        latest: dict[str, Record] = {}
+    def previous(self) -> dict[str, list[Record]]:
+        """The ok lines of earlier runs per input, oldest first (the video resume check reads these)."""
+        done: dict[str, list[Record]] = {}
         for record in read_manifest(self.path):
             if record.status == "ok":
-                latest[record.input] = record
-        return latest
+                done.setdefault(record.input, []).append(record)
+        return done
 
     def append(self, record: Record) -> None:
         line = (record.to_json() + "\n").encode()
@@ -103,18 +103,24 @@ def relative_outputs(paths, output_dir: Path) -> list[str]:
     return [Path(p).relative_to(output_dir).as_posix() for p in paths]
 
 
-def complete_outputs(item: InputItem, tasks, output_dir: Path, previous: dict[str, Record]) -> list[str] | None:
+def _video_task_outputs(item: InputItem, task: str, output_dir: Path, records: list[Record]) -> list[str] | None:
+    """The files the latest ok run of `task` on this video wrote, if they are all still there."""
+    for record in reversed(records):
+        if task in (record.tasks or []):
+            mine = [p for p in record.outputs if p.startswith(f"{item.name}/{task}/")]
+            return mine if mine and all((output_dir / p).is_file() for p in mine) else None
+    return None
+
+
+def complete_outputs(item: InputItem, tasks, output_dir: Path,
+                     previous: dict[str, list[Record]]) -> list[str] | None:
     """The outputs (relative to DIR) when `item` is complete for every task, else None."""
     folder = item.folder(output_dir)
     if item.kind == "video":
-        record = previous.get(str(item.path))
-        if record is None or not set(tasks) <= set(record.tasks or []):
-            return None
-        tasks = [task for task in tasks if task != "features"]  # videos have no features (see work.py)
-        per_task = [[p for p in record.outputs if p.startswith(f"{item.name}/{task}/")] for task in tasks]
-        if not all(per_task) or not all((output_dir / p).is_file() for paths in per_task for p in paths):
-            return None
-        return [p for paths in per_task for p in paths]
+        records = previous.get(str(item.path), [])
+        per_task = [_video_task_outputs(item, task, output_dir, records)
+                    for task in tasks if task != "features"]  # videos have no features (see work.py)
+        return None if not per_task or None in per_task else [p for paths in per_task for p in paths]
     outputs = []
     for task in tasks:
         names = expected_files(task)

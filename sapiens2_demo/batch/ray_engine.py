@@ -47,9 +47,10 @@ class BatchWorker:
         self.seg_cache = SegmentationCache(max_items=2 * options.batch_size)
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        from .work import image_record, infer_isolated, process_video_item, read_image, write_image_outputs
+        from .work import finish_image, image_record, infer_isolated, process_video_item, read_image
 
-        items = [InputItem(Path(path), kind, name) for path, kind, name in zip(batch["path"], batch["kind"], batch["name"])]
+        items = [InputItem(Path(path), kind, name)
+                 for path, kind, name in zip(batch["path"], batch["kind"], batch["name"])]
         records: list[Record] = []
         loaded = []
         for item in (item for item in items if item.kind == "image"):
@@ -60,26 +61,20 @@ class BatchWorker:
                 loaded.append((item, image, seconds))
         if loaded:
             started = time.perf_counter()
-            answers = infer_isolated([image.rgb for _, image, _ in loaded], self.manager, self.options, self.seg_cache)
+            answers = infer_isolated([image.rgb for _, image, _ in loaded], self.manager, self.options,
+                                     self.seg_cache)
             model_seconds = (time.perf_counter() - started) / len(loaded)
             for (item, image, seconds), answer in zip(loaded, answers):
-                started = time.perf_counter()
-                try:
-                    if isinstance(answer, Exception):
-                        raise answer
-                    files, error = write_image_outputs(item, image.rgb, answer, self.output_dir, self.options), None
-                except Exception as failure:  # noqa: BLE001 - recorded, the run goes on
-                    files, error = None, failure
-                seconds += model_seconds + time.perf_counter() - started
-                records.append(image_record(item, self.output_dir, self.options, files, error, seconds))
+                records.append(finish_image(item, image.rgb, answer, self.output_dir, self.options,
+                                            seconds + model_seconds))
         for item in (item for item in items if item.kind == "video"):
             records.append(process_video_item(item, self.manager, self.output_dir, self.options))
         return {"record": np.array([record.to_json() for record in records], dtype=object)}
 
 
 def _runtime_env(remote: bool) -> dict:
-    env = {name: os.environ[name] for name in FORWARDED_ENV + tuple(k for k in os.environ if k.startswith("SAPIENS2_"))
-           if name in os.environ}
+    names = FORWARDED_ENV + tuple(name for name in os.environ if name.startswith("SAPIENS2_"))
+    env = {name: os.environ[name] for name in names if name in os.environ}
     runtime_env: dict = {"env_vars": env}
     if remote:  # ship this package's code with the job; its requirements must be installed on the nodes
         runtime_env["py_modules"] = [str(PACKAGE_DIR)]
@@ -102,14 +97,14 @@ def start_ray(address: str | None, workers: int | None) -> None:
     ray.init(address=address, **kwargs)
 
 
-def pool_shape(options: BatchOptions, workers: int | None) -> tuple[int, int, int]:
+def pool_shape(options: BatchOptions, workers: int | None) -> tuple[int, int, int | None]:
     """(actors, GPUs per actor, torch threads per actor) for the cluster Ray is connected to."""
     import ray
 
     resources = ray.cluster_resources()
     gpus = int(resources.get("GPU", 0))
     if gpus and (options.device or "auto") != "cpu":
-        return (workers or gpus), 1, options.threads or 1
+        return (workers or gpus), 1, options.threads  # None: torch's default for the CPU-side work
     actors = workers or 2
     cpus = int(resources.get("CPU", os.cpu_count() or 1))
     return actors, 0, options.threads or max(1, min(os.cpu_count() or 1, cpus // actors))
@@ -125,21 +120,23 @@ def run_ray(items: list[InputItem], output_dir: Path, options: BatchOptions, pro
     if started_here:
         start_ray(address, workers)
     try:
+        import ray.data  # configures the "ray.data" logger on first import: quieten it after that
+
         logging.getLogger("ray.data").setLevel(logging.ERROR)  # its start/finish lines would cut our bar
         context = ray.data.DataContext.get_current()
         context.enable_progress_bars = False  # ours counts inputs, with the manifest
+        context.print_on_execution_start = False
         actors, gpus, threads = pool_shape(options, workers)
         rows = [{"path": str(item.path), "kind": item.kind, "name": item.name} for item in items]
         dataset = ray.data.from_items(rows, override_num_blocks=max(1, math.ceil(len(rows) / options.batch_size)))
-        records = dataset.map_batches(
-            BatchWorker, fn_constructor_kwargs={"output_dir": str(output_dir), "options": replace(options, threads=threads)},
-            batch_size=options.batch_size, batch_format="numpy", compute=ray.data.ActorPoolStrategy(size=actors),
-            num_cpus=1, num_gpus=gpus)
+        worker_args = {"output_dir": str(output_dir), "options": replace(options, threads=threads)}
+        records = dataset.map_batches(BatchWorker, fn_constructor_kwargs=worker_args, batch_size=options.batch_size,
+                                      batch_format="numpy", compute=ray.data.ActorPoolStrategy(size=actors),
+                                      num_cpus=1, num_gpus=gpus)
         progress.start_bar(len(items))
         try:
-            for row in records.iter_rows():
-                data = json.loads(row["record"])
-                progress.done(Record.from_dict(data))
+            for row in records.iter_rows():  # streams: each batch's records as soon as an actor returns them
+                progress.done(Record.from_dict(json.loads(row["record"])))
         except Exception as error:  # an actor that cannot start (e.g. a missing checkpoint): say why, plainly
             raise _cause(error) from error
     finally:

@@ -19,7 +19,8 @@ def run(inputs: list[str], output: str | Path, options: BatchOptions, *, engine:
     """Process every input into `output` and return the counts (also printed, with items per second).
 
     Raises InputError when an --input names nothing, CheckpointUnavailable when a model cannot be loaded
-    (before any input is processed); a bad input is a `failed` line in the manifest, not an exception.
+    (the run stops; what was finished stays recorded); a bad input is a `failed` manifest line, not an
+    exception.
     """
     if engine not in ENGINES:
         raise ValueError(f"Unknown engine {engine!r}; choose local or ray.")

@@ -19,8 +19,8 @@ from .options import MASKED_TASKS, BatchOptions
 log = logging.getLogger(__name__)
 
 
-class VideoUnsupported(RuntimeError):
-    """This install has no video pipeline yet."""
+class VideoUnsupported(ValueError):
+    """A video cannot take this run's tasks (features are per image), or the install has no video path."""
 
 
 def error_message(error: BaseException) -> str:
@@ -30,7 +30,8 @@ def error_message(error: BaseException) -> str:
 
 
 def preload(manager, options: BatchOptions) -> None:
-    """Load every checkpoint the run needs now: a missing one stops the run before any input is touched."""
+    """Load every checkpoint the run needs now: a missing one stops the run (CheckpointUnavailable) rather
+    than failing every input with the same message."""
     for ckpt in options.checkpoints():
         manager.get(ckpt)
 
@@ -131,6 +132,19 @@ def write_image_outputs(item: InputItem, rgb: np.ndarray, results: dict, output_
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return written
+
+
+def finish_image(item: InputItem, rgb: np.ndarray, answer: dict | Exception, output_dir: Path,
+                 options: BatchOptions, seconds: float) -> Record:
+    """Write one image's exports (or record its failure); `seconds` so far (reading, its model share)."""
+    started = time.perf_counter()
+    try:
+        if isinstance(answer, Exception):
+            raise answer
+        files, error = write_image_outputs(item, rgb, answer, output_dir, options), None
+    except Exception as failure:  # noqa: BLE001 - recorded, the run goes on
+        files, error = None, failure
+    return image_record(item, output_dir, options, files, error, seconds + time.perf_counter() - started)
 
 
 def image_record(item: InputItem, output_dir: Path, options: BatchOptions, files: list[Path] | None = None,

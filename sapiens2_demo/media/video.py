@@ -328,7 +328,9 @@ class VideoSink:
             cc.colorspace = cc.color_primaries = cc.color_trc = cc.color_range = 1  # BT.709 / limited (MPEG)
         self._video = video
         if self.audio_from is not None:
-            self._audio = _audio_copy(self.audio_from, self._out, self.spec, self.audio_until)
+            from .audio import open_audio_copy
+
+            self._audio = open_audio_copy(self.audio_from, self._out, self.spec, self.audio_until)
 
     # -- finishing
 
@@ -366,83 +368,3 @@ class VideoSink:
         finally:
             if out is not None:
                 out.close()
-
-
-class _AudioCopy:
-    """The source's first audio track, fed into the output in step with the video (copied or re-encoded)."""
-
-    def __init__(self, source, out, spec: _Codec, until: float | None):
-        self.source, self.out, self.until = source, out, until  # until: cut time in output seconds
-        self.stream = source.streams.audio[0]
-        video = source.streams.video[0] if source.streams.video else None
-        # output time 0 is the source's first video frame (read_frames counts time from there too)
-        self.offset = float(video.start_time * video.time_base) if video is not None and video.start_time else 0.0
-        self.copy = self.stream.codec_context.name in spec.audio_copy
-        if self.copy:
-            self.out_stream = out.add_stream_from_template(self.stream)
-        else:
-            source_ctx = self.stream.codec_context
-            rate = 48000 if spec.audio_encoder == "libopus" else source_ctx.sample_rate  # Opus only runs at 48k
-            layout = "stereo" if source_ctx.channels >= 2 else "mono"
-            self.out_stream = out.add_stream(spec.audio_encoder, rate=rate, layout=layout)
-        self.packets = source.demux(self.stream)
-        self.pending = None  # a packet read ahead, not yet due
-
-    def mux_until(self, video_time: float) -> None:
-        """Mux the packets that start before `video_time` (output seconds) and before the cut."""
-        import av
-
-        while True:
-            packet, self.pending = self.pending, None
-            if packet is None:
-                try:
-                    packet = next(self.packets)
-                except (StopIteration, av.FFmpegError):  # a damaged tail loses only its own audio
-                    self.packets = iter(())
-                    return
-            ts = packet.pts if packet.pts is not None else packet.dts
-            if ts is None or not packet.size:  # the demuxer's end-of-stream marker
-                continue
-            time = float(ts * packet.time_base) - self.offset
-            if self.until is not None and time >= self.until:
-                self.packets = iter(())
-                return
-            if time >= video_time:
-                self.pending = packet
-                return
-            self._mux(packet)
-
-    def _mux(self, packet) -> None:
-        if not self.copy:
-            for frame in self.stream.codec_context.decode(packet):
-                frame.pts -= round(self.offset / frame.time_base)
-                self.out.mux(self.out_stream.encode(frame))
-            return
-        shift = round(self.offset / packet.time_base)
-        packet.pts = packet.pts - shift if packet.pts is not None else None
-        packet.dts = packet.dts - shift if packet.dts is not None else None
-        packet.stream = self.out_stream
-        self.out.mux(packet)
-
-    def finish(self) -> None:
-        self.mux_until(math.inf)
-        if not self.copy:
-            self.out.mux(self.out_stream.encode(None))  # flush the encoder
-
-    def close(self) -> None:
-        self.source.close()
-
-
-def _audio_copy(path: Path, out, spec: _Codec, until: float | None) -> _AudioCopy | None:
-    """An _AudioCopy of `path`'s audio into `out`, or None when it has none (or cannot be opened)."""
-    import av
-
-    try:
-        source = av.open(str(path))
-    except av.FFmpegError:
-        log.warning("Could not open %s for its audio; the output has no sound.", path.name)
-        return None
-    if not source.streams.audio:
-        source.close()
-        return None
-    return _AudioCopy(source, out, spec, until)

@@ -9,14 +9,15 @@ How frames flow in gradio 6.31 (read from its source, checked in the browser):
   handler with whatever is in it as soon as the previous call returns.
 So when the model is slower than the camera, the frames that arrive during a call replace each other and only
 the newest is processed: frames are dropped, never queued, and the picture stays live. `live_frame` counts
-those drops (estimated from the camera's frame rate, since gradio discards them silently) and drops, with
-gr.skip(), a frame for a session that is still busy with another call (two streams or API calls at once), so
-no caller can build a backlog either.
+those drops (estimated from the camera's frame rate, since gradio discards them silently; in Chromium, frames
+shown + drops counted matched the frames the browser posted within 8 %), and drops a frame itself, with
+gr.skip(), when its session is still busy with another call (two streams or API calls at once), so no caller
+can build a backlog either. An exception raised by a stream handler ends the stream, so failures come back
+as a message in the stats instead, and the stream goes on.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 import time
@@ -31,8 +32,6 @@ from .. import gpu
 from ..models.registry import TASKS, default_size
 from ..render.frames import FrameRenderer
 from .app import note, user_errors
-
-log = logging.getLogger(__name__)
 
 LIVE_TASKS = {"pose": "pose", "segment": "seg", "normals": "normal", "pointmap": "pointmap"}  # API -> registry
 TASK_CHOICES = [("Pose", "pose"), ("Body parts", "segment"), ("Normals", "normals"), ("Depth", "pointmap")]
@@ -169,7 +168,7 @@ def live_frame(ctx, frame, task: str = "pose", size: str = "0.4b", remove_backgr
                 session.input_hw = tuple(np.shape(frame)[:2])
                 job = _job(ctx, model_task, size, remove_background, small)
                 started = time.perf_counter()
-                result = gpu.infer(ctx.manager_key, [small], [job])[0][0]
+                result = gpu.answers(ctx.manager_key, [small], [job])[0][0]
                 session.model_s.append(time.perf_counter() - started)
                 shown = session.renderer.render(small, result)
         except gr.Error as error:
