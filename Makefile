@@ -30,3 +30,7 @@ bench: setup
 	$(OFFLINE) $(PY) benchmarks/bench_pose.py
 	$(OFFLINE) $(PY) benchmarks/bench_dense.py
 	$(OFFLINE) $(PY) benchmarks/bench_app.py
+	$(OFFLINE) $(PY) benchmarks/bench_post.py
+	$(OFFLINE) $(PY) benchmarks/bench_video.py
+	$(OFFLINE) $(PY) benchmarks/bench_gpu.py
+	$(OFFLINE) $(PY) benchmarks/bench_batch.py
