@@ -61,3 +61,44 @@ def test_tab_runs_in_a_browser(page, title, tab_id, example, tmp_path_factory):
     shots = Path(os.environ.get("SAPIENS2_SCREENSHOTS") or tmp_path_factory.mktemp("screenshots"))
     shots.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(shots / f"{tab_id}.png"), full_page=True)
+
+
+VIDEO_TASKS = [("Pose", "pose"), ("Body parts", "segment"), ("Normals", "normals"), ("Depth", "pointmap"),
+               ("Matting", "matting"), ("All tasks (grid)", "all")]
+PLAY_AND_PROBE = """async (el) => {
+    const v = el; v.muted = true;
+    await v.play().catch(() => {});
+    await new Promise(r => setTimeout(r, 1500));
+    return {duration: v.duration, width: v.videoWidth, audioBytes: v.webkitAudioDecodedByteCount,
+            videoBytes: v.webkitVideoDecodedByteCount, error: v.error ? v.error.code : null};
+}"""
+
+
+@pytest.fixture(scope="module")
+def browser_clip(tmp_path_factory):
+    from tests.videos import make_video
+
+    return make_video(tmp_path_factory.mktemp("browser-video") / "dance.mp4", frames=12, size=(160, 120), fps=12)
+
+
+@pytest.mark.parametrize("label,task", VIDEO_TASKS, ids=[t[1] for t in VIDEO_TASKS])
+def test_video_tab_plays_the_result_with_its_audio(page, label, task, browser_clip):
+    """Upload a clip, run the task: the result plays in the browser with sound (the audio track decodes)."""
+    page.get_by_role("tab", name="Video", exact=True).click()
+    panel = page.locator("#tab-video")
+    upload = panel.locator("#video-input input[type=file]")
+    if upload.count():  # the first test uploads; the clip stays in the input for the next tasks
+        upload.first.set_input_files(str(browser_clip))
+    panel.get_by_label(label, exact=True).check()
+    previous = page.locator("#video-output video").first.get_attribute("src") \
+        if page.locator("#video-output video").count() else None
+    panel.get_by_role("button", name="Process video").click()
+    page.wait_for_function(
+        "prev => { const v = document.querySelector('#video-output video'); return v && v.src && v.src !== prev; }",
+        arg=previous, timeout=180_000)
+    probe = page.locator("#video-output video").first.evaluate(PLAY_AND_PROBE)
+    assert probe["error"] is None, probe
+    assert probe["duration"] == pytest.approx(1.0, abs=0.15), probe
+    assert probe["videoBytes"] > 0 and probe["audioBytes"] > 0, probe
+    assert page.locator("#video-files a").count() >= 1
+    assert page.locator(".toast-body.error").count() == 0
