@@ -6,6 +6,9 @@ centres, no antialias) but avoids its full-resolution float work where it isn't 
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
+
 import cv2
 import numpy as np
 
@@ -127,7 +130,8 @@ def _dense_labels(logits, y, x, rows: int = 32) -> np.ndarray:
     (y0, y1, ly), (x0, x1, lx) = y, x
     out = np.empty((y0.size, x0.size), np.uint8)
     wx0 = np.float32(1) - lx
-    for start in range(0, y0.size, rows):
+
+    def fill(start: int) -> None:
         band = slice(start, min(start + rows, y0.size))
         n = band.stop - band.start
         src_rows, where = np.unique(np.concatenate([y0[band], y1[band]]), return_inverse=True)
@@ -135,6 +139,10 @@ def _dense_labels(logits, y, x, rows: int = 32) -> np.ndarray:
         horizontal = src.take(x0, axis=2) * wx0 + src.take(x1, axis=2) * lx  # (C, rows, W)
         wy = ly[band][:, None]
         out[band] = argmax_classes(horizontal[:, where[:n]] * (np.float32(1) - wy) + horizontal[:, where[n:]] * wy)
+
+    # numpy releases the GIL on these large array operations: bands in parallel use every core
+    with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
+        list(pool.map(fill, range(0, y0.size, rows)))
     return out
 
 
