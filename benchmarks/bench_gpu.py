@@ -2,7 +2,8 @@
 
     HF_HUB_OFFLINE=1 YOLO_OFFLINE=1 .venv/bin/python benchmarks/bench_gpu.py [--device auto|cpu|cuda]
         [--sizes tiny,full] [--tasks pose,seg,normal,pointmap,matting] [--batches 1,8] [--repeat 3]
-        [--compile] [--skip-e2e] [--skip-app] [--skip-video] [--video-frames 24]
+        [--forward-repeat 10] [--compile] [--skip-forward] [--skip-e2e] [--skip-app] [--skip-video]
+        [--video-frames 24] [--profile]
 
 Prints, per size (tiny random-weight checkpoints; `full` = full-size 0.4b random-weight ones, written once by
 benchmarks/fullsize.py) and task:
@@ -14,8 +15,9 @@ benchmarks/fullsize.py) and task:
 3. the same through gradio_client against the launched app (app.create_app, in this process so the hooks
    see the forwards; tiny checkpoints), with the issue's target: at most 0.3 s per request beyond the forward;
 4. video frames per second of our video path (benchmarks/bench_video.py) on a 720p clip.
+--profile instead prints cProfile's top 15 (by own time) of one request per task, minus gradio.
 CUDA: bf16 by default (the app's default there). On this 2-core CPU a full-size forward takes ~30 s (batch 8
-~4 min a task): pass `--batches 1` to skip batch 8.
+~4 min a task): pass `--batches 1` to skip batch 8. The machine is shared: the load average is printed.
 """
 
 from __future__ import annotations
@@ -144,7 +146,8 @@ class TestImages:
 
 
 # -- 1. forward -----------------------------------------------------------------------------------------------
-def forward_ms(manager, task: str, batch: int, repeat: int, warmup: int) -> float:
+def forward_ms(manager, task: str, batch: int, repeat: int, warmup: int) -> tuple[float, float]:
+    """(median, fastest) milliseconds of one forward at this batch size."""
     import torch
 
     from sapiens2_demo.models.inference import input_size
@@ -161,22 +164,25 @@ def forward_ms(manager, task: str, batch: int, repeat: int, warmup: int) -> floa
             bench_video._sync(loaded.device)
             if i >= warmup:
                 times.append(time.perf_counter() - started)
-    return 1000 * statistics.median(times)
+    return 1000 * statistics.median(times), 1000 * min(times)
 
 
 def bench_forward(managers, tasks, batches, args) -> None:
-    print(f"\n== 1. forward, ms per call (median of {args.repeat}; full-size on the CPU: 1 call, no warm-up)")
-    print(f"{'size':6} {'task':9}" + "".join(f"{'batch ' + str(b):>10}" for b in batches)
-          + (f"{'per image @8':>13}" if 8 in batches else ""))
+    print(f"\n== 1. forward, ms per call: median (fastest) of {args.forward_repeat} after 2 warm-up calls; "
+          "full-size on the CPU: 1 call, no warm-up; pose: per crop, no flip")
+    print(f"{'size':6} {'task':9}" + "".join(f"{'batch ' + str(b):>18}" for b in batches)
+          + (f"{'per image @8':>14}" if 8 in batches else ""))
     for size, manager in managers.items():
         slow = size == "full" and manager.device == "cpu"
         for task in tasks:
             if size == "full" and task == "matting":
                 print(f"{size:6} {task:9} (no full-size matting: released at 1b only)")
                 continue
-            ms = {b: forward_ms(manager, task, b, 1 if slow else args.repeat, 0 if slow else 1) for b in batches}
-            per_image = f"{ms[8] / 8:13.1f}" if 8 in ms else ""
-            print(f"{size:6} {task:9}" + "".join(f"{ms[b]:10.1f}" for b in batches) + per_image, flush=True)
+            ms = {b: forward_ms(manager, task, b, 1 if slow else args.forward_repeat, 0 if slow else 2)
+                  for b in batches}
+            per_image = f"{ms[8][0] / 8:14.1f}" if 8 in ms else ""
+            print(f"{size:6} {task:9}" + "".join(f"{ms[b][0]:10.1f} ({ms[b][1]:5.1f})" for b in batches)
+                  + per_image, flush=True)
     if 8 not in batches:
         print("(batch 8 skipped: --batches " + ",".join(map(str, batches)) + ")")
 
@@ -229,7 +235,7 @@ def print_split(label: str, rows, suffix=lambda beyond: "") -> float:
 
 def profile_handlers(manager, tasks, images, work: Path) -> None:
     """cProfile of what an image request runs in the app, minus gradio: load_image -> tasks.<task> ->
-    the display files (ui.app._as_display_files), one warm call per task; top 15 by cumulative time."""
+    the display files (ui.app._as_display_files), one warm call per task; top 15 by own time."""
     import cProfile
     import io
     import pstats
@@ -255,8 +261,8 @@ def profile_handlers(manager, tasks, images, work: Path) -> None:
         handler()
         profile.disable()
         text = io.StringIO()
-        pstats.Stats(profile, stream=text).sort_stats("cumulative").print_stats(15)
-        print(f"\n-- cProfile, {task} request minus gradio (load_image + tasks + display files), top 15:")
+        pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(15)
+        print(f"\n-- cProfile, {task} request minus gradio (load_image + tasks + display files), top 15 by own time:")
         print("\n".join(line for line in text.getvalue().splitlines()[4:] if line.strip()), flush=True)
 
 
@@ -349,7 +355,8 @@ def main() -> None:
     parser.add_argument("--sizes", default="tiny", help="tiny,full (full = full-size 0.4b random weights)")
     parser.add_argument("--tasks", default=",".join(TASKS))
     parser.add_argument("--batches", default="1,8")
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=3, help="requests per task (end-to-end)")
+    parser.add_argument("--forward-repeat", type=int, default=10, help="forwards per task and batch size")
     parser.add_argument("--skip-forward", action="store_true")
     parser.add_argument("--skip-e2e", action="store_true")
     parser.add_argument("--skip-app", action="store_true")

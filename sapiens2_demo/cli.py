@@ -54,8 +54,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     engine = parser.add_argument_group("engine")
     engine.add_argument("--engine", choices=("local", "ray"), default="local")
     engine.add_argument("--workers", type=int, default=None,
-                        help="local: image-reading threads (default 2); ray: model actors (default: one per GPU, "
-                             "else 2 CPU actors)")
+                        help="local: image-reading threads and file-writing processes (default 2); ray: model "
+                             "actors (default: one per GPU, else 2 CPU actors)")
     engine.add_argument("--ray-address", default=None,
                         help="Ray cluster to join (default: RAY_ADDRESS, else a local cluster)")
     args = parser.parse_args(argv)

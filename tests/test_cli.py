@@ -97,8 +97,12 @@ def data(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def reference(tiny_dir, data, tmp_path_factory):
     """One uninterrupted run of every image task over the dataset (progress bar on, batches of 4)."""
+    import torch
+
     out = tmp_path_factory.mktemp("batch_out") / "reference"
+    threads = torch.get_num_threads()
     code, stdout, stderr = run_cli(cli_args(tiny_dir, [data], out, "--tasks", "all", "--batch-size", 4))
+    assert torch.get_num_threads() == threads  # the engine's thread setting does not leak into the caller
     return code, stdout, stderr, out
 
 
@@ -135,8 +139,8 @@ def assert_same_file(a: Path, b: Path) -> None:
         assert len(x) == len(y), a
         for u, v in zip(x, y):
             assert [n for n in u if isinstance(n, str)] == [n for n in v if isinstance(n, str)], a
-            np.testing.assert_allclose([n for n in u if not isinstance(n, str)], [n for n in v if not isinstance(n, str)],
-                                       rtol=1e-3, atol=0.05, err_msg=str(a))
+            numbers = [[n for n in line if not isinstance(n, str)] for line in (u, v)]
+            np.testing.assert_allclose(*numbers, rtol=1e-3, atol=0.05, err_msg=str(a))
     elif a.suffix in (".ply", ".glb"):
         import trimesh
 
@@ -271,6 +275,18 @@ def _complete_files(out: Path) -> int:
     return count
 
 
+def _processes_mentioning(text: str) -> list[int]:
+    """Processes whose command line contains `text` (Linux /proc)."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if text.encode() in cmdline.read_bytes():
+                found.append(int(cmdline.parent.name))
+        except OSError:  # gone meanwhile
+            continue
+    return found
+
+
 def test_killed_run_resumes_to_the_same_outputs(reference, data, tiny_dir, tmp_path):
     _, _, _, ref = reference
     out = tmp_path / "killed"
@@ -291,6 +307,12 @@ def test_killed_run_resumes_to_the_same_outputs(reference, data, tiny_dir, tmp_p
     finally:
         process.wait()
     done_before = {r.input for r in read_manifest(manifest) if r.status == "ok"}
+    for _ in range(50):  # its writer processes die with it: none is left to race the resumed run
+        if not _processes_mentioning(str(out)):
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError("writer processes outlived the killed run")
     assert 3 <= len(done_before) < len(IMAGES), "the run was not killed midway"
     assert _complete_files(out) > 0
 

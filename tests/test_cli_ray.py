@@ -5,7 +5,8 @@ each and other batches than the local run, so the last float bits may differ).""
 
 import pytest
 
-from test_cli import CORRUPT, IMAGE_TASKS, IMAGES, assert_same_exports, by_name, cli_args, make_dataset, run_cli, this_run
+from test_cli import (CORRUPT, IMAGE_TASKS, IMAGES, assert_same_exports, by_name, cli_args, make_dataset, run_cli,
+                      this_run)
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # Ray Data's own, about its settings
 
@@ -33,9 +34,9 @@ def test_ray_engine_gives_the_local_engines_exports(tiny_dir, tmp_path, no_ray_l
     assert code == 1 and "5 ok, 1 failed, 0 skipped" in stdout, stderr
     assert not ray.is_initialized()  # the local cluster was shut down at the end of the run
 
-    statuses = {name: (r.status, r.error) for name, r in by_name(this_run(distributed / "manifest.jsonl"), data).items()}
-    assert statuses == {name: (r.status, r.error) for name, r in by_name(this_run(local / "manifest.jsonl"), data).items()}
-    assert statuses[CORRUPT][0] == "failed" and "not a supported image" in statuses[CORRUPT][1]
-    ray_outputs = {name: r.outputs for name, r in by_name(this_run(distributed / "manifest.jsonl"), data).items()}
-    assert ray_outputs == {name: r.outputs for name, r in by_name(this_run(local / "manifest.jsonl"), data).items()}
+    ray_records, local_records = (by_name(this_run(out / "manifest.jsonl"), data) for out in (distributed, local))
+    assert {name: (r.status, r.error, r.outputs) for name, r in ray_records.items()} == {
+        name: (r.status, r.error, r.outputs) for name, r in local_records.items()}
+    assert ray_records[CORRUPT].status == "failed" and "not a supported image" in ray_records[CORRUPT].error
+    assert len(ray_records) == len(images) + 1
     assert_same_exports(local, distributed, IMAGE_TASKS)

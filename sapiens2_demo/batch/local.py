@@ -2,20 +2,22 @@
 
     loader threads (read and decode images ahead, in order)
         -> this thread: batches of --batch-size images through every task's pipeline
-            -> writer thread (exports renamed into place, manifest line, progress)
+            -> writer processes (exports renamed into place) -> records: manifest line, progress
 
-The queues are bounded (a few batches), so memory stays flat however many inputs there are. A crash or
-Ctrl-C loses at most the batch in flight: finished batches still queued for the writer are written first.
+--workers sets both counts. The queues are bounded (a few batches), so memory stays flat however many
+inputs there are. A crash or Ctrl-C loses at most the batch in flight: images already handed to the
+writers are written first.
 Videos go after the images, one at a time (the video path batches their frames itself).
 """
 
 from __future__ import annotations
 
 import logging
-import queue
+import os
 import threading
 import time
 from collections import deque
+from dataclasses import replace
 from concurrent.futures import ThreadPoolExecutor
 from itertools import islice
 from pathlib import Path
@@ -35,19 +37,25 @@ def run_local(items: list[InputItem], output_dir: Path, options: BatchOptions, p
 
     if not items:
         return
-    manager = None  # made and loaded when the first input needs it: a run of unreadable files loads nothing
+    writers = max(1, workers)
+    # torch gets the cores the writers leave (on CPU both are busy all along; more threads than cores is slower)
+    threads = options.threads or max(1, (os.cpu_count() or 1) - writers)
+    manager, torch_threads_before = None, None  # made when the first input needs it: unreadable files load nothing
 
     def models():
-        nonlocal manager
+        nonlocal manager, torch_threads_before
         if manager is None:
-            manager = options.make_manager()
+            import torch
+
+            torch_threads_before = torch.get_num_threads()  # restored at the end: the caller's process
+            manager = replace(options, threads=threads).make_manager()
             preload(manager, options)
         return manager
 
     progress.start_bar(len(items))
     seg_cache = SegmentationCache(max_items=2 * options.batch_size)
     images = [item for item in items if item.kind == "image"]
-    writer = Writer(output_dir, options, progress)
+    writer = Writer(output_dir, options, progress, processes=writers, in_flight=2 * options.batch_size)
     try:
         with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="batch-read") as pool:
             loads = read_ahead(pool, images, ahead=max(1, workers) + 2 * options.batch_size)
@@ -59,7 +67,11 @@ def run_local(items: list[InputItem], output_dir: Path, options: BatchOptions, p
         for item in (item for item in items if item.kind == "video"):
             progress.done(process_video_item(item, models(), output_dir, options))
     finally:
-        writer.close()  # on Ctrl-C too: finished batches are written before leaving
+        writer.close()  # on Ctrl-C too: images handed to the writers are written before leaving
+        if torch_threads_before is not None:
+            import torch
+
+            torch.set_num_threads(torch_threads_before)
 
 
 def read_ahead(pool: ThreadPoolExecutor, items: list[InputItem], ahead: int):
@@ -91,33 +103,68 @@ def _batches(loads, options: BatchOptions, output_dir: Path, progress: Progress)
 
 
 class Writer:
-    """A thread that writes each finished batch's exports and records them, while the model goes on."""
+    """Processes that write each finished image's exports while the model goes on; the records come back to
+    this process (manifest, progress). Processes rather than threads: PNG encoding and the point clouds hold
+    the GIL, and on CPU writing costs about as much as the tiny models' inference. The writers ignore Ctrl-C,
+    so images already handed to them are still written when the run stops."""
 
-    def __init__(self, output_dir: Path, options: BatchOptions, progress: Progress, depth: int = 2):
+    def __init__(self, output_dir: Path, options: BatchOptions, progress: Progress, processes: int = 2,
+                 in_flight: int = 16):
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
         self.output_dir, self.options, self.progress = output_dir, options, progress
-        self._queue: queue.Queue = queue.Queue(maxsize=depth)
-        self.error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="batch-writer", daemon=True)
-        self._thread.start()
+        # fork (instant, no re-import of the caller's main module), all processes at once on this first submit:
+        # before the reader threads start, so no lock of theirs can be copied held into a child
+        self._pool = ProcessPoolExecutor(max_workers=processes, mp_context=multiprocessing.get_context("fork"),
+                                         initializer=_writer_setup, initargs=(os.getpid(),))
+        self._pool.submit(int).result()
+        self._pending: deque = deque()
+        self._in_flight = max(in_flight, processes)
 
     def put(self, batch, answers, model_seconds_each: float) -> None:
-        self._queue.put((batch, answers, model_seconds_each))
+        for (item, loaded, read_seconds), answer in zip(batch, answers):
+            seconds = read_seconds + model_seconds_each
+            if isinstance(answer, Exception):  # nothing to write; errors need not cross to another process
+                self.progress.done(image_record(item, self.output_dir, self.options, error=answer, seconds=seconds))
+                continue
+            while len(self._pending) >= self._in_flight:  # bounded: memory stays flat
+                self._pending.popleft().result()
+            future = self._pool.submit(finish_image, item, loaded.rgb, answer, self.output_dir, self.options,
+                                       seconds)
+            future.add_done_callback(self._record)  # the manifest line as soon as the files are in place
+            self._pending.append(future)
+
+    def _record(self, future) -> None:
+        # finish_image turns an input's failure into a failed record; an exception here means the writer
+        # itself broke (a process died), and close() raises it
+        if not future.cancelled() and future.exception() is None:
+            self.progress.done(future.result())
 
     def close(self) -> None:
-        self._queue.put(None)
-        self._thread.join()
-        if self.error is not None:  # e.g. the manifest could not be written: the run cannot go on
-            raise self.error
+        try:
+            while self._pending:
+                self._pending.popleft().result()
+        finally:
+            self._pool.shutdown(wait=True, cancel_futures=True)
 
-    def _run(self) -> None:
-        while (job := self._queue.get()) is not None:
-            if self.error is None:  # after a fatal error, only drain the queue so put() never blocks
-                try:
-                    self._write(*job)
-                except BaseException as error:  # noqa: BLE001 - handed to the main thread by close()
-                    self.error = error
 
-    def _write(self, batch, answers, model_seconds: float) -> None:
-        for (item, loaded, read_seconds), answer in zip(batch, answers):
-            self.progress.done(finish_image(item, loaded.rgb, answer, self.output_dir, self.options,
-                                            read_seconds + model_seconds))
+def _writer_setup(parent: int) -> None:
+    """In each writer process: ignore Ctrl-C (the parent finishes what it handed over), and die with the
+    parent, so a killed run leaves no writer behind to race the next one."""
+    import ctypes
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:  # Linux: the kernel sends SIGKILL when the parent dies
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # elsewhere: watch for being re-parented
+        threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
+    if os.getppid() != parent:  # the parent died before the line above
+        os._exit(1)
+
+
+def _exit_with_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(1)

@@ -11,9 +11,9 @@ is the input's own share of the run (reading, its share of the batch's model tim
 supersede earlier ones; a line cut short by a crash is ignored when read.
 
 Resume: an image is complete when every task folder holds all the files `EXPECTED[task]` names; a video when,
-for every task, the latest `ok` line that ran it lists its files and they all still exist. Files are written into a hidden
-temporary folder and renamed into place, the expected ones last, so a crash never leaves a complete-looking
-set with a partial file in it.
+for every task, the latest `ok` line that ran it lists its files and they all still exist. Files are written
+into a hidden temporary folder and renamed into place, the expected ones last, so a crash never leaves a
+complete-looking set with a partial file in it.
 """
 
 from __future__ import annotations
