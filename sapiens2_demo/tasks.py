@@ -216,7 +216,7 @@ def all_tasks(ctx: AppContext, image: LoadedImage, *, run_dir: Path, progress=No
         files.extend(out.files)
         notes.extend(f"{title}: {note}" for note in out.notes)
     archive = run_dir / "sapiens2_all_tasks.zip"
-    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_STORED) as zf:  # PNG/GLB are compressed already
         for path in files:
             zf.write(path, arcname=f"{path.parent.name}/{path.name}")
     return TaskOutput(files=[archive], notes=notes, gallery=gallery)

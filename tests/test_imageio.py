@@ -324,7 +324,7 @@ def test_bad_arrays_refused(arr, match):
 # --- configuration ------------------------------------------------------------------------
 
 def test_env_overrides_limits():
-    code = "from sapiens2_demo import imageio as m; print(m.DEFAULT_MAX_BYTES, m.DEFAULT_MAX_PIXELS, m.DEFAULT_MAX_SIDE)"
+    code = "from sapiens2_demo.media import image as m; print(m.DEFAULT_MAX_BYTES, m.DEFAULT_MAX_PIXELS, m.DEFAULT_MAX_SIDE)"
     root = Path(__file__).resolve().parent.parent
     env = {**os.environ, "SAPIENS2_MAX_UPLOAD_MB": "2", "SAPIENS2_MAX_PIXELS": "1e6", "SAPIENS2_MAX_SIDE": "512"}
     res = subprocess.run([sys.executable, "-c", code], env=env, cwd=root, capture_output=True, text=True)

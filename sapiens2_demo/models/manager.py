@@ -221,10 +221,14 @@ class ModelManager:
         """torch.compile the forward and run it once at the model's input size, so compilation happens at load."""
         import torch
 
-        model.forward = torch.compile(model.forward, dynamic=False)
+        # every Sapiens2 forward shares transformers' wrapper code object, so the recompile limit is shared too
+        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
+        model.forward = torch.compile(model.forward)
         height, width = int(processor.size["height"]), int(processor.size["width"])
+        # made outside inference_mode like real inputs (the processor's), so the warm-up graph is the one reused
+        dummy = torch.zeros(1, 3, height, width, device=self.device, dtype=self.dtype)
         with torch.inference_mode():
-            model(pixel_values=torch.zeros(1, 3, height, width, device=self.device, dtype=self.dtype))
+            model(pixel_values=dummy)
         return model
 
     def _load_detector(self) -> LoadedModel:
