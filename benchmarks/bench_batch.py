@@ -4,8 +4,8 @@
    thread) against a one-image-at-a-time loop over the same pipelines and writers (load, run each task on a
    batch of one, write): target >= 1.5x.
 2. `--engine ray` with 2 single-thread CPU actors against 1: target >= 1.6x. Ray figures are steady-state
-   throughput, from the first input finished to the last (the actors' start-up, imports and model loading
-   are a fixed cost per run, printed apart).
+   throughput: the inputs finished after the first batch came back, over the time from then to the last
+   (the cluster's and actors' start-up, imports and model loading are a fixed cost per run, printed apart).
 
     python benchmarks/bench_batch.py [--images 200] [--tasks all] [--batch-size 8] [--skip-ray]
 
