@@ -83,24 +83,18 @@ def test_device_post_wiring_gives_the_same_results(frames, manager, monkeypatch)
     test_device_post.py)."""
     from sapiens2_demo.pipelines import device_post
 
-    expected = {
-        "seg": dense.segment_batch(frames[:2], manager),
-        "normal": dense.normals_batch(frames[:2], manager),
-        "pointmap": dense.pointmap_batch(frames[:2], manager),
-        "matting": dense.matting_batch(frames[:2], manager),
-        "pose": estimate_pose_batch(frames[:2], manager, detections=[
-            Detections(np.array([[10, 20, 200, 400]], np.float32), np.ones(1, np.float32))] * 2),
-    }
+    boxes = [Detections(np.array([[10, 20, 200, 400]], np.float32), np.ones(1, np.float32))] * 2
+
+    def every_task():
+        return {"seg": dense.segment_batch(frames[:2], manager), "normal": dense.normals_batch(frames[:2], manager),
+                "pointmap": dense.pointmap_batch(frames[:2], manager),
+                "matting": dense.matting_batch(frames[:2], manager),
+                "pose": estimate_pose_batch(frames[:2], manager, detections=boxes)}
+
+    expected = every_task()
     monkeypatch.setattr(dense, "use_device_post", lambda device: True)
     monkeypatch.setattr(device_post, "use_device_post", lambda device: True)
-    got = {
-        "seg": dense.segment_batch(frames[:2], manager),
-        "normal": dense.normals_batch(frames[:2], manager),
-        "pointmap": dense.pointmap_batch(frames[:2], manager),
-        "matting": dense.matting_batch(frames[:2], manager),
-        "pose": estimate_pose_batch(frames[:2], manager, detections=[
-            Detections(np.array([[10, 20, 200, 400]], np.float32), np.ones(1, np.float32))] * 2),
-    }
+    got = every_task()
     for a, b in zip(expected["seg"], got["seg"]):
         assert (a.labels == b.labels).mean() >= 0.999
     for a, b in zip(expected["normal"], got["normal"]):
