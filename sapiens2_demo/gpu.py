@@ -80,11 +80,6 @@ def preload(manager: ModelManager, spec: str | None) -> list[str]:
     return loaded
 
 
-def is_preloaded(manager_key: str, task: str, size: str) -> bool:
-    manager = _STATE[manager_key][0]
-    return manager.is_loaded(checkpoint(task, size))
-
-
 def estimate_duration(manager_key: str, frames: list[np.ndarray], jobs: list[Job]) -> int:
     """GPU seconds to ask ZeroGPU for: per item and size, plus a load for checkpoints not preloaded."""
     manager = _STATE[manager_key][0] if manager_key in _STATE else None
@@ -142,8 +137,3 @@ def answers(manager_key: str, frames: list[np.ndarray], jobs: list[Job]) -> list
         if isinstance(reply, BaseException) and not job.tolerate_errors:
             raise reply
     return replies
-
-
-def run(manager_key: str, task: str, size: str, frames: list[np.ndarray], **options) -> list:
-    """Convenience: one job, its results."""
-    return answers(manager_key, frames, [Job(task, size, options)])[0]

@@ -256,25 +256,21 @@ class _Decoder:
     def _work(self):
         try:
             for frame in self._frames:
-                while not self._stop.is_set():
-                    try:
-                        self._queue.put(frame, timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if self._stop.is_set():
+                if not self._put(frame):
                     return
-            self._put_end(_END)
+            self._put(_END)
         except BaseException as error:  # noqa: BLE001 - handed to the consumer
-            self._put_end(error)
+            self._put(error)
 
-    def _put_end(self, item):
+    def _put(self, item) -> bool:
+        """Queue `item` unless the consumer stopped first (then False): never block a stopped run."""
         while not self._stop.is_set():
             try:
                 self._queue.put(item, timeout=0.1)
-                return
+                return True
             except queue.Full:
                 continue
+        return False
 
     def batches(self):
         batch = []

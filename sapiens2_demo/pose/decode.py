@@ -207,12 +207,6 @@ def _blur_windows(windows: np.ndarray, h: int, w: int, x: np.ndarray, y: np.ndar
     return full3[np.arange(p)[:, None, None], ri[:, :, None], ci[:, None, :]]
 
 
-def _local_blur(values: np.ndarray, p: int, h: int, w: int, x: np.ndarray, y: np.ndarray, half: int,
-                g: np.ndarray) -> np.ndarray:
-    """Zero-padded Gaussian blur evaluated at rows clip(y-1..y+1) and cols clip(x-1..x+1) of each map."""
-    return _blur_windows(_gather_windows(values, p, h, w, x, y, half), h, w, x, y, g)
-
-
 def _reference_log_maps(maps: np.ndarray, kernel: int):
     """log(clamp(max-preserving blur)) of whole maps (M, h, w), op for op as transformers' float32 code
     (zero pad, torchvision Gaussian blur, rescale to the original max), so results match bit for bit."""
