@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 OFFLINE := HF_HUB_OFFLINE=1 YOLO_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False
 TINY_DIR ?= /tmp/sapiens2-tiny
 
-.PHONY: setup run run-tiny test browser-deps bench
+.PHONY: setup run run-tiny lint test browser-deps bench
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -23,7 +23,11 @@ run-tiny: setup  ## launch on tiny random-weight checkpoints: works offline, out
 browser-deps:  ## Debian's chromium for the Playwright test (root only; otherwise that test is skipped)
 	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || echo "chromium not installed: the browser test will be skipped"; }
 
-test: setup browser-deps
+lint: setup  ## ruff, and the layers contract (pyproject.toml): lower layers never import higher ones
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
+
+test: setup browser-deps lint
 	$(OFFLINE) $(PY) -m pytest -q $(PYTEST_ARGS)
 
 bench: setup

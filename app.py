@@ -9,7 +9,6 @@ import argparse
 import logging
 import os
 
-
 # On a Space (ZeroGPU forks a GPU worker per call) the default sizes load at start, in the main process.
 SPACE_PRELOAD = "pose:0.4b,seg:0.4b,normal:0.4b,pointmap:0.4b,matting:1b"
 
@@ -24,7 +23,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="folder with sapiens2-<task>-<size>/ checkpoints in transformers format")
     parser.add_argument("--detector", default=env("SAPIENS2_DETECTOR"),
                         help="YOLO weights for person boxes: a path or an ultralytics model name")
-    parser.add_argument("--device", default=env("SAPIENS2_DEVICE", "auto"), help="auto, cpu, cuda, cuda:1 ...")
+    parser.add_argument("--device", default=env("SAPIENS2_DEVICE", "auto"), help="auto, cpu, cuda, cuda:1, mps")
     parser.add_argument("--dtype", default=env("SAPIENS2_DTYPE", "auto"), help="auto, float32, bfloat16, float16")
     parser.add_argument("--model-budget-gb", type=float, default=None,
                         help="memory for loaded models; least recently used are evicted beyond it")
@@ -42,16 +41,16 @@ def parse_args(argv=None) -> argparse.Namespace:
                              "the GPU workers inherit them; others load on first use, in the call)")
     args = parser.parse_args(argv)
     if args.max_file_size is None:  # gradio's limit is the larger of ours; each loader checks its own
+        from sapiens2_demo.jobs.video import VideoLimits
         from sapiens2_demo.media.image import DEFAULT_MAX_BYTES
-        from sapiens2_demo.pipelines.video import VideoLimits
 
         args.max_file_size = max(DEFAULT_MAX_BYTES, VideoLimits().max_bytes)
     return args
 
 
 def create_app(args: argparse.Namespace):
+    from sapiens2_demo.jobs.image import AppContext
     from sapiens2_demo.models.manager import ModelManager
-    from sapiens2_demo.tasks import AppContext
     from sapiens2_demo.ui.app import build_app
 
     budget = int(args.model_budget_gb * 2**30) if args.model_budget_gb else None
@@ -67,6 +66,9 @@ def create_app(args: argparse.Namespace):
 
 
 def main(argv=None) -> None:
+    from sapiens2_demo.models.device import enable_mps_fallback
+
+    enable_mps_fallback()  # first: torch reads the variable once, when something first imports it
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # gradio's own health checks
     args = parse_args(argv)

@@ -196,9 +196,9 @@ def task_function(task: str):
 
 
 def bench_task_functions(managers, tasks, images, args, work: Path) -> None:
+    from sapiens2_demo.jobs.image import AppContext
+    from sapiens2_demo.jobs.outputs import OutputStore
     from sapiens2_demo.media.image import load_image
-    from sapiens2_demo.tasks import AppContext
-    from sapiens2_demo.ui.outputs import OutputStore
 
     print(f"\n== 2. end-to-end per 1080p image through the task functions (tasks.<task> on a loaded image; median of "
           f"{args.repeat}, full-size on the CPU: 1)")
@@ -240,10 +240,10 @@ def profile_handlers(manager, tasks, images, work: Path) -> None:
     import io
     import pstats
 
+    from sapiens2_demo.jobs.image import AppContext
+    from sapiens2_demo.jobs.outputs import OutputStore
     from sapiens2_demo.media.image import load_image
-    from sapiens2_demo.tasks import AppContext
-    from sapiens2_demo.ui.app import _as_display_files
-    from sapiens2_demo.ui.outputs import OutputStore
+    from sapiens2_demo.ui.common import as_display_files as _as_display_files
 
     ctx = AppContext(manager=manager, outputs=OutputStore(work / "outputs_profile"))
     for task in tasks:
@@ -272,9 +272,9 @@ def verdict(beyond: float) -> str:
 
 
 def bench_app(ckpts, tasks, images, args) -> None:
-    import app
     from gradio_client import Client, handle_file
 
+    import app
     from sapiens2_demo import gpu
 
     port = free_port()
@@ -327,7 +327,7 @@ def free_port() -> int:
 
 # -- 4. video ------------------------------------------------------------------------------------------------------
 def bench_video_fps(managers, tasks, args, work: Path) -> None:
-    from sapiens2_demo.pipelines.video import default_batch_size
+    from sapiens2_demo.jobs.video import default_batch_size
 
     print(f"\n== 4. video: our path's frames per second on a {args.video_frames}-frame 1280x720 clip "
           "(benchmarks/bench_video.py has the comparisons)")

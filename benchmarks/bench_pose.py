@@ -72,9 +72,9 @@ def bench_decode(repeat: int, people_counts: list[int]) -> None:
             boxes = np.array([[10 + 40 * i, 20, 300 + 40 * i, 700] for i in range(people)], np.float32)
             xywh = np.concatenate([boxes[:, :2], boxes[:, 2:] - boxes[:, :2]], 1).tolist()
             tensor = torch.from_numpy(heatmaps)
-            ours = best_of(lambda: decode_heatmaps(heatmaps, boxes, INPUT), repeat)
-            theirs = best_of(lambda: processor.post_process_pose_estimation(
-                Sapiens2PoseEstimatorOutput(heatmaps=tensor), boxes=[xywh]), max(1, repeat // 2))
+            ours = best_of(lambda h=heatmaps, b=boxes: decode_heatmaps(h, b, INPUT), repeat)
+            theirs = best_of(lambda t=tensor, xywh=xywh: processor.post_process_pose_estimation(
+                Sapiens2PoseEstimatorOutput(heatmaps=t), boxes=[xywh]), max(1, repeat // 2))
             got, _ = decode_heatmaps(heatmaps, boxes, INPUT)
             ref = processor.post_process_pose_estimation(Sapiens2PoseEstimatorOutput(heatmaps=tensor), boxes=[xywh])[0]
             diff = max(float(np.abs(got[i] - r["keypoints"].numpy()).max()) for i, r in enumerate(ref))
@@ -86,9 +86,9 @@ def bench_stages(repeat: int, people: int) -> None:
     from PIL import Image
 
     from sapiens2_demo.models.manager import ModelManager
-    from sapiens2_demo.pose.pipeline import STAGES, estimate_pose
-    from sapiens2_demo.render.skeleton import SkeletonAnnotator
     from sapiens2_demo.models.tiny import write_tiny_checkpoint, write_tiny_detector
+    from sapiens2_demo.pipelines.pose import STAGES, estimate_pose
+    from sapiens2_demo.render.skeleton import SkeletonAnnotator
 
     image = np.array(Image.open(Path(__file__).resolve().parent.parent / "assets" / "astronaut.jpg").convert("RGB"))
     with tempfile.TemporaryDirectory() as root:

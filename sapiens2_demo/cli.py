@@ -34,7 +34,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                        help="model size (default: 0.4b; matting only exists as 1b)")
     model.add_argument("--checkpoint-dir", default=None, help="local checkpoints (DIR/sapiens2-<task>-<size>/)")
     model.add_argument("--detector", default=None, help="person detector weights (default: yolo26n.pt)")
-    model.add_argument("--device", default=None, help="auto, cpu or cuda (default: auto)")
+    model.add_argument("--device", default=None, help="auto, cpu, cuda, cuda:1, mps (default: auto)")
     model.add_argument("--dtype", default=None, help="auto, float32 or bfloat16 (default: auto)")
     model.add_argument("--batch-size", type=int, default=8, help="images per model call (default: 8)")
     model.add_argument("--threads", type=int, default=None,
@@ -42,7 +42,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     model.add_argument("--keep-background", action="store_true",
                        help="normals and pointmap: keep the background (default: removed, as in the app)")
 
-    pose = parser.add_argument_group("pose")
+    pose = parser.add_argument_group("pose options")
     pose.add_argument("--flip-test", action=argparse.BooleanOptionalAction, default=True,
                       help="average with the mirrored crop (default: on)")
     pose.add_argument("--detection-threshold", type=float, default=0.3, help="person detector score (default: 0.3)")
@@ -75,6 +75,9 @@ def options_from(args: argparse.Namespace):
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .models.device import enable_mps_fallback
+
+    enable_mps_fallback()  # before anything imports torch, which reads it once
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.quiet else logging.WARNING, format="%(levelname)s %(message)s")
     from .batch import run

@@ -12,12 +12,13 @@ from __future__ import annotations
 import logging
 import math
 import os
-from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import tasks
 from .models.manager import ModelManager
-from .models.registry import TASKS, UnknownCheckpoint, checkpoint
+from .models.registry import UnknownCheckpoint, checkpoint
+from .results import Job
 
 log = logging.getLogger(__name__)
 
@@ -27,17 +28,6 @@ SECONDS_PER_ITEM = {"0.4b": 0.15, "0.8b": 0.25, "1b": 0.3, "5b": 1.2}
 BASE_SECONDS = 3  # start-up of a call, detector, transfers (a live frame asks for little)
 LOAD_SECONDS = 60  # a checkpoint that was not preloaded loads inside the call
 MAX_SECONDS = 300
-
-
-@dataclass
-class Job:
-    """One task over the call's frames. `tolerate_errors`: the caller keeps the exception as that job's answer
-    instead of raising it (the All-tasks view keeps the other tasks when one fails)."""
-
-    task: str
-    size: str
-    options: dict = field(default_factory=dict)
-    tolerate_errors: bool = False
 
 
 _STATE: dict[str, tuple] = {}  # manager key -> (ModelManager, SegmentationCache | None)
@@ -51,14 +41,19 @@ def register(manager: ModelManager, seg_cache=None) -> str:
 
 
 def parse_preload(spec: str | None) -> list[tuple[str, str]]:
-    """'seg:0.4b,pose:1b' -> [('seg', '0.4b'), ('pose', '1b')], each allow-listed (UnknownCheckpoint if not)."""
+    """'seg:0.4b,pose:1b' -> [('seg', '0.4b'), ('pose', '1b')] as checkpoint families (a task's public name works
+    too), each allow-listed (UnknownCheckpoint if not)."""
     pairs = []
     for item in filter(None, (part.strip() for part in (spec or "").split(","))):
         task, sep, size = item.partition(":")
         if not sep:
             raise UnknownCheckpoint(f"Bad preload entry {item!r}: expected TASK:SIZE, e.g. seg:0.4b")
-        checkpoint(task.strip(), size.strip())  # validates
-        pairs.append((task.strip(), size.strip()))
+        try:
+            family = tasks.get(task).family
+        except tasks.UnknownTask:
+            family = task.strip()  # the registry words the message
+        checkpoint(family, size.strip())  # validates
+        pairs.append((family, size.strip()))
     return pairs
 
 
@@ -70,7 +65,7 @@ def preload(manager: ModelManager, spec: str | None) -> list[str]:
         ckpt = checkpoint(task, size)
         manager.get(ckpt)
         loaded.append(ckpt.repo_id)
-        if task == "pose":
+        if any(spec.detector for spec in tasks.all_specs() if spec.family == task):
             try:
                 manager.get_detector()
             except Exception as error:  # noqa: BLE001 - pose falls back to the whole image without it
@@ -85,15 +80,13 @@ def estimate_duration(manager_key: str, frames: list[np.ndarray], jobs: list[Job
     manager = _STATE[manager_key][0] if manager_key in _STATE else None
     seconds = BASE_SECONDS
     for job in jobs:
-        items = len(frames)
-        if job.task == "pose":
-            detections = job.options.get("detections")
-            people = sum(len(d.boxes) for d in detections) if detections else len(frames) * 3
-            items = people * (2 if job.options.get("flip_test", True) else 1)
-        if job.task in ("normal", "pointmap") and job.options.get("remove_background"):
-            items *= 2
-        seconds += items * SECONDS_PER_ITEM.get(job.size, 1.0)
-        if manager is not None and job.task in TASKS and not manager.is_loaded(checkpoint(job.task, job.size)):
+        spec = tasks.get(job.task)
+        seconds += spec.model_items(job, len(frames)) * SECONDS_PER_ITEM.get(job.size, 1.0)
+        try:
+            loaded = manager is None or manager.is_loaded(checkpoint(spec.family, job.size))
+        except UnknownCheckpoint:  # a task with no checkpoint of its own (e.g. model-free)
+            loaded = True
+        if not loaded:
             seconds += LOAD_SECONDS
     return int(min(MAX_SECONDS, math.ceil(seconds)))
 
@@ -118,13 +111,11 @@ def infer(manager_key: str, frames: list[np.ndarray], jobs: list[Job]) -> list:
 
     Exceptions come back as values, not raised: ZeroGPU re-raises anything but gr.Error from a worker as a
     bare "ZeroGPU worker error", which would hide our messages. `answers` re-raises them on this side."""
-    from .pipelines.run import run_batch
-
     manager, seg_cache = _STATE[manager_key]
     answers = []
     for job in jobs:
         try:
-            answers.append(run_batch(job.task, frames, manager, job.size, seg_cache=seg_cache, **job.options))
+            answers.append(tasks.get(job.task).run(frames, manager, job.size, seg_cache=seg_cache, **job.options))
         except Exception as error:  # noqa: BLE001 - handed back to the caller, who raises or reports it
             answers.append(error)
     return answers

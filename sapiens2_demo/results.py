@@ -6,6 +6,7 @@ Renderers and exporters read these and nothing else, so they never touch torch o
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -70,3 +71,62 @@ def resolve_mask(result, mask: np.ndarray | None, shape: tuple[int, int],
     if mask.shape != tuple(shape):
         raise ValueError(f"mask {mask.shape} does not match the map {tuple(shape)}")
     return mask
+
+
+@dataclass
+class FeaturesResult:
+    embedding: np.ndarray  # (C,) float32: the CLS token (pooler_output), a whole-image embedding
+    patches: np.ndarray  # (h, w, C) float32: patch tokens in row-major grid order (after CLS and registers)
+    input_hw: tuple[int, int]  # model input (height, width) the image was stretched to
+    image_hw: tuple[int, int]  # the image's own (height, width)
+    mask: np.ndarray | None = None  # (H, W) bool person mask the PCA colours are fitted on, when asked for
+
+    @property
+    def grid_hw(self) -> tuple[int, int]:
+        return self.patches.shape[0], self.patches.shape[1]
+
+    @property
+    def patch_size_px(self) -> tuple[float, float]:
+        """(height, width) in image pixels that one patch covers: (H/h, W/w)."""
+        (height, width), (h, w) = self.image_hw, self.grid_hw
+        return height / h, width / w
+
+    def patch_box(self, i: int, j: int) -> tuple[float, float, float, float]:
+        """Image region (x1, y1, x2, y2), continuous pixel coordinates, that patch (i, j) covers."""
+        ph, pw = self.patch_size_px
+        return j * pw, i * ph, (j + 1) * pw, (i + 1) * ph
+
+
+def pixel_cells(image_hw: tuple[int, int], grid_hw: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """For every image row and column, the patch row and column its pixel centre falls in:
+    i = floor((y + 0.5) * h / H), j = floor((x + 0.5) * w / W)."""
+    (height, width), (h, w) = image_hw, grid_hw
+    rows = np.minimum(((np.arange(height) + 0.5) * h / height).astype(np.int64), h - 1)
+    cols = np.minimum(((np.arange(width) + 0.5) * w / width).astype(np.int64), w - 1)
+    return rows, cols
+
+
+@dataclass
+class Job:
+    """One task over a GPU call's frames: the task's public name, the checkpoint size and the pipeline's options.
+    `tolerate_errors`: the caller keeps the exception as that job's answer instead of raising it (the All-tasks
+    view keeps the other tasks when one fails)."""
+
+    task: str
+    size: str
+    options: dict = field(default_factory=dict)
+    tolerate_errors: bool = False
+
+
+@dataclass
+class TaskOutput:
+    """What an image request shows and offers: renders, downloads and notes (no gradio types)."""
+
+    main: np.ndarray | None = None  # the rendered result
+    before_after: tuple[np.ndarray, np.ndarray] | None = None  # for gr.ImageSlider
+    files: list[Path] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    legend: list[list] | None = None
+    model3d: Path | None = None
+    gallery: list[tuple[np.ndarray, str]] | None = None
+    extra: dict = field(default_factory=dict)  # task-specific values a tab shows (e.g. a second 3D view)

@@ -73,3 +73,15 @@ def client(app_server):
     from gradio_client import Client
 
     return Client(app_server[1], verbose=False)
+
+
+def checkpoints_without(tiny_dir: Path, root: Path, *families: str) -> Path:
+    """A --checkpoint-dir holding every tiny checkpoint except those of `families` (e.g. "matting"): for the
+    tests of a missing model."""
+    import shutil
+
+    root.mkdir(parents=True, exist_ok=True)
+    for path in tiny_dir.iterdir():
+        if path.is_dir() and not any(path.name.startswith(f"sapiens2-{family}-") for family in families):
+            shutil.copytree(path, root / path.name)
+    return root

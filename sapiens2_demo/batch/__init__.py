@@ -3,9 +3,9 @@ this machine (`local`) or a Ray cluster (`ray`). The command is `python -m sapie
 
 from .inputs import InputError, InputItem, discover
 from .manifest import MANIFEST_NAME, Record, read_manifest
-from .options import ALL_TASKS, TASK_CHOICES, BatchOptions, parse_tasks
+from .options import BatchOptions, parse_tasks
 from .report import Summary
 from .runner import ENGINES, run
 
 __all__ = ["run", "BatchOptions", "parse_tasks", "discover", "read_manifest", "Record", "Summary", "InputItem",
-           "InputError", "MANIFEST_NAME", "ALL_TASKS", "TASK_CHOICES", "ENGINES"]
+           "InputError", "MANIFEST_NAME", "ENGINES"]

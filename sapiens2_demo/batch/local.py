@@ -17,8 +17,8 @@ import os
 import threading
 import time
 from collections import deque
-from dataclasses import replace
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from itertools import islice
 from pathlib import Path
 

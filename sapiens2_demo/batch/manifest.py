@@ -3,14 +3,14 @@
 `DIR/manifest.jsonl` gets one JSON line per input per run, appended as each input finishes:
 
     {"input": "/abs/path/a/x.jpg", "status": "ok", "outputs": ["a/x/seg/body_parts_labels.png", ...],
-     "error": null, "seconds": 0.42, "tasks": ["pose", "seg"]}
+     "error": null, "seconds": 0.42, "tasks": ["pose", "segment"]}
 
 `status` is ok, failed (with `error`, the message) or skipped (already complete; `outputs` lists the files
 found). `outputs` are relative to DIR, so a copied or remounted output folder still reads right; `seconds`
 is the input's own share of the run (reading, its share of the batch's model time, writing). Later lines
 supersede earlier ones; a line cut short by a crash is ignored when read.
 
-Resume: an image is complete when every task folder holds all the files `EXPECTED[task]` names; a video when,
+Resume: an image is complete when every task folder holds all the files its task description names (`files`); a video when,
 for every task, the latest `ok` line that ran it lists its files and they all still exist. Files are written
 into a hidden temporary folder and renamed into place, the expected ones last, so a crash never leaves a
 complete-looking set with a partial file in it.
@@ -26,17 +26,11 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..export.task_files import EXPECTED
+from .. import tasks as task_specs
 from .inputs import InputItem
 
 MANIFEST_NAME = "manifest.jsonl"
 TMP_PREFIX = ".tmp-"
-FEATURE_FILES = ("features_cls_embedding.npy", "features_patch_features.npy", "features_pca.png")
-OPTIONAL = {"pointmap": ("person.ply", "person.glb")}  # written only when the person has valid points
-
-
-def expected_files(task: str) -> tuple[str, ...]:
-    return FEATURE_FILES if task == "features" else EXPECTED[task]
 
 
 @dataclass
@@ -54,7 +48,7 @@ class Record:
         return json.dumps(data, ensure_ascii=False)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "Record":
+    def from_dict(cls, data: dict) -> Record:
         return cls(**{key: data.get(key) for key in ("input", "status", "outputs", "error", "seconds", "tasks")})
 
 
@@ -103,11 +97,20 @@ def relative_outputs(paths, output_dir: Path) -> list[str]:
     return [Path(p).relative_to(output_dir).as_posix() for p in paths]
 
 
+def _names(name: str, spec) -> bool:
+    """Whether a manifest's task name means `spec` (older manifests used the aliases: seg, normal)."""
+    try:
+        return task_specs.get(name) is spec
+    except task_specs.UnknownTask:
+        return False
+
+
 def _video_task_outputs(item: InputItem, task: str, output_dir: Path, records: list[Record]) -> list[str] | None:
     """The files the latest ok run of `task` on this video wrote, if they are all still there."""
+    spec = task_specs.get(task)
     for record in reversed(records):
-        if task in (record.tasks or []):
-            mine = [p for p in record.outputs if p.startswith(f"{item.name}/{task}/")]
+        if any(_names(name, spec) for name in record.tasks or []):
+            mine = [p for p in record.outputs if p.startswith(f"{item.name}/{spec.out_folder}/")]
             return mine if mine and all((output_dir / p).is_file() for p in mine) else None
     return None
 
@@ -119,15 +122,16 @@ def complete_outputs(item: InputItem, tasks, output_dir: Path,
     if item.kind == "video":
         records = previous.get(str(item.path), [])
         per_task = [_video_task_outputs(item, task, output_dir, records)
-                    for task in tasks if task != "features"]  # videos have no features (see work.py)
+                    for task in tasks if task_specs.get(task).video]  # e.g. features are per image
         return None if not per_task or None in per_task else [p for paths in per_task for p in paths]
     outputs = []
     for task in tasks:
-        names = expected_files(task)
-        if not all((folder / task / name).is_file() for name in names):
+        spec = task_specs.get(task)
+        here = folder / spec.out_folder
+        if not all((here / name).is_file() for name in spec.files):
             return None
-        optional = [folder / task / name for name in OPTIONAL.get(task, ()) if (folder / task / name).is_file()]
-        outputs += [folder / task / name for name in names] + optional
+        optional = [here / name for name in spec.optional_files if (here / name).is_file()]
+        outputs += [here / name for name in spec.files] + optional
     return relative_outputs(outputs, output_dir)
 
 

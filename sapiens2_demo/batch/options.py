@@ -3,33 +3,34 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-TASK_CHOICES = ("pose", "seg", "normal", "pointmap", "matting", "features")
-ALL_TASKS = ("pose", "seg", "normal", "pointmap", "matting")  # `--tasks all`: the image tabs
-MASKED_TASKS = ("normal", "pointmap")  # background removed with the body-part segmentation by default
+from .. import tasks as task_specs
 
 
 def parse_tasks(spec: str) -> tuple[str, ...]:
-    """'seg,pose' -> ('pose', 'seg') in a fixed order; 'all' -> every image tab's task."""
+    """'seg,pose' -> ('pose', 'segment') in the catalogue's order, old spellings accepted; 'all' -> the tasks of
+    "all" (the image tabs)."""
     names = [name.strip().lower() for name in spec.split(",") if name.strip()]
+    choices = ", ".join(task_specs.names())
     if not names:
-        raise ValueError("No task given; choose from pose, seg, normal, pointmap, matting, features or all.")
+        raise ValueError(f"No task given; choose from {choices} or all.")
     chosen = set()
     for name in names:
         if name == "all":
-            chosen.update(ALL_TASKS)
-        elif name in TASK_CHOICES:
-            chosen.add(name)
-        else:
-            raise ValueError(f"Unknown task {name!r}; choose from {', '.join(TASK_CHOICES)} or all.")
-    return tuple(task for task in TASK_CHOICES if task in chosen)
+            chosen.update(task_specs.names(in_all=True))
+            continue
+        try:
+            chosen.add(task_specs.get(name).name)
+        except task_specs.UnknownTask:
+            raise ValueError(f"Unknown task {name!r}; choose from {choices} or all.") from None
+    return tuple(task for task in task_specs.names() if task in chosen)
 
 
 @dataclass(frozen=True)
 class BatchOptions:
-    tasks: tuple[str, ...] = ALL_TASKS
+    tasks: tuple[str, ...] = field(default_factory=lambda: tuple(task_specs.names(in_all=True)))
     size: str | None = None  # None: each task's smallest released size; matting always 1b (its only size)
     checkpoint_dir: str | None = None
     detector: str | None = None
@@ -41,26 +42,31 @@ class BatchOptions:
     nms_iou: float = 0.3
     max_people: int = 20
     keypoint_threshold: float = 0.3
-    remove_background: bool = True  # normals and pointmap, as the app does
+    remove_background: bool = True  # normals, pointmap (and the features' PCA), as the app does
     threads: int | None = None  # torch threads per model worker (None: torch's default / cores per actor)
 
     def size_for(self, task: str) -> str:
-        from ..models.registry import TASKS, default_size
+        return task_specs.get(task).size_or_default(self.size)
 
-        registry_task = "pretrain" if task == "features" else task
-        if self.size and self.size in TASKS[registry_task].sizes:
-            return self.size
-        return default_size(registry_task)
+    def task_options(self) -> dict:
+        """The run's options under the names the task descriptions use."""
+        return dict(flip_test=self.flip_test, detection_threshold=self.detection_threshold, nms_iou=self.nms_iou,
+                    max_people=self.max_people, keypoint_threshold=self.keypoint_threshold,
+                    remove_background=self.remove_background)
 
-    def pose_options(self) -> dict:
-        return dict(flip_test=self.flip_test, score_threshold=self.detection_threshold, nms_iou=self.nms_iou,
-                    max_people=self.max_people, batch_size=self.batch_size)
+    def jobs(self) -> list:
+        """One GPU job per task; the segmentation first, so the tasks that mask with it share it (the cache)."""
+        order = sorted(self.tasks, key=lambda task: task != "segment")
+        jobs = [task_specs.get(task).job(self.size, self.task_options()) for task in order]
+        for job in jobs:
+            job.options["batch_size"] = self.batch_size  # pose: crops per model call; the others ignore it
+        return jobs
 
     @property
     def needs_segmentation(self) -> bool:
         """Seg results are wanted, or used as masks (normals, pointmap, the features' PCA)."""
-        masked = self.remove_background and any(task in MASKED_TASKS for task in self.tasks)
-        return "seg" in self.tasks or "features" in self.tasks or masked
+        masked = self.remove_background and any(task_specs.get(task).uses_mask for task in self.tasks)
+        return "segment" in self.tasks or masked
 
     def make_manager(self):
         from transformers.utils import logging as transformers_logging
@@ -78,12 +84,18 @@ class BatchOptions:
 
     def checkpoints(self) -> list:
         """Every checkpoint the run needs (loaded before the first batch, so a missing one stops the run)."""
-        from ..models.registry import checkpoint
+        from ..models.registry import UnknownCheckpoint, checkpoint
 
-        needed = {("pretrain" if task == "features" else task, self.size_for(task)) for task in self.tasks}
+        needed = {(task_specs.get(task).family, self.size_for(task)) for task in self.tasks}
         if self.needs_segmentation:
-            needed.add(("seg", self.size_for("seg")))
-        return [checkpoint(task, size) for task, size in sorted(needed)]
+            needed.add((task_specs.get("segment").family, self.size_for("segment")))
+        found = []
+        for family, size in sorted(needed):
+            try:
+                found.append(checkpoint(family, size))
+            except UnknownCheckpoint:  # a model-free task
+                continue
+        return found
 
 
 def resolve_path(path: str | Path) -> Path:

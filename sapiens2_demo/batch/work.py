@@ -1,6 +1,6 @@
-"""The work on one batch of inputs, the same for both engines: images through every task's pipeline
-(batched), exports written with the app's writers into a temporary folder and renamed into place, videos
-through the Video tab's path."""
+"""The work on one batch of inputs, the same for both engines: images through the executor (the app's GPU
+boundary, batched), exports written with the tasks' own writers into a temporary folder and renamed into place,
+videos through the Video tab's path. Batch keeps only scheduling, reading, writing and the manifest."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..export.task_files import write_task_files
+from .. import gpu
+from .. import tasks as task_specs
 from .inputs import InputItem
-from .manifest import OPTIONAL, Record, clear_temporaries, expected_files, publish, relative_outputs, temporary_folder
-from .options import MASKED_TASKS, BatchOptions
+from .manifest import Record, clear_temporaries, publish, relative_outputs, temporary_folder
+from .options import BatchOptions
 
 log = logging.getLogger(__name__)
 
@@ -49,38 +50,11 @@ def read_image(item: InputItem):
 
 
 def infer_images(frames: list[np.ndarray], manager, options: BatchOptions, seg_cache) -> list[dict]:
-    """{task: result} per frame. The segmentation runs once per batch (batched) and is shared through
-    `seg_cache` with the tasks that mask with it, as the All-tasks tab shares it."""
-    from ..models.registry import checkpoint
-    from ..pipelines.dense import SegmentationCache
-    from ..pipelines.run import run_batch
-
-    per_frame: list[dict] = [{} for _ in frames]
-    segmentations = None
-    if options.needs_segmentation:
-        size = options.size_for("seg")
-        segmentations = run_batch("seg", frames, manager, size)
-        ckpt = checkpoint("seg", size)
-        for frame, seg in zip(frames, segmentations):
-            seg_cache.get_or_compute(SegmentationCache.key(frame, ckpt.repo_id, ckpt.revision), lambda seg=seg: seg)
-    for task in options.tasks:
-        size = options.size_for(task)
-        if task == "seg":
-            results = segmentations
-        elif task == "features":
-            from ..pipelines.features import extract_features
-
-            results = list(zip(extract_features(frames, manager, size), segmentations))
-        elif task == "pose":
-            results = run_batch("pose", frames, manager, size, **options.pose_options())
-        elif task in MASKED_TASKS:
-            results = run_batch(task, frames, manager, size, seg_cache=seg_cache,
-                                remove_background=options.remove_background)
-        else:
-            results = run_batch(task, frames, manager, size)
-        for slot, result in zip(per_frame, results):
-            slot[task] = result
-    return per_frame
+    """{task: result} per frame, from one executor call: the segmentation runs once per batch and is shared
+    through `seg_cache` with the tasks that mask with it, as in the All-tasks tab."""
+    jobs = options.jobs()
+    answers = gpu.answers(gpu.register(manager, seg_cache), frames, jobs)
+    return [{job.task: answer[i] for job, answer in zip(jobs, answers)} for i in range(len(frames))]
 
 
 def infer_isolated(frames: list[np.ndarray], manager, options: BatchOptions, seg_cache) -> list[dict | Exception]:
@@ -104,17 +78,6 @@ def infer_isolated(frames: list[np.ndarray], manager, options: BatchOptions, seg
     return answers
 
 
-def _write_features(answer, folder: Path) -> list[Path]:
-    from ..export.features import write_features
-    from ..pipelines.features import patch_mask
-    from ..render.features import pca_rgb, upsample_to_image
-
-    result, segmentation = answer
-    mask = patch_mask(segmentation.foreground, result.grid_hw)
-    picture = upsample_to_image(pca_rgb(result.patches, mask if mask.sum() >= 2 else None), result.image_hw)
-    return write_features(result, picture, folder, prefix="features")
-
-
 def write_image_outputs(item: InputItem, rgb: np.ndarray, results: dict, output_dir: Path,
                         options: BatchOptions) -> list[Path]:
     """Every task's exports for one image, under DIR/<name>/<task>/; returns the final paths."""
@@ -122,13 +85,11 @@ def write_image_outputs(item: InputItem, rgb: np.ndarray, results: dict, output_
     clear_temporaries(folder)
     written: list[Path] = []
     for task in options.tasks:
-        tmp = temporary_folder(folder, task)
+        spec = task_specs.get(task)
+        tmp = temporary_folder(folder, spec.out_folder)
         try:
-            if task == "features":
-                files = _write_features(results[task], tmp)
-            else:
-                files = write_task_files(task, rgb, results[task], tmp, keypoint_threshold=options.keypoint_threshold)
-            written += publish(tmp, folder / task, files, expected_files(task), OPTIONAL.get(task, ()))
+            files = spec.write_files(rgb, results[task], tmp, **options.task_options())
+            written += publish(tmp, folder / spec.out_folder, files, spec.files, spec.optional_files)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return written
@@ -167,11 +128,7 @@ def process_video_item(item: InputItem, manager, output_dir: Path, options: Batc
 
 
 def _video_outputs(item: InputItem, manager, output_dir: Path, options: BatchOptions) -> list[Path]:
-    try:
-        from ..pipelines.video import process_video
-    except ImportError as error:
-        raise VideoUnsupported("Video inputs need sapiens2_demo.pipelines.video, which this install lacks.") from error
-    from .. import gpu
+    from ..jobs.video import process_video
 
     manager_key = gpu.register(manager)  # the video path reaches its models through the GPU boundary
     folder = item.folder(output_dir)
@@ -181,18 +138,19 @@ def _video_outputs(item: InputItem, manager, output_dir: Path, options: BatchOpt
     if not tasks:
         raise VideoUnsupported("The features task takes images only; choose another task for videos.")
     for task in tasks:  # one pass per task: each task's folder holds what the Video tab gives for it
-        tmp = temporary_folder(folder, task)
+        out_folder = task_specs.get(task).out_folder
+        tmp = temporary_folder(folder, out_folder)
         try:
             output = process_video(item.path, task, manager_key, tmp, **video_options(task, options))
             files = [Path(p) for p in output.files]
-            written += publish(tmp, folder / task, files, tuple(p.name for p in files))
+            written += publish(tmp, folder / out_folder, files, tuple(p.name for p in files))
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return written
 
 
 def video_tasks(tasks) -> list[str]:
-    return [task for task in tasks if task != "features"]  # features are per image (the Features tab)
+    return [task for task in tasks if task_specs.get(task).video]  # e.g. features are per image
 
 
 def video_options(task: str, options: BatchOptions) -> dict:
@@ -200,13 +158,7 @@ def video_options(task: str, options: BatchOptions) -> dict:
     file-size limits are lifted (the longest-side limit, SAPIENS2_VIDEO_MAX_SIDE, still applies)."""
     import math
 
-    from ..pipelines.video import VideoLimits
+    from ..jobs.video import VideoLimits
 
-    chosen = dict(size=options.size_for(task), batch_size=options.batch_size,
-                  limits=VideoLimits(max_seconds=math.inf, max_bytes=2**62))
-    if task == "pose":
-        chosen.update(detection_threshold=options.detection_threshold, max_people=options.max_people,
-                      flip_test=options.flip_test, keypoint_threshold=options.keypoint_threshold)
-    elif task in MASKED_TASKS:
-        chosen["remove_background"] = options.remove_background
-    return chosen
+    return dict(size=options.size_for(task), batch_size=options.batch_size,
+                limits=VideoLimits(max_seconds=math.inf, max_bytes=2**62), **options.task_options())

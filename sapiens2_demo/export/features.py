@@ -30,7 +30,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from ..pipelines.features import FeaturesResult
+from ..results import FeaturesResult
+from ..util import PNG_LEVEL
 
 
 def _target(folder: str | Path, name: str) -> Path:
@@ -53,7 +54,7 @@ def write_patches_npy(result: FeaturesResult, folder, prefix: str = "features") 
 
 def write_pca_png(pca_image: np.ndarray, folder, prefix: str = "features") -> Path:
     path = _target(folder, f"{prefix}_pca.png")
-    Image.fromarray(np.asarray(pca_image, dtype=np.uint8)).save(path, compress_level=1)
+    Image.fromarray(np.asarray(pca_image, dtype=np.uint8)).save(path, compress_level=PNG_LEVEL)
     return path
 
 

@@ -29,15 +29,15 @@ import cv2
 import numpy as np
 from PIL import Image
 
-from .pointcloud import DEFAULT_MAX_POINTS, person_points, to_trimesh
 from ..render.depth import valid_depth
 from ..render.matting import alpha_image, rgba_cutout
 from ..render.normals import normals_to_rgb
 from ..render.parts import colorize_labels
 from ..results import MattingResult, NormalsResult, PointmapResult, SegmentationResult, resolve_mask
+from ..util import PNG_LEVEL
+from .pointcloud import DEFAULT_MAX_POINTS, person_points, to_trimesh
 
 DEPTH_PNG_MAX_MM = 65535
-PNG_LEVEL = 1  # zlib level: several times faster to write than the default 6, files ~10-30 % larger
 
 
 class NothingToExport(ValueError):

@@ -4,9 +4,9 @@
 |---|---|---|
 | pose | pose_frames.jsonl | one JSON line per processed frame: `frame` (index in the source), `time` (s), `image_size` [H,W], `people`: [{`track_id` (-1 = not tracked yet), `bbox` [x1,y1,x2,y2], `bbox_score`, `keypoints` [[x,y]x308], `keypoint_scores` [308]}] |
 | pose | pose_coco17.jsonl | one JSON line per frame: `frame`, `time`, and the image tab's COCO-17 document (`annotations` with `track_id`) |
-| seg | body_parts_labels.zip | `frame_000123.png` per processed frame: 8-bit class ids 0-28 (0 = background), lossless |
+| segment | body_parts_labels.zip | `frame_000123.png` per processed frame: 8-bit class ids 0-28 (0 = background), lossless |
 | pointmap | depth_mm.zip | `frame_000123.png` per frame: 16-bit depth in millimetres (0 = background/invalid), lossless |
-| normal | normals_f16.zip | on request: `frame_000123.npy` per frame, float16 (H, W, 3) unit normals x y z |
+| normals | normals_f16.zip | on request: `frame_000123.npy` per frame, float16 (H, W, 3) unit normals x y z |
 | matting | matting_alpha.mp4, matting_transparent.webm | the alpha matte as a grey H.264 video; the cut-out as VP9 WebM with alpha |
 
 Every writer writes to a temporary name and renames it on `close()`; `abort()` removes it, so a cancelled or failed
@@ -24,16 +24,14 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-
-def _partial(path: Path) -> Path:
-    return path.with_name(f".{path.name}.partial")
+from ..util import PNG_LEVEL, partial_path
 
 
 class _AtomicFile:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.tmp = _partial(self.path)
+        self.tmp = partial_path(self.path)
 
     def close(self) -> None:
         os.replace(self.tmp, self.path)
@@ -68,7 +66,7 @@ class FrameZipWriter(_AtomicFile):
 
     def add_png(self, index: int, array: np.ndarray) -> None:
         buffer = io.BytesIO()
-        Image.fromarray(array).save(buffer, format="PNG", compress_level=1)
+        Image.fromarray(array).save(buffer, format="PNG", compress_level=PNG_LEVEL)
         self._zip.writestr(f"frame_{index:06d}.png", buffer.getvalue(), compress_type=zipfile.ZIP_STORED)
 
     def add_npy(self, index: int, array: np.ndarray) -> None:
@@ -96,54 +94,15 @@ def pose_frame_document(index: int, time: float, result) -> dict:
             "people": people}
 
 
-class VideoExports:
-    """The per-task download writers of one video; `add(index, time, frame, result)` per processed frame."""
+class TaskVideoExport:
+    """The downloads of one task on one video: named writers, `add(index, time, frame, result)` per processed
+    frame, then `close()` (renamed into place; returns the paths) or `abort()` (removed)."""
 
-    def __init__(self, task: str, folder: Path, *, fps: float, keypoint_threshold: float = 0.3,
-                 raw_normals: bool = False):
-        from ..media.video import VideoSink
-
-        self.task, self.folder, self.keypoint_threshold = task, Path(folder), keypoint_threshold
-        self.folder.mkdir(parents=True, exist_ok=True)
-        self.writers: dict[str, object] = {}
-        if task == "pose":
-            self.writers["pose"] = JsonLinesWriter(self.folder / "pose_frames.jsonl")
-            self.writers["coco"] = JsonLinesWriter(self.folder / "pose_coco17.jsonl")
-        elif task == "seg":
-            self.writers["labels"] = FrameZipWriter(self.folder / "body_parts_labels.zip")
-        elif task == "pointmap":
-            self.writers["depth"] = FrameZipWriter(self.folder / "depth_mm.zip")
-        elif task == "normal" and raw_normals:
-            self.writers["normals"] = FrameZipWriter(self.folder / "normals_f16.zip")
-        elif task == "matting":
-            self.writers["alpha"] = VideoSink(self.folder / "matting_alpha.mp4", fps=fps)
-            self.writers["rgba"] = VideoSink(self.folder / "matting_transparent.webm", fps=fps, codec="vp9-alpha")
+    def __init__(self, writers: dict):
+        self.writers = writers
 
     def add(self, index: int, time: float, frame: np.ndarray, result) -> None:
-        w = self.writers
-        if self.task == "pose":
-            from ..pose.formats import to_coco17
-
-            w["pose"].add(pose_frame_document(index, time, result))
-            coco = to_coco17(result, self.keypoint_threshold)
-            ids = result.track_ids
-            for person, annotation in enumerate(coco.get("annotations", [])):
-                annotation["track_id"] = int(ids[person]) if ids is not None else -1
-            w["coco"].add({"frame": int(index), "time": round(float(time), 6), **coco})
-        elif self.task == "seg":
-            w["labels"].add_png(index, result.labels)
-        elif self.task == "pointmap":
-            from .image import depth_millimetres
-
-            w["depth"].add_png(index, depth_millimetres(result))
-        elif "normals" in w:
-            normals = result.normals if result.mask is None else np.where(result.mask[..., None], result.normals, 0)
-            w["normals"].add_npy(index, normals.astype(np.float16))
-        elif self.task == "matting":
-            from ..render.matting import alpha_image, rgba_cutout
-
-            w["alpha"].write(np.repeat(alpha_image(result)[..., None], 3, axis=2), time)
-            w["rgba"].write(rgba_cutout(frame, result), time)
+        raise NotImplementedError
 
     def close(self) -> list[Path]:
         for writer in self.writers.values():
@@ -153,3 +112,61 @@ class VideoExports:
     def abort(self) -> None:
         for writer in self.writers.values():
             writer.abort()
+
+
+class PoseVideoExport(TaskVideoExport):
+    def __init__(self, folder: Path, *, keypoint_threshold: float = 0.3, **_):
+        super().__init__({"frames": JsonLinesWriter(Path(folder) / "pose_frames.jsonl"),
+                          "coco": JsonLinesWriter(Path(folder) / "pose_coco17.jsonl")})
+        self.keypoint_threshold = keypoint_threshold
+
+    def add(self, index, time, frame, result) -> None:
+        from .pose_formats import to_coco17
+
+        self.writers["frames"].add(pose_frame_document(index, time, result))
+        coco = to_coco17(result, self.keypoint_threshold)
+        ids = result.track_ids
+        for person, annotation in enumerate(coco.get("annotations", [])):
+            annotation["track_id"] = int(ids[person]) if ids is not None else -1
+        self.writers["coco"].add({"frame": int(index), "time": round(float(time), 6), **coco})
+
+
+class LabelsVideoExport(TaskVideoExport):
+    def __init__(self, folder: Path, **_):
+        super().__init__({"labels": FrameZipWriter(Path(folder) / "body_parts_labels.zip")})
+
+    def add(self, index, time, frame, result) -> None:
+        self.writers["labels"].add_png(index, result.labels)
+
+
+class DepthVideoExport(TaskVideoExport):
+    def __init__(self, folder: Path, **_):
+        super().__init__({"depth": FrameZipWriter(Path(folder) / "depth_mm.zip")})
+
+    def add(self, index, time, frame, result) -> None:
+        from .image import depth_millimetres
+
+        self.writers["depth"].add_png(index, depth_millimetres(result))
+
+
+class NormalsVideoExport(TaskVideoExport):
+    def __init__(self, folder: Path, **_):
+        super().__init__({"normals": FrameZipWriter(Path(folder) / "normals_f16.zip")})
+
+    def add(self, index, time, frame, result) -> None:
+        normals = result.normals if result.mask is None else np.where(result.mask[..., None], result.normals, 0)
+        self.writers["normals"].add_npy(index, normals.astype(np.float16))
+
+
+class MattingVideoExport(TaskVideoExport):
+    def __init__(self, folder: Path, *, fps: float, **_):
+        from ..media.video import VideoSink
+
+        super().__init__({"alpha": VideoSink(Path(folder) / "matting_alpha.mp4", fps=fps),
+                          "rgba": VideoSink(Path(folder) / "matting_transparent.webm", fps=fps, codec="vp9-alpha")})
+
+    def add(self, index, time, frame, result) -> None:
+        from ..render.matting import alpha_image, rgba_cutout
+
+        self.writers["alpha"].write(np.repeat(alpha_image(result)[..., None], 3, axis=2), time)
+        self.writers["rgba"].write(rgba_cutout(frame, result), time)

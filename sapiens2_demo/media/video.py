@@ -19,10 +19,10 @@ import logging
 import math
 import os
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 
@@ -254,7 +254,7 @@ class VideoSink:
     def frames_written(self) -> int:
         return self._frames
 
-    def __enter__(self) -> "VideoSink":
+    def __enter__(self) -> VideoSink:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:

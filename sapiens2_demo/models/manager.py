@@ -13,9 +13,10 @@ import logging
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .registry import TASKS, Checkpoint
 
@@ -41,15 +42,15 @@ class LoadedModel:
 
 
 def resolve_device(device: str | None = None, dtype: str | None = None):
-    """'auto' -> CUDA with bf16 when available, else CPU with fp32."""
+    """'auto' -> CUDA with bf16, else Apple silicon (MPS) with fp32, else CPU with fp32."""
     import torch
 
-    device = (device or os.environ.get("SAPIENS2_DEVICE") or "auto").lower()
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+    from .device import default_dtype, pick_device
+
+    device = pick_device(device or os.environ.get("SAPIENS2_DEVICE"))
     dtype = (dtype or os.environ.get("SAPIENS2_DTYPE") or "auto").lower()
     if dtype == "auto":
-        dtype = "bfloat16" if device.startswith("cuda") else "float32"
+        dtype = default_dtype(device)
     dtypes = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
               "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
     if dtype not in dtypes:
@@ -65,6 +66,7 @@ def default_budget_bytes(device: str) -> int:
 
     if device.startswith("cuda") and torch.cuda.is_available():
         return int(torch.cuda.get_device_properties(torch.device(device)).total_memory * 0.7)
+    # CPU and MPS: Apple silicon's GPU shares the system RAM (unified memory), so both take half of it
     try:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError):

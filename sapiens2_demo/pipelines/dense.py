@@ -82,9 +82,9 @@ def segment_batch(frames: Frames, manager: ModelManager, size: str = "0.4b",
         loaded = manager.get(ckpt)
         if use_device_post(loaded.device):
             logits = forward(loaded, preprocess(loaded, batch, "seg"), on_device=True)["logits"]
-            return [SegmentationResult(labels=l) for l in device_post.segmentation_labels(logits, _sizes(batch))]
+            return [SegmentationResult(labels=labels) for labels in device_post.segmentation_labels(logits, _sizes(batch))]
         logits = forward(loaded, preprocess(loaded, batch, "seg"))["logits"].numpy()
-        return [SegmentationResult(labels=upsample_labels(l, f.shape[:2])) for l, f in zip(logits, batch)]
+        return [SegmentationResult(labels=upsample_labels(z, f.shape[:2])) for z, f in zip(logits, batch)]
 
     if cache is None:
         return compute(frames) if frames else []

@@ -19,36 +19,12 @@ centre falls in: i = floor((y + 0.5) * h / H), j = floor((x + 0.5) * w / W) (`pi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from ..models.inference import forward, preprocess
 from ..models.manager import ModelManager
 from ..models.registry import checkpoint
-
-
-@dataclass
-class FeaturesResult:
-    embedding: np.ndarray  # (C,) float32: the CLS token (pooler_output), a whole-image embedding
-    patches: np.ndarray  # (h, w, C) float32: patch tokens in row-major grid order (after CLS and registers)
-    input_hw: tuple[int, int]  # model input (height, width) the image was stretched to
-    image_hw: tuple[int, int]  # the image's own (height, width)
-
-    @property
-    def grid_hw(self) -> tuple[int, int]:
-        return self.patches.shape[0], self.patches.shape[1]
-
-    @property
-    def patch_size_px(self) -> tuple[float, float]:
-        """(height, width) in image pixels that one patch covers: (H/h, W/w)."""
-        (height, width), (h, w) = self.image_hw, self.grid_hw
-        return height / h, width / w
-
-    def patch_box(self, i: int, j: int) -> tuple[float, float, float, float]:
-        """Image region (x1, y1, x2, y2), continuous pixel coordinates, that patch (i, j) covers."""
-        ph, pw = self.patch_size_px
-        return j * pw, i * ph, (j + 1) * pw, (i + 1) * ph
+from ..results import FeaturesResult, pixel_cells
 
 
 def extract_features(frames: list[np.ndarray], manager: ModelManager, size: str = "0.4b") -> list[FeaturesResult]:
@@ -70,15 +46,6 @@ def extract_features(frames: list[np.ndarray], manager: ModelManager, size: str 
     embeddings = outputs["pooler_output"].numpy()
     return [FeaturesResult(embedding=embeddings[k], patches=patches[k], input_hw=(int(height), int(width)),
                            image_hw=tuple(frames[k].shape[:2])) for k in range(len(frames))]
-
-
-def pixel_cells(image_hw: tuple[int, int], grid_hw: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
-    """For every image row and column, the patch row and column its pixel centre falls in:
-    i = floor((y + 0.5) * h / H), j = floor((x + 0.5) * w / W)."""
-    (height, width), (h, w) = image_hw, grid_hw
-    rows = np.minimum(((np.arange(height) + 0.5) * h / height).astype(np.int64), h - 1)
-    cols = np.minimum(((np.arange(width) + 0.5) * w / width).astype(np.int64), w - 1)
-    return rows, cols
 
 
 def patch_mask(mask: np.ndarray, grid_hw: tuple[int, int]) -> np.ndarray:

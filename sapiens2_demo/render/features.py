@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..pipelines.features import pixel_cells
+from ..results import pixel_cells
 
 LOW_PERCENTILE, HIGH_PERCENTILE = 1.0, 99.0
 

@@ -24,17 +24,14 @@ import time
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
-import cv2
 import gradio as gr
 import numpy as np
 
-from .. import gpu
-from ..models.registry import TASKS, default_size
-from ..render.frames import FrameRenderer
-from .app import note, user_errors
+from .. import gpu, tasks
+from ..jobs.image import make_job
+from ..util import as_rgb_uint8, fit_longest_side
+from .common import note, user_errors
 
-LIVE_TASKS = {"pose": "pose", "segment": "seg", "normals": "normal", "pointmap": "pointmap"}  # API -> registry
-TASK_CHOICES = [("Pose", "pose"), ("Body parts", "segment"), ("Normals", "normals"), ("Depth", "pointmap")]
 STREAM_EVERY_S = 0.1  # the browser sends a frame this often (10 fps at most)
 TIME_LIMIT_S = int(os.environ.get("SAPIENS2_LIVE_TIME_LIMIT_S", "180"))  # a stream then stops; start it again
 MAX_STREAMS = int(os.environ.get("SAPIENS2_LIVE_STREAMS", "2"))  # each open stream holds a worker slot
@@ -42,10 +39,12 @@ MAX_SIDE = 640  # longest side the model sees: keeps it live (cameras send up to
 # Ask the camera for VGA: less to encode, upload and decode. A hint; bigger frames are downscaled here.
 CAMERA = gr.WebcamOptions(mirror=False,  # frames as the camera sees them: the model's left is the person's left
                           constraints={"video": {"width": {"ideal": 640}, "height": {"ideal": 480}}})
-LIVE_POSE = dict(flip_test=False, max_people=10)  # live favours speed: no flip test (2x compute)
+LIVE_OPTIONS = dict(flip_test=False, max_people=10)  # live favours speed: no flip test (2x compute)
 FPS_WINDOW = 10  # frames per second are measured over this many frames
 RESET_AFTER_S = 3.0  # a pause this long starts the counters afresh (a new stream)
 MAX_SESSIONS = 64
+DEFAULT_TASK = tasks.names(live=True)[0]
+SIZES = max((spec.sizes for spec in tasks.specs(live=True)), key=len)
 IDLE_TEXT = "Start the camera: frames per second show here."
 
 
@@ -54,7 +53,7 @@ class LiveSession:
     """One browser session's live state: a renderer (steady depth colours) and the counters."""
 
     setup: tuple  # (task, size, remove_background): changing it starts afresh
-    renderer: FrameRenderer
+    renderer: object  # the task's annotator (the depth one keeps its colour scale steady)
     busy: threading.Lock = field(default_factory=threading.Lock)
     stream: object = None  # the gr.Request of the stream being served (gradio passes one object per stream)
     stream_start: float = 0.0  # when that stream's first frame arrived
@@ -104,7 +103,7 @@ def _session_for(ctx, request, setup: tuple, now: float) -> LiveSession:
         stale = session is not None and not session.busy.locked() and (
             session.setup != setup or now - session.last_seen > RESET_AFTER_S)
         if session is None or stale:
-            session = _SESSIONS[key] = LiveSession(setup=setup, renderer=FrameRenderer(setup[0]))
+            session = _SESSIONS[key] = LiveSession(setup=setup, renderer=tasks.get(setup[0]).renderer())
         _SESSIONS.move_to_end(key)
         while len(_SESSIONS) > MAX_SESSIONS:
             _SESSIONS.popitem(last=False)
@@ -120,30 +119,11 @@ def forget_sessions(ctx) -> None:
 
 
 def downscale(frame: np.ndarray, max_side: int = MAX_SIDE) -> np.ndarray:
-    """RGB uint8, longest side at most `max_side` (aspect kept)."""
-    frame = np.asarray(frame)
-    if frame.ndim == 2:
-        frame = np.stack([frame] * 3, axis=-1)
-    frame = frame[..., :3]
-    h, w = frame.shape[:2]
-    scale = max_side / max(h, w)
-    if scale >= 1:
-        return np.array(frame, dtype=np.uint8)  # a writable copy: gradio's decoded frame is read-only
-    size = (max(1, round(w * scale)), max(1, round(h * scale)))
-    return cv2.resize(np.ascontiguousarray(frame, dtype=np.uint8), size, interpolation=cv2.INTER_AREA)
+    """RGB uint8, longest side at most `max_side` (aspect kept), writable (gradio's decoded frame is read-only)."""
+    return fit_longest_side(as_rgb_uint8(frame), max_side)
 
 
-def _job(ctx, task: str, size: str, remove_background: bool, frame: np.ndarray) -> gpu.Job:
-    if task == "pose":
-        from ..tasks import pose_job
-
-        return pose_job(ctx, frame, size, flip_test=LIVE_POSE["flip_test"],
-                        max_people=min(LIVE_POSE["max_people"], ctx.max_people))
-    options = {"remove_background": bool(remove_background)} if task in ("normal", "pointmap") else {}
-    return gpu.Job(task, size, options)
-
-
-def live_frame(ctx, frame, task: str = "pose", size: str = "0.4b", remove_background: bool = False,
+def live_frame(ctx, frame, task: str = DEFAULT_TASK, size: str = "0.4b", remove_background: bool = False,
                request: gr.Request | None = None):
     """One webcam frame -> (the rendered frame or gr.skip(), the stats Markdown).
 
@@ -153,10 +133,9 @@ def live_frame(ctx, frame, task: str = "pose", size: str = "0.4b", remove_backgr
     if frame is None:
         return gr.skip(), gr.skip()
     now = time.perf_counter()
-    if task not in LIVE_TASKS:
-        return gr.skip(), f"**Cannot run:** unknown task {task!r}; choose one of {', '.join(LIVE_TASKS)}."
-    model_task = LIVE_TASKS[task]
-    session = _session_for(ctx, request, (model_task, size, bool(remove_background)), now)
+    if task not in tasks.names(live=True):
+        return gr.skip(), f"**Cannot run:** unknown task {task!r}; choose one of {', '.join(tasks.names(live=True))}."
+    session = _session_for(ctx, request, (task, size, bool(remove_background)), now)
     if not session.busy.acquire(blocking=False):
         session.refused += 1
         return gr.skip(), session.stats()
@@ -166,11 +145,11 @@ def live_frame(ctx, frame, task: str = "pose", size: str = "0.4b", remove_backgr
             with user_errors("Live"):
                 small = downscale(frame)
                 session.input_hw = tuple(np.shape(frame)[:2])
-                job = _job(ctx, model_task, size, remove_background, small)
+                job = make_job(ctx, task, size, {**LIVE_OPTIONS, "remove_background": bool(remove_background)})
                 started = time.perf_counter()
                 result = gpu.answers(ctx.manager_key, [small], [job])[0][0]
                 session.model_s.append(time.perf_counter() - started)
-                shown = session.renderer.render(small, result)
+                shown = session.renderer.annotate(small, result)
         except gr.Error as error:
             return gr.skip(), f"**Cannot run:** {error.message}"
         session.frames += 1
@@ -182,7 +161,7 @@ def live_frame(ctx, frame, task: str = "pose", size: str = "0.4b", remove_backgr
 
 
 def build_live_tab(ctx) -> None:
-    def live(frame, task: str = "pose", size: str = "0.4b", remove_background: bool = False,
+    def live(frame, task: str = DEFAULT_TASK, size: str = "0.4b", remove_background: bool = False,
              request: gr.Request = None):
         return live_frame(ctx, frame, task, size, remove_background, request=request)
 
@@ -196,8 +175,9 @@ def build_live_tab(ctx) -> None:
             with gr.Column():
                 camera = gr.Image(sources=["webcam"], streaming=True, type="numpy", label="Camera",
                                   webcam_options=CAMERA, elem_id="live-camera")
-                task = gr.Radio(TASK_CHOICES, value="pose", label="Task")
-                size = gr.Dropdown(list(TASKS["pose"].sizes), value=default_size("pose"), label="Model size")
+                task = gr.Radio([(spec.short, spec.name) for spec in tasks.specs(live=True)],
+                                value=tasks.names(live=True)[0], label="Task")
+                size = gr.Dropdown(list(SIZES), value=SIZES[0], label="Model size")
                 background = gr.Checkbox(False, label="Remove background (normals, depth: runs body parts too)")
             with gr.Column():
                 shown = gr.Image(label="Live result", format="jpeg", interactive=False, elem_id="live-output")

@@ -1,6 +1,6 @@
 """The Video tab and the `/video` endpoint: every task on a video, rendered back with its audio.
 
-A thin front door onto `pipelines.video.VideoJob`: the handler is a generator, so the progress bar counts
+A thin front door onto `jobs.video.VideoJob`: the handler is a generator, so the progress bar counts
 frames and the Stop button cancels the run (closing the generator aborts every file being written).
 """
 
@@ -10,20 +10,21 @@ import logging
 
 import gradio as gr
 
+from .. import tasks
+from ..jobs.video import VideoJob, VideoLimits, default_batch_size
 from ..media.image import load_image
 from ..media.video import VideoError
-from ..models.registry import TASKS
-from ..pipelines.video import VideoJob, VideoLimits, default_batch_size
-from .app import note, user_errors
+from ..util import notes_markdown
+from .common import note, user_errors
 
 log = logging.getLogger(__name__)
 
-TASK_CHOICES = [("Pose", "pose"), ("Body parts", "segment"), ("Normals", "normals"), ("Depth", "pointmap"),
-                ("Matting", "matting"), ("All tasks (grid)", "all")]
+DEFAULT_TASK = tasks.names(video=True)[0]
+SIZES = max((spec.sizes for spec in tasks.specs(video=True)), key=len)
 VIDEO_EXTENSIONS = [".mp4", ".mov", ".webm", ".mkv", ".avi", ".m4v"]
 
 
-def run_video(ctx, video, task: str = "pose", size: str = "0.4b", stride: int = 1, detection_threshold: float = 0.3,
+def run_video(ctx, video, task: str = DEFAULT_TASK, size: str = "0.4b", stride: int = 1, detection_threshold: float = 0.3,
               max_people: int = 20, tracking: bool = True, smoothing: bool = True, min_cutoff: float = 0.2,
               beta: float = 0.05, remove_background: bool = True, raw_normals: bool = False,
               matting_background: str = "colour", colour: str = "#00b140", background_image=None,
@@ -53,12 +54,11 @@ def run_video(ctx, video, task: str = "pose", size: str = "0.4b", stride: int = 
                 progress((update.done, update.total), desc=update.describe(), unit="frames")
         finally:
             steps.close()  # a cancelled request lands here: the partial files are removed
-    notes = "\n".join(f"- {line}" for line in out.notes)
-    yield str(out.video), [str(path) for path in out.files], notes
+    yield str(out.video), [str(path) for path in out.files], notes_markdown(out.notes)
 
 
 def build_video_tab(ctx) -> None:
-    def video_handler(video, task: str = "pose", size: str = "0.4b", stride: int = 1,
+    def video_handler(video, task: str = DEFAULT_TASK, size: str = "0.4b", stride: int = 1,
                       detection_threshold: float = 0.3, max_people: int = 20, tracking: bool = True,
                       smoothing: bool = True, min_cutoff: float = 0.2, beta: float = 0.05,
                       remove_background: bool = True, raw_normals: bool = False,
@@ -74,8 +74,10 @@ def build_video_tab(ctx) -> None:
             with gr.Column():
                 video = gr.Video(label="Video (mp4, mov, webm, mkv, avi)", sources=["upload"], include_audio=True,
                                  elem_id="video-input")
-                task = gr.Radio(TASK_CHOICES, value="pose", label="Task")
-                size = gr.Dropdown(list(TASKS["pose"].sizes), value="0.4b", label="Model size (matting is always 1b)")
+                choices = [(spec.short, spec.name) for spec in tasks.specs(video=True)] + [("All tasks (grid)", "all")]
+                task = gr.Radio(choices, value=choices[0][1], label="Task")
+                size = gr.Dropdown(list(SIZES), value=SIZES[0],
+                                   label="Model size (a task with one size always uses it)")
                 stride = gr.Slider(1, 10, 1, step=1, label="Process every Nth frame")
                 with gr.Accordion("Pose options", open=False):
                     det_thr = gr.Slider(0.05, 0.95, 0.3, step=0.05, label="Detection threshold")

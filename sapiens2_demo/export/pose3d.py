@@ -1,0 +1,168 @@
+"""Files for the lifted (3D) pose: a JSON document and a skeleton .glb for 3D viewers.
+
+pose_3d.json:
+    {"units": "metres", "camera": "...", "num_keypoints": K, "keypoint_names": [...],
+     "keypoint_fields": ["x", "y", "z", "score"],
+     "people": [{"track_id": int (only on tracked video; -1 = not yet tracked), "keypoints": K x [x, y, z, score]}]}
+x, y, z are in the camera frame of the input image (x right, y down, z forward, OpenCV; metres) and are
+null where the keypoint could not be lifted (JSON has no NaN); score is the 2D keypoint score (null if not
+finite). Values are rounded to 0.01 mm / 1e-5.
+
+pose_3d.glb: a sphere per available joint and a cylinder per bone whose two ends are available, in the
+keypoint and link colours of the 2D skeleton, in the glTF frame (x, -y, -z: y up, the viewer on +z).
+Only the linked joints (body, feet, hands; the face has no links) are drawn, to keep the file light.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ..pose.lift import Pose3DResult
+from ..pose.meta import FACE_START, keypoint_meta
+from .image import NothingToExport
+from .pointcloud import to_gltf_frame
+
+CAMERA_FRAME = "camera frame of the input image: x right, y down, z forward (OpenCV); origin at the camera centre"
+JOINT_RADIUS = 0.015  # metres
+BONE_RADIUS = 0.006
+BONE_SECTIONS = 8
+DECIMALS = 5
+FALLBACK_COLOUR = (200, 200, 200)  # bones that are not links of the 2D skeleton
+
+
+def pose3d_document(result: Pose3DResult, keypoint_names: list[str]) -> dict:
+    """JSON-ready dict (see the module docstring)."""
+    people, count = result.available.shape
+    if len(keypoint_names) != count:
+        raise ValueError(f"{len(keypoint_names)} keypoint names for {count} keypoints")
+    values = np.concatenate([np.asarray(result.points, np.float64), np.asarray(result.scores, np.float64)[..., None]],
+                            axis=2).round(DECIMALS).astype(object)  # object: Python floats that can become None
+    values[..., :3][~np.asarray(result.available, bool)] = None
+    values[..., 3][~np.isfinite(np.asarray(result.scores, np.float64))] = None
+    persons = []
+    for person in range(people):
+        entry = {}
+        if result.track_ids is not None:
+            entry["track_id"] = int(result.track_ids[person])
+        entry["keypoints"] = values[person].tolist()
+        persons.append(entry)
+    return {"units": "metres", "camera": CAMERA_FRAME, "num_keypoints": int(count),
+            "keypoint_names": list(keypoint_names), "keypoint_fields": ["x", "y", "z", "score"], "people": persons}
+
+
+def _write_atomically(path: Path, data: bytes) -> Path:
+    partial = path.with_name(f".{path.name}.partial")
+    try:
+        partial.write_bytes(data)
+        os.replace(partial, path)  # a reader never sees a half-written file
+    finally:
+        partial.unlink(missing_ok=True)
+    return path
+
+
+def _target(folder: str | Path, name: str) -> Path:
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / name
+
+
+def write_pose3d_json(result: Pose3DResult, folder, keypoint_names: list[str], name: str = "pose_3d.json") -> Path:
+    text = json.dumps(pose3d_document(result, keypoint_names), allow_nan=False, separators=(",", ":"))
+    return _write_atomically(_target(folder, name), text.encode())
+
+
+def skeleton_bones() -> list[tuple[int, int]]:
+    """The 2D skeleton's links without face points (today that is all of them: the face has no links)."""
+    return [(int(a), int(b)) for a, b in keypoint_meta()["skeleton_links"] if a < FACE_START and b < FACE_START]
+
+
+def _rgba(colours, count: int) -> np.ndarray:
+    colours = np.asarray(colours, dtype=np.uint8).reshape(count, -1)[:, :3]
+    return np.concatenate([colours, np.full((count, 1), 255, np.uint8)], axis=1)
+
+
+def _instances(template, origins: np.ndarray, axes: np.ndarray, colours: np.ndarray):
+    """One copy of `template` (vertices, faces) per instance: v -> origin + v @ axes (rows = the instance's
+    x, y, z axes), vertex-coloured; returns (vertices, faces, colours) for all instances stacked."""
+    vertices, faces = template
+    moved = origins[:, None, :] + np.einsum("vj,njk->nvk", vertices, axes)
+    shift = (np.arange(len(origins)) * len(vertices))[:, None, None]
+    return (moved.reshape(-1, 3), (faces[None] + shift).reshape(-1, 3),
+            np.repeat(colours, len(vertices), axis=0))
+
+
+def _bone_axes(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """(B, 3, 3) right-handed frames, z along the bone scaled to its length, x and y scaled to the radius."""
+    along = ends - starts
+    length = np.linalg.norm(along, axis=1, keepdims=True)
+    w = along / length
+    helper = np.where(np.abs(w[:, :1]) < 0.9, [[1.0, 0.0, 0.0]], [[0.0, 1.0, 0.0]])  # any vector not along w
+    u = np.cross(helper, w)
+    u /= np.linalg.norm(u, axis=1, keepdims=True)
+    v = np.cross(w, u)  # u x v = w: a rotation, so the template's winding (outward faces) is kept
+    return np.stack([u * BONE_RADIUS, v * BONE_RADIUS, w * length], axis=1)
+
+
+def skeleton_mesh(result: Pose3DResult, bones: list[tuple[int, int]] | None = None,
+                  bone_colours=None, joint_colours=None):
+    """A vertex-coloured trimesh.Trimesh in the glTF frame, or None when no joint of `bones` is available.
+
+    `bones` default to skeleton_bones(); `bone_colours` (RGB per bone) and `joint_colours` (RGB per keypoint)
+    to the 2D skeleton's link and keypoint colours."""
+    import trimesh
+
+    meta = keypoint_meta()
+    bones = np.asarray(skeleton_bones() if bones is None else bones, dtype=np.int64).reshape(-1, 2)
+    if bone_colours is None:  # each bone in its 2D link's colour (either direction), grey if not a 2D link
+        link_colour = {tuple(map(int, link)): colour
+                       for link, colour in zip(meta["skeleton_links"], meta["skeleton_link_colors"], strict=True)}
+        bone_colours = [link_colour.get((a, b), link_colour.get((b, a), FALLBACK_COLOUR)) for a, b in bones.tolist()]
+    bone_rgba = _rgba(bone_colours, len(bones))
+    count = result.available.shape[1]
+    joint_rgba = _rgba(joint_colours if joint_colours is not None else meta["keypoint_colors"][:count], count)
+
+    joints = np.unique(bones)
+    joints = joints[joints < count]
+    bones_ok = (bones < count).all(axis=1)
+    bones, bone_rgba = bones[bones_ok], bone_rgba[bones_ok]
+    points = np.asarray(result.points, dtype=np.float64)
+    available = np.asarray(result.available, dtype=bool) & np.isfinite(points).all(axis=2)
+
+    person, joint = np.nonzero(available[:, joints])
+    if person.size == 0:
+        return None
+    sphere = trimesh.creation.icosphere(subdivisions=1, radius=1.0)
+    sphere_axes = np.broadcast_to(np.eye(3) * JOINT_RADIUS, (person.size, 3, 3))
+    parts = [_instances((sphere.vertices, sphere.faces), points[person, joints[joint]], sphere_axes,
+                        joint_rgba[joints[joint]])]
+
+    person, bone = np.nonzero(available[:, bones[:, 0]] & available[:, bones[:, 1]])
+    starts, ends = points[person, bones[bone, 0]], points[person, bones[bone, 1]]
+    long_enough = np.linalg.norm(ends - starts, axis=1) > 1e-6  # a zero-length bone has no direction
+    if long_enough.any():
+        cylinder = trimesh.creation.cylinder(radius=1.0, height=1.0, sections=BONE_SECTIONS)
+        template = (cylinder.vertices + [0.0, 0.0, 0.5], cylinder.faces)  # z from 0 (start) to 1 (end)
+        parts.append(_instances(template, starts[long_enough], _bone_axes(starts[long_enough], ends[long_enough]),
+                                bone_rgba[bone[long_enough]]))
+
+    offsets = np.cumsum([0] + [len(v) for v, _, _ in parts[:-1]])
+    vertices = np.concatenate([v for v, _, _ in parts])
+    faces = np.concatenate([f + o for (_, f, _), o in zip(parts, offsets, strict=True)])
+    colours = np.concatenate([c for _, _, c in parts])
+    # The camera -> glTF flip is a rotation (180 degrees about x): windings stay outward.
+    return trimesh.Trimesh(vertices=to_gltf_frame(vertices.astype(np.float32)), faces=faces,
+                           vertex_colors=colours, process=False)
+
+
+def write_skeleton_glb(result: Pose3DResult, folder, bones: list[tuple[int, int]] | None = None,
+                       name: str = "pose_3d.glb") -> Path:
+    import trimesh
+
+    mesh = skeleton_mesh(result, bones)
+    if mesh is None:
+        raise NothingToExport("No body keypoint could be placed in 3D, so there is no 3D skeleton to save.")
+    return _write_atomically(_target(folder, name), trimesh.Scene(mesh).export(file_type="glb"))

@@ -1,0 +1,351 @@
+"""The video path: decode (a thread, ahead) -> batches of frames -> GPU call -> tracking / smoothing (pose)
+-> render + export (a thread, behind) -> the output video and the downloads.
+
+`VideoJob.run()` is a generator that yields `VideoProgress` after every batch and returns a `VideoOutput`;
+closing it early (the user pressed Stop) or an error aborts every file being written, so nothing half-written
+is ever served. `process_video` drains it for the batch CLI and the tests.
+
+Limits (each with an environment variable; the Video tab and the CLI pass their own when asked):
+- longest duration processed, SAPIENS2_VIDEO_MAX_SECONDS (60 s): longer input is CUT at the limit, with a note;
+- longest side processed, SAPIENS2_VIDEO_MAX_SIDE (1280 px): bigger frames are downscaled, with a note;
+- upload size, SAPIENS2_MAX_VIDEO_MB (200 MB): bigger files are refused;
+- every Nth frame: `stride` (the output keeps the source's timing, at fps / N).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .. import gpu, tasks
+from ..render.frames import grid
+from ..results import PoseResult
+
+log = logging.getLogger(__name__)
+
+ALL = "all"  # every task of "all", rendered as a grid
+
+
+def _env(name: str, default: float) -> float:
+    try:
+        return float(os.environ.get(name, default))
+    except ValueError:
+        return default
+
+
+@dataclass
+class VideoLimits:
+    max_seconds: float = field(default_factory=lambda: _env("SAPIENS2_VIDEO_MAX_SECONDS", 60))
+    max_side: int = field(default_factory=lambda: int(_env("SAPIENS2_VIDEO_MAX_SIDE", 1280)))
+    max_bytes: int = field(default_factory=lambda: int(_env("SAPIENS2_MAX_VIDEO_MB", 200) * 2**20))
+
+
+@dataclass
+class VideoProgress:
+    done: int  # frames processed
+    total: int  # frames to process (estimated from the container)
+    fps: float  # frames per second so far
+    eta_s: float  # seconds left at that rate
+
+    def describe(self) -> str:
+        return f"{self.done}/{self.total} frames, {self.fps:.1f} frames/s, {self.eta_s:.0f} s left"
+
+
+@dataclass
+class VideoOutput:
+    video: Path  # the rendered H.264 mp4 (with the input's audio)
+    files: list[Path]  # downloads (the rendered video first)
+    notes: list[str]
+    frames: int
+    seconds: float
+
+
+def default_batch_size(device: str) -> int:
+    return 8 if str(device).startswith("cuda") else 2
+
+
+@dataclass
+class VideoJob:
+    path: Path
+    task: str  # a task's name or alias (one that runs on video), or "all"
+    manager_key: str  # gpu.register(manager)
+    out_dir: Path
+    size: str = "0.4b"
+    batch_size: int = 2
+    stride: int = 1
+    limits: VideoLimits = field(default_factory=VideoLimits)
+    # pose
+    detection_threshold: float = 0.3
+    nms_iou: float = 0.3
+    max_people: int = 20
+    flip_test: bool = True
+    tracking: bool = True
+    smoothing: bool = True
+    min_cutoff: float | None = None  # One Euro filter; None = the module defaults (pose/smoothing.py)
+    beta: float | None = None
+    keypoint_threshold: float = 0.3
+    # dense
+    remove_background: bool = True
+    normals_background: str = "black"
+    raw_normals: bool = False
+    # matting
+    matting_background: str = "colour"
+    colour: str = "#00b140"
+    background_image: np.ndarray | None = None
+
+    def __post_init__(self):
+        video_tasks = tasks.names(video=True)
+        if self.task != ALL and (self.task not in video_tasks and not _alias_of(self.task, video_tasks)):
+            raise ValueError(f"Unknown task {self.task!r}; choose one of {', '.join(video_tasks)} or all.")
+        self.path, self.out_dir = Path(self.path), Path(self.out_dir)
+        self.stride = max(int(self.stride), 1)
+        self.batch_size = max(int(self.batch_size), 1)
+        for spec in self.specs:
+            spec.check(self.options_for(spec))
+
+    @property
+    def specs(self) -> list:
+        return tasks.specs(in_all=True) if self.task == ALL else [tasks.get(self.task)]
+
+    @property
+    def tasks(self) -> tuple[str, ...]:
+        return tuple(spec.name for spec in self.specs)
+
+    def options_for(self, spec) -> dict:
+        """This job's options as `spec` names them: `<task>_<option>` first (matting_background), then
+        `<option>`; a video has no alpha channel, so renderers draw opaque pictures."""
+        mine = {k: v for k, v in vars(self).items() if not k.startswith("_")}
+        chosen = {o.name: mine.get(f"{spec.name}_{o.name}", mine.get(o.name, o.default)) for o in spec.options}
+        return {**mine, **chosen, "opaque": True}
+
+    def jobs(self):
+        return [spec.job(self.size, self.options_for(spec)) for spec in self.specs]
+
+    # -- the run ---------------------------------------------------------------------------------------
+    def run(self):
+        from ..media.video import VideoSink, probe
+
+        started = time.perf_counter()
+        info = probe(self.path, max_bytes=self.limits.max_bytes)
+        notes = []
+        duration = info.duration
+        cut = duration > self.limits.max_seconds + 1e-6
+        if cut:
+            notes.append(f"The video is {duration:.1f} s long; processed the first {self.limits.max_seconds:g} s "
+                         "(limit: SAPIENS2_VIDEO_MAX_SECONDS).")
+            duration = self.limits.max_seconds
+        if max(info.width, info.height) > self.limits.max_side:
+            notes.append(f"Frames downscaled from {info.width}x{info.height} to at most {self.limits.max_side} px "
+                         "on the longest side (limit: SAPIENS2_VIDEO_MAX_SIDE).")
+        if self.stride > 1:
+            notes.append(f"Every {self.stride}th frame processed ({info.fps / self.stride:.2f} frames/s output).")
+        if not info.has_audio:
+            notes.append("The video has no audio track.")
+        total = max(1, math.ceil(min(info.frame_count, duration * info.fps + 0.5) / self.stride))
+        fps = self._fps = info.fps / self.stride
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        rendered = self.out_dir / f"{self.path.stem[:60] or 'video'}_{self.task}.mp4"
+        sink = VideoSink(rendered, fps=fps, audio_from=self.path, audio_until=duration if cut else None)
+        exports = self._exports(fps)
+        decoder = _Decoder(self.path, self.stride, duration if cut else None, self.limits.max_side,
+                           self.batch_size)
+        titles = {spec.name: spec.short for spec in self.specs}
+        writer = _Writer(self._renderers(), titles, sink, exports)
+        done, finished = 0, False
+        try:
+            for frames in decoder.batches():
+                results = self._infer(frames)
+                writer.put(frames, results)
+                done += len(frames)
+                rate = done / max(time.perf_counter() - started, 1e-6)
+                total = max(total, done)
+                yield VideoProgress(done, total, rate, max(total - done, 0) / rate)
+            writer.finish()
+            sink.close()
+            files = [rendered] + [path for e in exports.values() for path in e.close()]
+            finished = True
+        finally:
+            decoder.stop()
+            if not finished:
+                writer.stop()
+                sink.abort()
+                for e in exports.values():
+                    e.abort()
+        seconds = time.perf_counter() - started
+        notes.append(f"{done} frames in {seconds:.1f} s ({done / max(seconds, 1e-6):.2f} frames/s).")
+        return VideoOutput(video=rendered, files=files, notes=notes, frames=done, seconds=seconds)
+
+    def _exports(self, fps: float) -> dict:
+        """Each task's per-frame downloads (a folder per task when there are several); tasks without any skip."""
+        multi = len(self.specs) > 1
+        exports = {}
+        for spec in self.specs:
+            if spec.video_export is not None:
+                folder = self.out_dir / spec.out_folder if multi else self.out_dir
+                folder.mkdir(parents=True, exist_ok=True)
+                export = spec.video_export(folder, **{**self.options_for(spec), "fps": fps})
+                if export is not None:
+                    exports[spec.name] = export
+        return exports
+
+    def _renderers(self) -> dict:
+        return {spec.name: spec.renderer(**self.options_for(spec)) for spec in self.specs}
+
+    def _infer(self, frames) -> dict[str, list]:
+        answers = gpu.answers(self.manager_key, [f.rgb for f in frames], self.jobs())
+        results = dict(zip(self.tasks, answers))
+        for per_frame in results.values():
+            if per_frame and isinstance(per_frame[0], PoseResult):
+                self._track(frames, per_frame)
+        return results
+
+    def _track(self, frames, poses) -> None:
+        """Stable ids across frames (ultralytics' tracker) and One Euro smoothing of keypoints per track."""
+        if not self.tracking:
+            return
+        if not hasattr(self, "_tracker"):
+            from ..pose.smoothing import KeypointSmoother
+            from ..pose.tracking import PersonTracker
+
+            self._tracker = PersonTracker(frame_rate=self._fps)
+            options = {k: v for k, v in (("min_cutoff", self.min_cutoff), ("beta", self.beta)) if v is not None}
+            self._smoother = KeypointSmoother(**options) if self.smoothing else None
+        for frame, result in zip(frames, poses):
+            result.track_ids = self._tracker.update(result.boxes, result.box_scores, frame.rgb.shape[:2])
+            if self._smoother is not None and result.num_people:
+                result.keypoints = self._smoother.smooth(result.track_ids, result.keypoints, frame.time)
+
+
+def process_video(path, task: str, manager_key: str, out_dir, *, on_progress=None, **options) -> VideoOutput:
+    """Run a VideoJob to the end; `on_progress(VideoProgress)` after each batch."""
+    run = VideoJob(Path(path), task, manager_key, Path(out_dir), **options).run()
+    while True:
+        try:
+            progress = next(run)
+        except StopIteration as stop:
+            return stop.value
+        if on_progress is not None:
+            on_progress(progress)
+
+
+def _alias_of(name: str, video_tasks: list[str]) -> bool:
+    try:
+        return tasks.get(name).name in video_tasks
+    except tasks.UnknownTask:
+        return False
+
+
+# -- the threads around the model -------------------------------------------------------------------------
+_END = object()
+
+
+class _Decoder:
+    """Decodes ahead of the model in a thread; `batches()` hands out lists of Frames."""
+
+    def __init__(self, path, stride, max_duration, max_side, batch_size):
+        from ..media.video import read_frames
+
+        self.batch_size = batch_size
+        self._queue: queue.Queue = queue.Queue(maxsize=2 * batch_size)
+        self._stop = threading.Event()
+        self._frames = read_frames(path, stride=stride, max_duration=max_duration, max_side=max_side)
+        self._thread = threading.Thread(target=self._work, name="video-decode", daemon=True)
+        self._thread.start()
+
+    def _work(self):
+        try:
+            for frame in self._frames:
+                if not self._put(frame):
+                    return
+            self._put(_END)
+        except BaseException as error:  # noqa: BLE001 - handed to the consumer
+            self._put(error)
+
+    def _put(self, item) -> bool:
+        """Queue `item` unless the consumer stopped first (then False): never block a stopped run."""
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def batches(self):
+        batch = []
+        while True:
+            item = self._queue.get()
+            if item is _END:
+                break
+            if isinstance(item, BaseException):
+                raise item
+            batch.append(item)
+            if len(batch) == self.batch_size:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+class _Writer:
+    """Renders, encodes and exports behind the model in a thread (bounded queue: memory stays flat)."""
+
+    def __init__(self, renderers: dict, titles: dict, sink, exports: dict):
+        self.renderers, self.titles, self.sink, self.exports = renderers, titles, sink, exports
+        self._queue: queue.Queue = queue.Queue(maxsize=2)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._work, name="video-encode", daemon=True)
+        self._thread.start()
+
+    def put(self, frames, results):
+        self._raise()
+        self._queue.put((frames, results))
+
+    def _work(self):
+        while True:
+            item = self._queue.get()
+            if item is _END:
+                return
+            if self._error is not None:
+                continue  # drain after a failure; the main loop raises it
+            frames, results = item
+            try:
+                for i, frame in enumerate(frames):
+                    pictures = [(self.titles[task], renderer.annotate(frame.rgb, results[task][i]))
+                                for task, renderer in self.renderers.items()]
+                    self.sink.write(pictures[0][1] if len(pictures) == 1 else grid(frame.rgb, pictures), frame.time)
+                    for task, export in self.exports.items():
+                        export.add(frame.index, frame.time, frame.rgb, results[task][i])
+            except BaseException as error:  # noqa: BLE001 - re-raised in the main loop
+                self._error = error
+
+    def _raise(self):
+        if self._error is not None:
+            raise self._error
+
+    def finish(self):
+        self._queue.put(_END)
+        self._thread.join()
+        self._raise()
+
+    def stop(self):
+        self._error = self._error or RuntimeError("stopped")  # the thread now drains without working
+        while self._thread.is_alive():
+            try:
+                self._queue.put(_END, timeout=0.1)
+                break
+            except queue.Full:
+                continue
+        self._thread.join(timeout=10)

@@ -1,0 +1,144 @@
+"""Frames -> PoseResults: person boxes, the crops of every frame batched through the pose model (with flip
+test), DARK-UDP decoding."""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..models.inference import forward, input_size, preprocess
+from ..models.registry import checkpoint
+from ..pose.boxes import parse_boxes, xyxy_to_xywh
+from ..pose.decode import decode_heatmaps, decode_peaks
+from ..pose.detector import PERSON_CLASSES, find_people
+from ..pose.meta import flip_pairs_from_indices
+from ..results import PoseResult
+from ..util import as_rgb_uint8
+
+STAGES = ("load", "detect", "crop", "forward", "decode")
+
+
+def estimate_pose(image: np.ndarray, manager, size: str = "0.4b", *, boxes=None, flip_test: bool = True,
+                  score_threshold: float = 0.3, nms_iou: float = 0.3, max_people: int = 20,
+                  batch_size: int = 8, timings: dict | None = None,
+                  detector_classes: tuple[int, ...] | None = PERSON_CLASSES) -> PoseResult:
+    """308 keypoints for every person in an RGB uint8 image, in image pixels (a batch of one).
+
+    boxes: user boxes ([[x1, y1, x2, y2], ...] or its JSON string) skip the detector; see parse_boxes.
+    timings: if given, filled with seconds per stage (load, detect, crop, forward, decode).
+    Raises ValueError for a bad image or boxes, CheckpointUnavailable when the pose model is missing;
+    a missing detector or no detection falls back to the whole image, with a note in result.notes.
+    """
+    image = as_rgb_uint8(image)
+    user_boxes = parse_boxes(boxes, image.shape[:2], max_boxes=max_people)  # validate before any loading
+    detections = None if user_boxes is None else [Detections(user_boxes, np.ones(len(user_boxes), np.float32))]
+    return estimate_pose_batch([image], manager, size, detections=detections, flip_test=flip_test,
+                               score_threshold=score_threshold, nms_iou=nms_iou, max_people=max_people,
+                               batch_size=batch_size, timings=timings, detector_classes=detector_classes)[0]
+
+
+@dataclass
+class Detections:
+    """Person boxes for one frame: (N, 4) float32 x1 y1 x2 y2, (N,) scores, notes, optional track ids."""
+
+    boxes: np.ndarray
+    scores: np.ndarray
+    notes: list[str] = field(default_factory=list)
+    track_ids: np.ndarray | None = None
+
+
+def detect_batch(frames: list[np.ndarray], manager, *, score_threshold: float = 0.3, nms_iou: float = 0.3,
+                 max_people: int = 20, detector_classes: tuple[int, ...] | None = PERSON_CLASSES
+                 ) -> list[Detections]:
+    """The detector on each frame, with the whole-image fallback (see find_people)."""
+    return [Detections(*find_people(frame, manager, score_threshold, nms_iou, max_people, detector_classes))
+            for frame in frames]
+
+
+def estimate_pose_batch(frames: list[np.ndarray], manager, size: str = "0.4b", *,
+                        detections: list[Detections] | None = None, flip_test: bool = True,
+                        score_threshold: float = 0.3, nms_iou: float = 0.3, max_people: int = 20,
+                        batch_size: int = 8, timings: dict | None = None,
+                        detector_classes: tuple[int, ...] | None = PERSON_CLASSES) -> list[PoseResult]:
+    """One PoseResult per frame. The crops of all people of all frames go through the model together,
+    `batch_size` crops at a time (heatmaps are 60 MB a person at full size, so memory stays bounded).
+
+    detections: boxes per frame (user boxes, or the detector's with track ids on video); None runs the
+    detector on every frame.
+    """
+    frames = [as_rgb_uint8(frame) for frame in frames]
+    timings = {} if timings is None else timings
+    for stage in STAGES:
+        timings.setdefault(stage, 0.0)
+    with _timed(timings, "load"):
+        loaded = manager.get(checkpoint("pose", size))
+    if detections is None:
+        with _timed(timings, "detect"):
+            detections = detect_batch(frames, manager, score_threshold=score_threshold, nms_iou=nms_iou,
+                                      max_people=max_people, detector_classes=detector_classes)
+    if len(detections) != len(frames):
+        raise ValueError(f"{len(detections)} detections for {len(frames)} frames")
+
+    from .device_post import heatmap_peaks, use_device_post
+
+    flip_pairs = model_flip_pairs(loaded.model) if flip_test else None
+    on_device = use_device_post(loaded.device)
+    model_input = input_size(loaded.processor)
+    crops = [(i, box) for i, det in enumerate(detections) for box in np.asarray(det.boxes, np.float32).reshape(-1, 4)]
+    keypoints, scores = [], []
+    batch_size = max(int(batch_size), 1)
+    for start in range(0, len(crops), batch_size):
+        chunk = crops[start:start + batch_size]
+        owners = sorted({i for i, _ in chunk})  # the processor takes the crops grouped image by image
+        boxes = np.stack([box for _, box in chunk])
+        with _timed(timings, "crop"):
+            per_image = [xyxy_to_xywh(np.stack([box for i, box in chunk if i == owner])) for owner in owners]
+            pixel_values = preprocess(loaded, [frames[i] for i in owners], "pose", per_image)
+        with _timed(timings, "forward"):
+            heatmaps = forward(loaded, pixel_values, on_device=on_device)["heatmaps"].float()
+            if flip_pairs is not None:
+                # The model flips the heatmaps of a mirrored crop back (swapping left/right maps) itself.
+                pairs = flip_pairs.to(pixel_values.device)
+                flipped = forward(loaded, pixel_values.flip(-1), on_device=on_device, flip_pairs=pairs)["heatmaps"]
+                heatmaps = (heatmaps + flipped.float()) / 2
+        with _timed(timings, "decode"):
+            if on_device:  # peaks and 13x13 windows on the GPU; only those cross to the CPU
+                chunk_keypoints, chunk_scores = decode_peaks(heatmap_peaks(heatmaps), boxes, model_input)
+            else:
+                chunk_keypoints, chunk_scores = decode_heatmaps(heatmaps, boxes, model_input)
+        keypoints.append(chunk_keypoints)
+        scores.append(chunk_scores)
+
+    keypoints = np.concatenate(keypoints).astype(np.float32) if keypoints else np.zeros((0, 0, 2), np.float32)
+    scores = np.concatenate(scores).astype(np.float32) if scores else np.zeros((0, 0), np.float32)
+    results, first = [], 0
+    for frame, det in zip(frames, detections):
+        n = len(det.boxes)
+        results.append(PoseResult(
+            image_size=(int(frame.shape[0]), int(frame.shape[1])), boxes=np.asarray(det.boxes, np.float32).reshape(-1, 4),
+            box_scores=np.asarray(det.scores, np.float32), keypoints=keypoints[first:first + n],
+            keypoint_scores=scores[first:first + n], notes=list(det.notes), track_ids=det.track_ids))
+        first += n
+    return results
+
+
+def model_flip_pairs(model):
+    """(P, 2) long tensor of left/right keypoint pairs: the checkpoint's config, else keypoints308.json."""
+    import torch
+
+    pairs = getattr(getattr(model, "config", None), "flip_pairs", None)
+    if not pairs:
+        pairs = flip_pairs_from_indices()
+    return torch.as_tensor(np.asarray(pairs, dtype=np.int64).reshape(-1, 2))
+
+
+@contextmanager
+def _timed(timings: dict, stage: str):
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        timings[stage] = timings.get(stage, 0.0) + time.perf_counter() - start

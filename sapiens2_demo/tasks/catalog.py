@@ -1,0 +1,199 @@
+"""The built-in tasks, each described once. Everything else (tabs, `/video`, Live, the CLI, Ray, the GPU-time
+estimate) reads these descriptions; see `spec.py` for what each field means."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..export import task_files
+from ..export import video as video_files
+from ..pipelines import dense
+from . import present
+from .spec import Option, TaskSpec, register
+
+SIZES = ("0.4b", "0.8b", "1b", "5b")
+REMOVE_BACKGROUND = Option("remove_background", True, "Remove background (body-part segmentation)",
+                           model="remove_background")
+
+
+# -- pipelines: frames in, one result per frame out (options meant for other tasks, e.g. batch_size, ignored) --
+def _person_masks(frames, manager, size, seg_cache, remove_background):
+    if not remove_background:
+        return None
+    return [r.foreground for r in dense.segment_batch(frames, manager, size, cache=seg_cache)]
+
+
+def run_pose(frames, manager, size, *, seg_cache=None, boxes=None, detections=None, max_people: int = 20,
+             **options):
+    """User boxes (JSON text or a list, validated before any model work) replace the detector on every frame."""
+    from ..pipelines.pose import Detections, estimate_pose_batch
+    from ..pose.boxes import parse_boxes
+
+    if boxes and detections is None:
+        import numpy as np
+
+        parsed = [parse_boxes(boxes, frame.shape[:2], max_boxes=int(max_people)) for frame in frames]
+        if all(b is not None for b in parsed):  # an empty list means: use the detector
+            detections = [Detections(b, np.ones(len(b), np.float32)) for b in parsed]
+    return estimate_pose_batch(frames, manager, size, detections=detections, max_people=int(max_people), **options)
+
+
+def run_segment(frames, manager, size, *, seg_cache=None, **_):
+    return dense.segment_batch(frames, manager, size, cache=seg_cache)
+
+
+def run_normals(frames, manager, size, *, seg_cache=None, remove_background: bool = False, **_):
+    masks = _person_masks(frames, manager, size, seg_cache, remove_background)
+    return dense.normals_batch(frames, manager, size, masks=masks)
+
+
+def run_pointmap(frames, manager, size, *, seg_cache=None, remove_background: bool = False, **_):
+    masks = _person_masks(frames, manager, size, seg_cache, remove_background)
+    return dense.pointmap_batch(frames, manager, size, masks=masks)
+
+
+def run_matting(frames, manager, size, *, seg_cache=None, **_):
+    return dense.matting_batch(frames, manager, size)
+
+
+def run_features(frames, manager, size, *, seg_cache=None, remove_background: bool = False, **_):
+    """CLS embedding and patch features; with remove_background, each result carries the person mask its
+    PCA colours are fitted on."""
+    from ..pipelines.features import extract_features
+
+    results = extract_features(frames, manager, size)
+    for result, mask in zip(results, _person_masks(frames, manager, size, seg_cache, remove_background)
+                            or [None] * len(results)):
+        result.mask = mask
+    return results
+
+
+def pose_items(job, n_frames: int) -> float:
+    """Pose costs per person (the crops), twice with the flip test; 3 people a frame when not known yet."""
+    detections = job.options.get("detections")
+    people = sum(len(d.boxes) for d in detections) if detections else n_frames * 3
+    return people * (2 if job.options.get("flip_test", True) else 1)
+
+
+# -- renderers: options once, then annotate(frame, result) per frame --------------------------------------
+def pose_renderer(keypoint_threshold: float = 0.3, show_face: bool = True, show_boxes: bool = True, **_):
+    from ..render.frames import PoseAnnotator
+
+    return PoseAnnotator(keypoint_threshold, show_face, show_boxes)
+
+
+def segment_renderer(opacity: float = 0.5, **_):
+    from ..render.parts import PartsAnnotator
+
+    return PartsAnnotator(opacity=opacity)
+
+
+def normals_renderer(background: str = "black", **_):
+    from ..render.normals import NormalsAnnotator
+
+    return NormalsAnnotator(background=background)
+
+
+def depth_renderer(**_):
+    from ..render.frames import SteadyDepthAnnotator
+
+    return SteadyDepthAnnotator()
+
+
+def matting_renderer(background: str = "colour", colour: str = "#00b140", background_image=None,
+                     opaque: bool = False, **_):
+    """opaque (video): no alpha channel, so 'transparent' shows the cut-out over grey (the WebM keeps the alpha)."""
+    from ..render.matting import MattingAnnotator
+
+    if opaque and background == "transparent":
+        background, colour = "colour", "#808080"
+    return MattingAnnotator(background=background, colour=colour, image=background_image)
+
+
+# -- downloads --------------------------------------------------------------------------------------------
+def export_features(rgb, result, folder: Path, **_) -> list[Path]:
+    from ..export.features import write_features
+    from ..pipelines.features import patch_mask
+    from ..render.features import pca_rgb, upsample_to_image
+
+    mask = None if result.mask is None else patch_mask(result.mask, result.grid_hw)
+    picture = upsample_to_image(pca_rgb(result.patches, mask if mask is not None and mask.sum() >= 2 else None),
+                                result.image_hw)
+    return write_features(result, picture, folder, prefix="features")
+
+
+def check_matting_background(options: dict) -> None:
+    if options.get("background") == "image" and options.get("background_image") is None:
+        raise ValueError("Choose a background image, or pick the 'colour' or 'transparent' background.")
+
+
+def normals_video_export(folder, *, raw_normals: bool = False, **options):
+    return video_files.NormalsVideoExport(folder, **options) if raw_normals else None
+
+
+POSE_OPTIONS = (
+    Option("boxes", "", "Person boxes (optional JSON [[x1,y1,x2,y2], ...]; skips the detector)", "text",
+           advanced=True, model="boxes"),
+    Option("flip_test", True, "Flip test (more accurate, 2x compute)", advanced=True, model="flip_test"),
+    Option("detection_threshold", 0.3, "Detection threshold", "slider", low=0.05, high=0.95, advanced=True,
+           model="score_threshold"),
+    Option("nms_iou", 0.3, "NMS IoU", "slider", low=0.1, high=0.9, advanced=True, model="nms_iou"),
+    Option("max_people", 20, "Max people", "slider", low=1, high=50, step=1, advanced=True, model="max_people"),
+    Option("keypoint_threshold", 0.3, "Keypoint threshold (drawing)", "slider", advanced=True),
+    Option("show_face", True, "Draw face keypoints", advanced=True),
+    Option("show_boxes", True, "Draw boxes", advanced=True),
+)
+
+register(TaskSpec(
+    "pose", "Pose", "Pose", "pose", SIZES, run_pose, options=POSE_OPTIONS, items=pose_items, detector=True,
+    renderer=pose_renderer, present=present.present_pose, export=task_files.export_pose,
+    files=("pose_sapiens2.json", "pose_coco17.json", "pose_openpose_keypoints.json"),
+    video_export=video_files.PoseVideoExport, live=True, in_all=True, button="Estimate pose",
+    outputs=("image",), result_label="Keypoints", files_label="Downloads (official JSON, COCO-17, OpenPose)"))
+
+register(TaskSpec(
+    "segment", "Body parts", "Body parts", "seg", SIZES, run_segment, aliases=("seg", "body_parts"), folder="seg",
+    options=(Option("opacity", 0.5, "Overlay opacity", "slider"),
+             Option("show_names", False, "Write class names on the parts")),
+    renderer=segment_renderer, present=present.present_segment, export=task_files.export_segment,
+    files=("body_parts_labels.png", "body_parts_colors.png"), video_export=video_files.LabelsVideoExport,
+    live=True, in_all=True, button="Segment body parts", outputs=("slider", "legend"),
+    result_label="Image / body parts", files_label="Downloads (class-id PNG, colour PNG)"))
+
+register(TaskSpec(
+    "normals", "Normals", "Normals", "normal", SIZES, run_normals, aliases=("normal",), folder="normal",
+    options=(REMOVE_BACKGROUND,
+             Option("background", "black", "Background", "radio", (("black", "black"), ("original image", "image"))),
+             Option("png_bits", 16, "PNG bit depth", "radio", (8, 16))),
+    uses_mask=True, renderer=normals_renderer, present=present.present_normals, export=task_files.export_normals,
+    files=("normals.npy", "normals16.png"), video_export=normals_video_export, live=True, in_all=True,
+    button="Estimate normals", outputs=("slider",), result_label="Image / normals",
+    files_label="Downloads (.npy, PNG)"))
+
+register(TaskSpec(
+    "pointmap", "Depth & 3D", "Depth", "pointmap", SIZES, run_pointmap, aliases=("depth",),
+    options=(REMOVE_BACKGROUND,
+             Option("max_points", 200_000, "Max points in the cloud", "slider", low=10_000, high=500_000,
+                    step=10_000)),
+    uses_mask=True, renderer=depth_renderer, present=present.present_pointmap, export=task_files.export_pointmap,
+    files=("depth_mm.png", "depth_m.npy"), optional_files=("person.ply", "person.glb"),
+    video_export=video_files.DepthVideoExport, live=True, in_all=True, button="Estimate depth & 3D",
+    outputs=("slider", "model3d"), result_label="Image / depth (turbo inverse depth, colour bar in metres)",
+    files_label="Downloads (depth PNG mm, .npy m, .ply, .glb)"))
+
+register(TaskSpec(
+    "matting", "Matting", "Matting", "matting", ("1b",), run_matting,
+    options=(Option("background", "colour", "Background", "radio", ("colour", "transparent", "image")),
+             Option("colour", "#00b140", "Background colour", "colour"),
+             Option("background_image", None, "Background image (for 'image')", "image")),
+    validate=check_matting_background, renderer=matting_renderer, present=present.present_matting, export=task_files.export_matting,
+    files=("matting_rgba.png", "matting_alpha.png"), video_export=video_files.MattingVideoExport, in_all=True,
+    button="Matte", outputs=("slider",), result_label="Image / composite",
+    files_label="Downloads (RGBA PNG, alpha PNG)"))
+
+register(TaskSpec(
+    "features", "Features", "Features", "pretrain", SIZES, run_features, aliases=("pretrain",),
+    options=(Option("remove_background", True, "Fit the PCA colours on the person (body-part segmentation)",
+                    model="remove_background"),),
+    uses_mask=True, export=export_features,
+    files=("features_cls_embedding.npy", "features_patch_features.npy", "features_pca.png"), video=False))

@@ -1,0 +1,154 @@
+"""What a task is, written once: `TaskSpec` and the registry every front door reads.
+
+A front door (an image tab, `/video`, Live, the CLI, the Ray engine) never switches on a task's name: it asks
+the registry for the spec and calls what the spec holds (the pipeline, the renderer, the exporters). Adding a
+task is one `register(TaskSpec(...))` (see `catalog.py` for the built-in six).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..results import Job
+
+
+@dataclass(frozen=True)
+class Option:
+    """One user option: its API parameter name and default, how a tab shows it, and the pipeline option it
+    feeds (`model`; None when it only changes the rendering or the files)."""
+
+    name: str
+    default: Any
+    label: str
+    kind: str = "checkbox"  # checkbox | slider | radio | dropdown | text | colour | image
+    choices: tuple = ()  # radio / dropdown: values or (label, value) pairs
+    low: float = 0.0
+    high: float = 1.0
+    step: float = 0.05
+    advanced: bool = False  # inside the tab's "Options" accordion
+    model: str | None = None
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """Everything the app knows about one task.
+
+    run(frames, manager, size, *, seg_cache, **model_options) -> one result per frame (pipelines layer)
+    renderer(**options) -> an annotator with `annotate(frame, result) -> RGB uint8` (video, live, the grid)
+    present(image, result, folder, **options) -> TaskOutput: an image request's renders, downloads and notes
+    export(rgb, result, folder, **options) -> the image downloads written (the CLI; `present` calls it too)
+    video_export(folder, fps=..., **options) -> per-frame downloads of a video (add / close / abort), or None
+    """
+
+    name: str  # the public name: API, CLI, UI values
+    title: str  # tab title
+    short: str  # grid tile and All-tasks zip folder
+    family: str  # checkpoint family: facebook/sapiens2-{family}-{size}
+    sizes: tuple[str, ...]
+    run: Callable
+    aliases: tuple[str, ...] = ()  # older spellings still accepted
+    folder: str = ""  # output folder of the CLI and multi-task videos (defaults to the name)
+    options: tuple[Option, ...] = ()
+    detector: bool = False  # needs the person detector (preloaded with the checkpoint)
+    uses_mask: bool = False  # masks with the body-part segmentation when `remove_background` is on
+    renderer: Callable | None = None
+    present: Callable | None = None  # None: the task has no generic image tab (e.g. features)
+    export: Callable | None = None
+    files: tuple[str, ...] = ()  # what a complete image export holds (the CLI's resume check)
+    optional_files: tuple[str, ...] = ()  # written only when there is something to write
+    video_export: Callable | None = None
+    video: bool = True  # runs on videos
+    live: bool = False  # offered in the Live tab
+    in_all: bool = False  # part of "all" (the All-tasks tab, `--tasks all`, the video grid)
+    button: str = "Run"
+    outputs: tuple[str, ...] = ("image",)  # an image tab's result widgets: image | slider | legend | model3d
+    result_label: str = "Result"
+    files_label: str = "Downloads"
+    items: Callable | None = None  # (job, n_frames) -> model items, for the GPU-time estimate
+    validate: Callable | None = None  # (options) -> None or ValueError: checked before any model work
+
+    @property
+    def out_folder(self) -> str:
+        return self.folder or self.name
+
+    @property
+    def zip_folder(self) -> str:
+        return self.short.lower().replace(" ", "_")
+
+    def default_size(self) -> str:
+        return self.sizes[0]
+
+    def size_or_default(self, size: str | None) -> str:
+        """`size` when this task has it, else its default (matting exists only as 1b)."""
+        return size if size in self.sizes else self.default_size()
+
+    def defaults(self) -> dict:
+        return {option.name: option.default for option in self.options}
+
+    def check(self, options: dict) -> None:
+        if self.validate is not None:
+            self.validate({**self.defaults(), **options})
+
+    def job(self, size: str | None = None, options: dict | None = None, *, tolerate_errors: bool = False) -> Job:
+        """The GPU job for these user options: each option that feeds the pipeline, under the pipeline's name."""
+        chosen = {**self.defaults(), **(options or {})}
+        model_options = {o.model: chosen[o.name] for o in self.options if o.model and o.name in chosen}
+        return Job(self.name, self.size_or_default(size), model_options, tolerate_errors)
+
+    def model_items(self, job: Job, n_frames: int) -> float:
+        if self.items is not None:
+            return self.items(job, n_frames)
+        masked = self.uses_mask and job.options.get("remove_background")
+        return n_frames * (2 if masked else 1)
+
+    def write_files(self, rgb, result, folder: str | Path, **options) -> list[Path]:
+        if self.export is None:
+            raise ValueError(f"The {self.name} task has no downloads.")
+        return list(self.export(rgb, result, Path(folder), **options))
+
+
+_REGISTRY: dict[str, TaskSpec] = {}
+
+
+class UnknownTask(ValueError):
+    pass
+
+
+def register(spec: TaskSpec) -> TaskSpec:
+    """Add (or replace) a task; every front door offers it from then on."""
+    _REGISTRY[spec.name] = spec
+    return spec
+
+
+def unregister(name: str) -> None:
+    _REGISTRY.pop(name, None)
+
+
+def all_specs() -> list[TaskSpec]:
+    return list(_REGISTRY.values())
+
+
+def get(name: str) -> TaskSpec:
+    """The spec for a public name or an alias (`seg`, `normal`, `pretrain` ...); UnknownTask otherwise."""
+    key = str(name).strip().lower()
+    for spec in _REGISTRY.values():
+        if key == spec.name or key in spec.aliases:
+            return spec
+    raise UnknownTask(f"Unknown task {name!r}; choose one of {', '.join(_REGISTRY)}.")
+
+
+def names(**where) -> list[str]:
+    """Public names of the tasks whose flags match, e.g. names(video=True), names(in_all=True)."""
+    return [s.name for s in _REGISTRY.values() if all(getattr(s, k) == v for k, v in where.items())]
+
+
+def specs(**where) -> list[TaskSpec]:
+    return [get(name) for name in names(**where)]
+
+
+def choices(**where) -> list[tuple[str, str]]:
+    """(title, name) pairs for a radio or dropdown."""
+    return [(s.title, s.name) for s in specs(**where)]

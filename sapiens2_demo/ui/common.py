@@ -1,0 +1,121 @@
+"""What every tab shares: the upload component, the error wording, the acceptable-use note, the tab scaffold,
+and the display copies handed to gradio. Every failure a user can cause becomes a gr.Error with a plain
+message (no traceback)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from pathlib import Path
+from types import SimpleNamespace
+
+import gradio as gr
+
+from ..media.image import ImageError
+from ..models.manager import CheckpointUnavailable
+from ..models.registry import ACCEPTABLE_USE, LICENSE_URL, UnknownCheckpoint
+from ..results import TaskOutput
+
+log = logging.getLogger(__name__)
+ASSETS = Path(__file__).resolve().parents[2] / "assets"
+EXAMPLES = [[str(ASSETS / name)] for name in ("astronaut.jpg", "grace_hopper.jpg", "camera.jpg")]
+BROWSER_IMAGES = (".jpg", ".jpeg", ".png", ".webp")
+DISPLAY_JPEG_QUALITY = 90  # display copies only: the downloads keep exact PNG / npy data
+
+
+class ImageUpload(gr.Image):
+    """gr.Image that hands over the uploaded file untouched, so our loader decides what is readable
+    and words the message (gradio's own preprocessing would fail first, with its own error)."""
+
+    is_template = True  # render with gr.Image's own frontend
+
+    def preprocess(self, payload):
+        if payload is None or (payload.url and payload.url.startswith("data:")):
+            return super().preprocess(payload)
+        return payload.path
+
+
+@contextlib.contextmanager
+def user_errors(task_title: str):
+    """Turn expected failures into a clear gr.Error; log unexpected ones and say so plainly."""
+    try:
+        yield
+    except gr.Error:
+        raise
+    except (ImageError, UnknownCheckpoint, CheckpointUnavailable, ValueError) as error:
+        raise gr.Error(str(error), title=f"{task_title}: cannot run", print_exception=False) from None
+    except MemoryError:
+        raise gr.Error("Ran out of memory. Try a smaller model size or a smaller image.",
+                       title=f"{task_title}: out of memory") from None
+    except Exception as error:  # noqa: BLE001 - the app must keep serving
+        if type(error).__name__ == "OutOfMemoryError":  # torch.cuda.OutOfMemoryError
+            raise gr.Error("The GPU ran out of memory. Try a smaller model size or a smaller image.",
+                           title=f"{task_title}: out of memory") from None
+        log.exception("%s failed", task_title)
+        raise gr.Error(f"Something went wrong ({type(error).__name__}); the server log has details. "
+                       "Other tabs keep working.", title=f"{task_title}: failed") from None
+
+
+def note() -> None:
+    """The acceptable-use note every tab ends with."""
+    gr.Markdown(f"<small>{ACCEPTABLE_USE} [License]({LICENSE_URL}).</small>")
+
+
+def session_of(request: gr.Request | None) -> str | None:
+    return getattr(request, "session_hash", None)
+
+
+def image_in():
+    return ImageUpload(type="filepath", label="Image", sources=["upload", "clipboard", "webcam"])
+
+
+@contextlib.contextmanager
+def task_tab(title: str, tab_id: str, scales=(1, 1)):
+    """A tab's scaffold: an inputs column that starts with the image, a results column that ends with
+    the notes, then examples and the acceptable-use note. The body fills `inputs` and `results`."""
+    with gr.Tab(title, id=tab_id, elem_id=f"tab-{tab_id}"):
+        with gr.Row():
+            with gr.Column(scale=scales[0]) as inputs:
+                img = image_in()
+            with gr.Column(scale=scales[1]):
+                results = gr.Column()
+                info = gr.Markdown(elem_classes=["notes"])
+        yield SimpleNamespace(img=img, inputs=inputs, results=results, info=info)
+        gr.Examples(EXAMPLES, [img])
+        note()
+
+
+def as_display_files(out: TaskOutput, run_dir: Path, loaded, upload: str | None) -> TaskOutput:
+    """Hand gradio image files rather than arrays, written fast: JPEG for what is only looked at (PNG when
+    there is transparency), and the upload itself where the input is shown unchanged.
+
+    Files, not arrays: gradio 6.31 caches an array under a hash of its pixels and rewrites that file in place,
+    so two requests rendering the same picture could serve each other a truncated image."""
+    from PIL import Image
+
+    from ..util import PNG_LEVEL
+
+    shown = run_dir / "shown"
+    shown.mkdir(exist_ok=True)
+    saved: dict[int, str] = {}  # the main render is usually also the slider's "after": write it once
+    if upload and not loaded.notes and Path(upload).suffix.lower() in BROWSER_IMAGES:
+        saved[id(loaded.rgb)] = upload  # untouched input (no rotation, conversion or downscale): no re-encode
+
+    def save(array):
+        if id(array) not in saved:
+            rgba = array.ndim == 3 and array.shape[2] == 4
+            path = shown / f"{len(saved)}.{'png' if rgba else 'jpg'}"
+            if rgba:
+                Image.fromarray(array).save(path, compress_level=PNG_LEVEL)
+            else:
+                Image.fromarray(array).save(path, quality=DISPLAY_JPEG_QUALITY)
+            saved[id(array)] = str(path)
+        return saved[id(array)]
+
+    if out.main is not None:
+        out.main = save(out.main)
+    if out.before_after is not None:
+        out.before_after = tuple(save(a) for a in out.before_after)
+    if out.gallery is not None:
+        out.gallery = [(save(a), caption) for a, caption in out.gallery]
+    return out

@@ -1,0 +1,206 @@
+"""estimate_pose end to end on the tiny checkpoints: boxes (detector, fallback, user), batching, flip test."""
+
+import numpy as np
+import pytest
+import torch
+
+from sapiens2_demo.models.manager import LoadedModel, ModelManager
+from sapiens2_demo.models.registry import checkpoint
+from sapiens2_demo.pipelines.pose import STAGES, estimate_pose, model_flip_pairs
+from sapiens2_demo.pose import detector as detector_module
+from sapiens2_demo.pose.detector import NO_PERSON_NOTE, detect_people
+from sapiens2_demo.pose.meta import flip_pairs_from_indices
+
+K = 308
+
+
+def iou_matrix(boxes):
+    from torchvision.ops import box_iou
+
+    t = torch.from_numpy(boxes)
+    return box_iou(t, t).numpy()
+
+
+def test_detector_path_with_random_yolo(person_image, manager):
+    boxes, scores = detect_people(person_image, manager, score_threshold=0.0, classes=None, max_people=5)
+    height, width = person_image.shape[:2]
+    assert 1 <= len(boxes) <= 5 and boxes.dtype == np.float32 and scores.shape == (len(boxes),)
+    assert (np.diff(scores) <= 0).all()  # best first
+    assert (boxes[:, [0, 1]] >= 0).all() and (boxes[:, 2] <= width).all() and (boxes[:, 3] <= height).all()
+    assert ((boxes[:, 2] > boxes[:, 0]) & (boxes[:, 3] > boxes[:, 1])).all()
+    overlaps = iou_matrix(boxes) - np.eye(len(boxes))
+    assert overlaps.max() <= 0.3 + 1e-6  # greedy NMS at IoU 0.3
+
+    timings = {}
+    result = estimate_pose(person_image, manager, score_threshold=0.0, detector_classes=None, max_people=5,
+                           timings=timings)
+    np.testing.assert_allclose(result.boxes, boxes)
+    np.testing.assert_allclose(result.box_scores, scores)
+    assert result.notes == []
+    assert result.keypoints.shape == (len(boxes), K, 2) and result.keypoint_scores.shape == (len(boxes), K)
+    assert set(STAGES) <= set(timings) and timings["forward"] > 0 and timings["detect"] > 0
+
+
+class _FakeBoxes:
+    def __init__(self, xyxy, conf, cls):
+        self.xyxy, self.conf, self.cls = (torch.tensor(v, dtype=torch.float32) for v in (xyxy, conf, cls))
+
+
+class _FakeYolo:
+    """Returns fixed boxes regardless of the thresholds; records what predict was asked."""
+
+    def __init__(self, xyxy, conf, cls):
+        self.result = type("Result", (), {"boxes": _FakeBoxes(xyxy, conf, cls)})()
+        self.calls = []
+
+    def predict(self, image, **kwargs):
+        self.calls.append((image, kwargs))
+        return [self.result]
+
+
+class _FakeManager:
+    def __init__(self, model):
+        self.loaded = LoadedModel(model=model, processor=None, nbytes=0, source="fake", device="cpu")
+
+    def get_detector(self):
+        return self.loaded
+
+
+def test_detector_filtering_rules():
+    # person (0) boxes: two overlapping (IoU > 0.3), one low score, one far; a non-person box (class 2)
+    fake = _FakeYolo(xyxy=[[0, 0, 100, 200], [5, 5, 105, 205], [300, 0, 400, 200], [200, 0, 260, 100],
+                           [500, 0, 600, 100]],
+                     conf=[0.9, 0.8, 0.2, 0.6, 0.95], cls=[0, 0, 0, 0, 2])
+    image = np.zeros((240, 700, 3), np.uint8)
+    image[..., 0] = 255  # red in RGB
+    boxes, scores = detect_people(image, _FakeManager(fake))
+    np.testing.assert_allclose(boxes, [[0, 0, 100, 200], [200, 0, 260, 100]])
+    np.testing.assert_allclose(scores, [0.9, 0.6])
+    sent, kwargs = fake.calls[0]
+    assert kwargs["classes"] == [0] and kwargs["conf"] == 0.3 and kwargs["iou"] == 0.3  # person only by default
+    assert sent[0, 0, 2] == 255 and sent[0, 0, 0] == 0  # ultralytics gets BGR
+    boxes, _ = detect_people(image, _FakeManager(fake), max_people=1)
+    assert len(boxes) == 1
+
+
+def test_no_detection_falls_back_to_whole_image(person_image, manager):
+    # The random YOLO never scores 0.99; boxes above threshold: none -> whole image, with a note.
+    result = estimate_pose(person_image, manager, score_threshold=0.99)
+    height, width = person_image.shape[:2]
+    np.testing.assert_array_equal(result.boxes, [[0, 0, width, height]])
+    np.testing.assert_array_equal(result.box_scores, [1.0])
+    assert result.notes == [NO_PERSON_NOTE]
+    assert result.keypoints.shape == (1, K, 2)
+
+
+def test_unavailable_detector_falls_back(tiny_dir, person_image):
+    manager = ModelManager(checkpoint_dir=tiny_dir, device="cpu", dtype="float32", detector="/nonexistent.pt")
+    result = estimate_pose(person_image, manager)
+    assert result.num_people == 1
+    assert len(result.notes) == 1 and result.notes[0].startswith("Person detector unavailable")
+    assert "whole image" in result.notes[0]
+
+
+def test_user_boxes_skip_the_detector(person_image, manager, monkeypatch):
+    monkeypatch.setattr(detector_module, "detect_people", lambda *a, **k: pytest.fail("detector was called"))
+    result = estimate_pose(person_image, manager, boxes="[[-20, 50, 200, 480]]")
+    np.testing.assert_array_equal(result.boxes, [[0, 50, 200, 480]])  # clipped
+    np.testing.assert_array_equal(result.box_scores, [1.0])
+    assert result.notes == [] and result.image_size == person_image.shape[:2]
+    assert result.keypoints.shape == (1, K, 2) and result.keypoints.dtype == np.float32
+    # keypoints land in the person's (padded) crop, in image pixels
+    median = np.median(result.keypoints[0], axis=0)
+    assert -100 < median[0] < 300 and 0 < median[1] < 560
+
+
+def test_bad_user_boxes_raise_before_loading(person_image, manager):
+    with pytest.raises(ValueError, match="inverted"):
+        estimate_pose(person_image, manager, boxes=[[100, 100, 50, 200]])
+    assert manager.loaded_keys == []
+
+
+def twelve_boxes(image):
+    height, width = image.shape[:2]
+    rng = np.random.default_rng(0)
+    x1 = rng.uniform(0, width * 0.7, 12)
+    y1 = rng.uniform(0, height * 0.5, 12)
+    return np.stack([x1, y1, x1 + rng.uniform(30, width * 0.3, 12), y1 + rng.uniform(60, height * 0.5, 12)], 1)
+
+
+def test_batching_matches_one_by_one(person_image, manager):
+    boxes = twelve_boxes(person_image).tolist()
+    batched = estimate_pose(person_image, manager, boxes=boxes, batch_size=8)
+    single = estimate_pose(person_image, manager, boxes=boxes, batch_size=1)
+    assert batched.keypoints.shape == (12, K, 2)
+    np.testing.assert_allclose(batched.keypoint_scores, single.keypoint_scores, rtol=1e-4, atol=1e-5)
+    # Random weights give flat heatmaps where a 1e-7 change can move an argmax: nearly all must agree.
+    close = np.abs(batched.keypoints - single.keypoints).max(-1) < 0.05
+    assert close.mean() > 0.99
+
+
+def test_matches_transformers_post_processing(person_image, manager):
+    """The whole pipeline against the transformers recipe: processor crops, flipped forward, post-process."""
+    boxes = twelve_boxes(person_image)[:3].astype(np.float32)  # float32 like parsed boxes: same crops
+    result = estimate_pose(person_image, manager, boxes=boxes.tolist())
+    loaded = manager.get(checkpoint("pose", "0.4b"))
+    xywh = np.concatenate([boxes[:, :2], boxes[:, 2:] - boxes[:, :2]], 1).tolist()
+    inputs = loaded.processor(images=np.array(person_image), boxes=[xywh], return_tensors="pt")
+    pairs = torch.tensor(loaded.model.config.flip_pairs)
+    with torch.inference_mode():
+        outputs = loaded.model(pixel_values=inputs["pixel_values"])
+        flipped = loaded.model(pixel_values=inputs["pixel_values"].flip(-1), flip_pairs=pairs)
+    ref = loaded.processor.post_process_pose_estimation(outputs, boxes=[xywh], outputs_flipped=flipped)[0]
+    for person, expected in enumerate(ref):
+        np.testing.assert_allclose(result.keypoint_scores[person], expected["scores"].numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(result.keypoints[person], expected["keypoints"].numpy(), atol=0.05, rtol=0)
+
+
+def test_flip_test_runs_the_mirrored_batch_with_flip_pairs(person_image, manager):
+    loaded = manager.get(checkpoint("pose", "0.4b"))
+    calls = []
+    real_forward = loaded.model.forward
+
+    def recording_forward(pixel_values, flip_pairs=None, **kwargs):
+        calls.append((pixel_values.clone(), flip_pairs))
+        return real_forward(pixel_values, flip_pairs=flip_pairs, **kwargs)
+
+    loaded.model.forward = recording_forward
+    try:
+        estimate_pose(person_image, manager, boxes=[[10, 10, 200, 400]])
+        assert len(calls) == 2 and calls[0][1] is None
+        pairs = calls[1][1]
+        assert torch.is_tensor(pairs) and pairs.shape == (len(flip_pairs_from_indices()), 2)
+        np.testing.assert_array_equal(pairs.numpy(), flip_pairs_from_indices())
+        torch.testing.assert_close(calls[1][0], calls[0][0].flip(-1))
+        calls.clear()
+        estimate_pose(person_image, manager, boxes=[[10, 10, 200, 400]], flip_test=False)
+        assert len(calls) == 1 and calls[0][1] is None
+    finally:
+        del loaded.model.forward
+
+
+def test_flip_pairs_fall_back_to_keypoint_file():
+    from sapiens2_demo.pose.meta import keypoint_meta
+
+    pairs = flip_pairs_from_indices()
+    flip = np.array(keypoint_meta()["flip_indices"])
+    assert len(pairs) == (flip != np.arange(K)).sum() // 2  # self-symmetric points (nose, neck) have no pair
+    assert [5, 6] in pairs.tolist() and [41, 62] in pairs.tolist() and [21, 42] in pairs.tolist()
+    assert [0, 0] not in pairs.tolist() and [69, 69] not in pairs.tolist()
+    np.testing.assert_array_equal(flip[pairs[:, 0]], pairs[:, 1])
+    no_config = type("Model", (), {"config": type("Config", (), {"flip_pairs": None})()})()
+    np.testing.assert_array_equal(model_flip_pairs(no_config).numpy(), pairs)
+
+
+def test_flip_changes_the_result(person_image, manager):
+    kwargs = dict(boxes=[[10, 10, 200, 400]])
+    with_flip = estimate_pose(person_image, manager, **kwargs)
+    without = estimate_pose(person_image, manager, flip_test=False, **kwargs)
+    assert not np.allclose(with_flip.keypoint_scores, without.keypoint_scores)
+
+
+def test_image_forms(manager):
+    grey = np.full((64, 48), 128, np.uint8)
+    assert estimate_pose(grey, manager, boxes=[[0, 0, 48, 64]]).image_size == (64, 48)
+    with pytest.raises(ValueError, match="uint8"):
+        estimate_pose(np.zeros((64, 48, 3), np.float32), manager)

@@ -1,0 +1,88 @@
+"""Tab-level orchestration: the shared segmentation cache, masking, All-tasks archive."""
+
+import zipfile
+
+import numpy as np
+import pytest
+
+from sapiens2_demo.jobs import image as image_jobs
+from sapiens2_demo.jobs.outputs import OutputStore
+from sapiens2_demo.media.image import load_image
+from sapiens2_demo.models.registry import checkpoint
+from sapiens2_demo.pipelines import dense
+from sapiens2_demo.pipelines.dense import SegmentationCache
+from tests.conftest import ASSETS, checkpoints_without
+
+
+@pytest.fixture()
+def ctx(manager, tmp_path):
+    return image_jobs.AppContext(manager=manager, outputs=OutputStore(tmp_path / "out"))
+
+
+def _count_forwards(manager, task, monkeypatch):
+    model = manager.get(checkpoint(task, "0.4b")).model
+    calls = []
+    real = model.forward
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(model, "forward", counting)
+    return calls
+
+
+def test_one_segmentation_forward_serves_normals_depth_and_all_tasks(ctx, monkeypatch):
+    seg_calls = _count_forwards(ctx.manager, "seg", monkeypatch)
+    image = load_image(ASSETS / "grace_hopper.jpg")
+    image_jobs.run_task(ctx, image, task="normals", run_dir=ctx.outputs.new_run_dir("s"))
+    image_jobs.run_task(ctx, image, task="pointmap", run_dir=ctx.outputs.new_run_dir("s"))
+    image_jobs.all_tasks(ctx, image, run_dir=ctx.outputs.new_run_dir("s"))
+    assert len(seg_calls) == 1
+    other = load_image(ASSETS / "astronaut.jpg")  # another image is another forward
+    image_jobs.run_task(ctx, other, task="normals", run_dir=ctx.outputs.new_run_dir("s"))
+    assert len(seg_calls) == 2
+
+
+def test_cache_is_bounded_and_keyed_by_content_and_checkpoint():
+    cache = SegmentationCache(max_items=2)
+    a, b = np.zeros((8, 8, 3), np.uint8), np.ones((8, 8, 3), np.uint8)
+    assert cache.key(a, "r", "main") == cache.key(a.copy(), "r", "main")
+    assert cache.key(a, "r", "main") != cache.key(b, "r", "main")
+    assert cache.key(a, "r", "main") != cache.key(a, "r", "refs/pr/1")
+    assert cache.key(a, "r", "main") != cache.key(a.reshape(4, 16, 3), "r", "main")
+    computed = []
+    for key in ("k1", "k2", "k3", "k1"):
+        cache.get_or_compute(key, lambda key=key: computed.append(key) or key)
+    assert computed == ["k1", "k2", "k3", "k1"]  # k1 was evicted when k3 came in
+
+
+def test_background_removal_blackens_the_background(ctx):
+    image = load_image(ASSETS / "grace_hopper.jpg")
+    out = image_jobs.run_task(ctx, image, task="normals", run_dir=ctx.outputs.new_run_dir("s"), background="black")
+    labels = dense.segment(image.rgb, ctx.manager, cache=ctx.seg_cache).labels
+    rendered = out.main
+    assert (rendered[labels == 0] == 0).all()
+    assert (rendered[labels > 0].sum(axis=-1) > 0).all()
+
+
+def test_all_tasks_zip_holds_every_export(ctx):
+    out = image_jobs.all_tasks(ctx, load_image(ASSETS / "astronaut.jpg"), run_dir=ctx.outputs.new_run_dir("s"))
+    assert [caption for _, caption in out.gallery] == ["Input", "Pose", "Body parts", "Normals", "Depth", "Matting"]
+    with zipfile.ZipFile(out.files[0]) as zf:
+        names = zf.namelist()
+    for expected in ("pose/pose_sapiens2.json", "pose/pose_coco17.json", "body_parts/body_parts_labels.png",
+                     "normals/normals.npy", "depth/depth_mm.png", "depth/person.glb", "matting/matting_alpha.png"):
+        assert expected in names, (expected, names)
+
+
+def test_all_tasks_reports_a_failing_task_and_keeps_the_rest(manager, tmp_path, tiny_dir):
+    from sapiens2_demo.models.manager import ModelManager
+
+    partial = checkpoints_without(tiny_dir, tmp_path / "ckpts", "pose", "pointmap", "matting", "pretrain")
+    ctx = image_jobs.AppContext(manager=ModelManager(checkpoint_dir=partial, device="cpu", dtype="float32",
+                                                detector="/nonexistent.pt"), outputs=OutputStore(tmp_path / "out"))
+    out = image_jobs.all_tasks(ctx, load_image(ASSETS / "camera.jpg"), run_dir=ctx.outputs.new_run_dir("s"))
+    assert [caption for _, caption in out.gallery] == ["Input", "Body parts", "Normals"]
+    assert any("facebook/sapiens2-pose-0.4b" in note for note in out.notes)
+    assert any("facebook/sapiens2-matting-1b" in note for note in out.notes)

@@ -1,0 +1,87 @@
+"""The video path below the UI: stable track ids, exports that open, cancel and failure leave no file."""
+
+import json
+import zipfile
+
+import numpy as np
+import pytest
+
+from sapiens2_demo import gpu
+from sapiens2_demo.jobs.video import VideoJob, process_video
+from tests.videos import count_frames, decode_rgba_vp9, make_video
+
+
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory):
+    return make_video(tmp_path_factory.mktemp("clip") / "clip.mp4", frames=10, size=(160, 120), fps=10)
+
+
+@pytest.fixture()
+def key(manager):
+    return gpu.register(manager)
+
+
+def test_static_scene_keeps_stable_track_ids(clip, key, tmp_path, monkeypatch):
+    """Two people standing still (fixed boxes from a stand-in detector): the same two ids on every frame."""
+    from sapiens2_demo.pipelines import pose as pipeline
+
+    boxes = np.array([[10, 10, 70, 110], [90, 15, 150, 115]], np.float32)
+    scores = np.array([0.9, 0.8], np.float32)
+    monkeypatch.setattr(pipeline, "find_people", lambda image, *a, **k: (boxes.copy(), scores.copy(), []))
+    out = process_video(clip, "pose", key, tmp_path, flip_test=False)
+    lines = [json.loads(line) for line in open(tmp_path / "pose_frames.jsonl")]
+    assert len(lines) == 10
+    ids = [[p["track_id"] for p in line["people"]] for line in lines]
+    assert ids[0] == [1, 2] and all(frame_ids == ids[0] for frame_ids in ids)
+    assert out.frames == 10
+
+
+def test_matting_exports_open_with_alpha(clip, key, tmp_path):
+    out = process_video(clip, "matting", key, tmp_path)
+    names = {p.name for p in out.files}
+    assert {"matting_alpha.mp4", "matting_transparent.webm"} <= names
+    assert count_frames(tmp_path / "matting_alpha.mp4") == 10
+    rgba = decode_rgba_vp9(tmp_path / "matting_transparent.webm")
+    assert len(rgba) == 10 and rgba[0].shape == (120, 160, 4)
+
+
+def test_cancel_midway_leaves_no_file(clip, key, tmp_path):
+    steps = VideoJob(clip, "segment", key, tmp_path, batch_size=2).run()
+    progress = next(steps)
+    assert 0 < progress.done < 10
+    steps.close()  # what a Stop in the UI does
+    assert [p.name for p in tmp_path.iterdir()] == []
+
+
+def test_a_failure_midway_leaves_no_file(clip, key, tmp_path, monkeypatch):
+    from sapiens2_demo.render import parts
+
+    calls = []
+
+    def failing(self, frame, result):
+        calls.append(1)
+        if len(calls) == 5:
+            raise RuntimeError("renderer broke")
+        return frame
+
+    monkeypatch.setattr(parts.PartsAnnotator, "annotate", failing)
+    with pytest.raises(RuntimeError, match="renderer broke"):
+        process_video(clip, "segment", key, tmp_path, batch_size=2)
+    assert [p.name for p in tmp_path.iterdir()] == []
+
+
+def test_depth_frames_are_millimetres_of_the_pointmap(clip, key, tmp_path, manager):
+    from PIL import Image
+
+    from sapiens2_demo.media.video import read_frames
+    from sapiens2_demo.pipelines import dense
+
+    process_video(clip, "pointmap", key, tmp_path, remove_background=False)
+    first = next(read_frames(clip)).rgb
+    expected = dense.estimate_pointmap(first, manager).depth
+    with zipfile.ZipFile(tmp_path / "depth_mm.zip") as zf:
+        assert len(zf.namelist()) == 10
+        mm = np.asarray(Image.open(zf.open("frame_000000.png"))).astype(np.float64)
+    valid = (expected > 0) & (mm > 0)
+    assert valid.mean() > 0.5
+    np.testing.assert_allclose(mm[valid] / 1000, expected[valid], atol=0.0006 + 1e-4 * np.abs(expected).max())

@@ -1,0 +1,37 @@
+"""Per-session output folders: separate, swept after max age, deleted with the session."""
+
+import os
+import time
+
+from sapiens2_demo.jobs.outputs import OutputStore
+
+
+def test_runs_are_separate_per_session(tmp_path):
+    store = OutputStore(tmp_path, max_age_s=60)
+    a, b = store.new_run_dir("session-a"), store.new_run_dir("session-b")
+    assert a.parent.name == "session-a" and b.parent.name == "session-b"
+    assert store.new_run_dir("session-a") != a
+
+
+def test_session_names_cannot_escape_the_root(tmp_path):
+    store = OutputStore(tmp_path / "out", max_age_s=60)
+    run = store.new_run_dir("../../etc")
+    assert store.root in run.resolve().parents
+
+
+def test_old_runs_are_swept(tmp_path):
+    store = OutputStore(tmp_path, max_age_s=60)
+    old, fresh = store.new_run_dir("s"), store.new_run_dir("s")
+    (old / "depth.npy").write_bytes(b"x")
+    past = time.time() - 120
+    os.utime(old, (past, past))
+    assert store.sweep() == 1
+    assert not old.exists() and fresh.exists()
+
+
+def test_delete_session(tmp_path):
+    store = OutputStore(tmp_path, max_age_s=60)
+    run = store.new_run_dir("gone")
+    (run / "pose.json").write_text("{}")
+    store.delete_session("gone")
+    assert not run.exists()

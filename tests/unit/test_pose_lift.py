@@ -1,0 +1,200 @@
+"""pose/lift.py (2D keypoints + pointmap -> 3D) and export/pose3d.py (its JSON and skeleton GLB)."""
+
+import json
+
+import numpy as np
+import pytest
+import trimesh
+
+from sapiens2_demo.export.image import NothingToExport
+from sapiens2_demo.export.pose3d import (
+    pose3d_document,
+    skeleton_bones,
+    skeleton_mesh,
+    write_pose3d_json,
+    write_skeleton_glb,
+)
+from sapiens2_demo.pose.lift import Pose3DResult, lift_keypoints
+from sapiens2_demo.pose.meta import FACE_START, NUM_KEYPOINTS, keypoint_meta, keypoint_names
+from sapiens2_demo.results import PointmapResult, PoseResult
+
+FOCAL = 500.0
+HEIGHT, WIDTH = 200, 300
+
+
+def plane_points(depth_of_column=lambda u: 2 + 0.001 * u) -> np.ndarray:
+    """Pinhole (f = 500, centre principal point) pointmap whose depth depends on the column u."""
+    v, u = np.mgrid[0:HEIGHT, 0:WIDTH].astype(np.float64)
+    z = depth_of_column(u)
+    return np.stack([(u - WIDTH / 2) / FOCAL * z, (v - HEIGHT / 2) / FOCAL * z, z], axis=-1).astype(np.float32)
+
+
+def pointmap(points: np.ndarray, mask: np.ndarray | None = None) -> PointmapResult:
+    return PointmapResult(points=points, scale=1.0, focal_length=FOCAL, mask=mask)
+
+
+def pose_at(pixels, scores=None, track_ids=None) -> PoseResult:
+    """One person per row of `pixels` (N, K, 2)."""
+    keypoints = np.asarray(pixels, dtype=np.float32)
+    people, count = keypoints.shape[:2]
+    scores = np.ones((people, count), np.float32) if scores is None else np.asarray(scores, np.float32)
+    return PoseResult(image_size=(HEIGHT, WIDTH), boxes=np.zeros((people, 4), np.float32),
+                      box_scores=np.ones(people, np.float32), keypoints=keypoints, keypoint_scores=scores,
+                      track_ids=track_ids)
+
+
+def random_pixels(people: int, seed: int = 0, margin: int = 5) -> np.ndarray:
+    """Integer pixels at least `margin` from the border, so the default window is whole."""
+    rng = np.random.default_rng(seed)
+    return np.stack([rng.integers(margin, WIDTH - margin, (people, NUM_KEYPOINTS)),
+                     rng.integers(margin, HEIGHT - margin, (people, NUM_KEYPOINTS))], axis=-1)
+
+
+# -- lifting --------------------------------------------------------------------------------------
+
+def test_lifted_points_are_the_plane_at_the_keypoints():
+    points = plane_points()
+    pixels = random_pixels(2)
+    result = lift_keypoints(pose_at(pixels), pointmap(points))
+    assert result.points.shape == (2, NUM_KEYPOINTS, 3) and result.points.dtype == np.float32
+    assert result.available.all()
+    np.testing.assert_allclose(result.points, points[pixels[..., 1], pixels[..., 0]], atol=1e-3)
+    np.testing.assert_array_equal(result.scores, np.ones((2, NUM_KEYPOINTS), np.float32))
+
+
+def test_keypoints_at_the_border_use_the_clipped_window():
+    points = plane_points()
+    corners = np.array([[[0, 0], [WIDTH - 1, 0], [0, HEIGHT - 1], [WIDTH - 1, HEIGHT - 1]]])
+    result = lift_keypoints(pose_at(corners), pointmap(points))
+    assert result.available.all()
+    # the median of a one-sided window sits a few pixels inwards: ~2.5 px x 4 mm here
+    np.testing.assert_allclose(result.points[0], points[corners[0, :, 1], corners[0, :, 0]], atol=0.02)
+
+
+def test_keypoint_outside_mask_or_image_is_not_available():
+    mask = np.ones((HEIGHT, WIDTH), bool)
+    mask[50:100, 100:200] = False
+    pixels = [[[150, 75], [20, 20], [-5, 10], [WIDTH + 3, 10], [np.nan, 5]]]
+    for result in (lift_keypoints(pose_at(pixels), pointmap(plane_points(), mask)),  # the pointmap's own mask
+                   lift_keypoints(pose_at(pixels), pointmap(plane_points()), mask)):  # an explicit one
+        assert result.available.tolist() == [[False, True, False, False, False]]
+        assert np.isnan(result.points[0, [0, 2, 3, 4]]).all() and np.isfinite(result.points[0, 1]).all()
+
+
+def test_low_score_keypoint_is_not_available():
+    result = lift_keypoints(pose_at([[[30, 30], [60, 60]]], scores=[[0.29, 0.3]]), pointmap(plane_points()))
+    assert result.available.tolist() == [[False, True]]
+    assert result.scores[0, 0] == pytest.approx(0.29)
+
+
+def test_keypoint_on_a_depth_step_is_not_available():
+    points = plane_points(lambda u: np.where(u < WIDTH // 2, 2.0, 3.0))
+    result = lift_keypoints(pose_at([[[WIDTH // 2, 100], [WIDTH // 2 - 20, 100], [WIDTH // 2 + 20, 100]]]),
+                            pointmap(points))
+    assert result.available.tolist() == [[False, True, True]]
+    assert result.points[0, 1, 2] == pytest.approx(2.0) and result.points[0, 2, 2] == pytest.approx(3.0)
+
+
+def test_too_few_valid_samples_is_not_available():
+    points = plane_points()
+    points[::2] = np.nan  # every other row invalid ...
+    points[:, ::2] = np.nan  # ... and every other column: 25 of 121 samples valid (< 25 %)
+    result = lift_keypoints(pose_at([[[101, 101]]]), pointmap(points))
+    assert result.available.tolist() == [[False]]
+
+
+@pytest.mark.parametrize("keypoints", [np.zeros((0, 0, 2)), np.zeros((0, NUM_KEYPOINTS, 2))])
+def test_no_people_gives_empty_arrays(keypoints):
+    pose = PoseResult(image_size=(HEIGHT, WIDTH), boxes=np.zeros((0, 4), np.float32),
+                      box_scores=np.zeros(0, np.float32), keypoints=keypoints.astype(np.float32),
+                      keypoint_scores=np.zeros(keypoints.shape[:2], np.float32))
+    result = lift_keypoints(pose, pointmap(plane_points()))
+    assert result.points.shape == (0, NUM_KEYPOINTS, 3)
+    assert result.available.shape == result.scores.shape == (0, NUM_KEYPOINTS)
+
+
+def test_size_mismatch_is_refused():
+    with pytest.raises(ValueError):
+        lift_keypoints(pose_at(random_pixels(1)), pointmap(plane_points()[:100]))
+
+
+# -- export ---------------------------------------------------------------------------------------
+
+@pytest.fixture()
+def lifted() -> Pose3DResult:
+    scores = np.ones((2, NUM_KEYPOINTS), np.float32)
+    scores[1, ::3] = 0.1  # a third of the second person's keypoints are not available
+    return lift_keypoints(pose_at(random_pixels(2), scores=scores, track_ids=np.array([4, -1])),
+                          pointmap(plane_points()))
+
+
+def test_json_document(tmp_path, lifted):
+    path = write_pose3d_json(lifted, tmp_path, keypoint_names())
+    assert path.name == "pose_3d.json" and sorted(p.name for p in tmp_path.iterdir()) == ["pose_3d.json"]
+    document = json.loads(path.read_text())
+    assert document["units"] == "metres" and "z forward" in document["camera"]
+    assert document["num_keypoints"] == NUM_KEYPOINTS and document["keypoint_names"] == keypoint_names()
+    values = np.array([person["keypoints"] for person in document["people"]], dtype=object)
+    assert values.shape == (2, NUM_KEYPOINTS, 4)
+    assert [person["track_id"] for person in document["people"]] == [4, -1]
+    missing = np.vectorize(lambda v: v is None)(values[..., :3]).all(axis=2)
+    np.testing.assert_array_equal(missing, ~lifted.available)
+    assert lifted.available[0].all() and not lifted.available[1, ::3].any()
+    np.testing.assert_allclose(values[0, :, :3].astype(float), lifted.points[0], atol=1e-5)
+    assert values[1, 0, 3] == pytest.approx(0.1)  # the score stays even where the point is missing
+
+
+def test_json_without_people_or_tracks():
+    empty = Pose3DResult(points=np.zeros((0, 3, 3), np.float32), scores=np.zeros((0, 3), np.float32),
+                         available=np.zeros((0, 3), bool))
+    document = pose3d_document(empty, ["a", "b", "c"])
+    assert document["people"] == [] and document["num_keypoints"] == 3
+    json.dumps(document, allow_nan=False)
+
+
+def test_skeleton_glb_opens_with_faces_and_colours(tmp_path, lifted):
+    path = write_skeleton_glb(lifted, tmp_path)
+    assert path.name == "pose_3d.glb" and sorted(p.name for p in tmp_path.iterdir()) == ["pose_3d.glb"]
+    loaded = trimesh.load(path, force="mesh")
+    assert len(loaded.faces) > 0
+    assert np.asarray(loaded.visual.vertex_colors).shape == (len(loaded.vertices), 4)
+    assert loaded.vertices[:, 2].max() < 0  # glTF frame: in front of the camera is -z
+
+
+def test_skeleton_uses_body_links_and_only_available_joints(lifted):
+    bones = skeleton_bones()
+    assert bones and all(a < FACE_START and b < FACE_START for a, b in bones)
+    full = skeleton_mesh(lifted, bones)
+    one = Pose3DResult(points=lifted.points[:1], scores=lifted.scores[:1], available=lifted.available[:1])
+    single = skeleton_mesh(one, bones)
+    assert len(single.faces) < len(full.faces) < 2 * len(single.faces)  # person 2 lost joints and bones
+
+
+def test_one_bone_is_two_outward_spheres_and_a_cylinder_in_the_gltf_frame():
+    points = np.full((1, NUM_KEYPOINTS, 3), np.nan, np.float32)
+    points[0, 5], points[0, 7] = (0.1, -0.2, 2.0), (0.3, 0.1, 2.2)  # left shoulder, left elbow
+    available = np.isfinite(points).all(axis=2)
+    mesh = skeleton_mesh(Pose3DResult(points=points, scores=np.ones((1, NUM_KEYPOINTS), np.float32),
+                                      available=available), [(5, 7), (7, 62)])
+    sphere = trimesh.creation.icosphere(subdivisions=1, radius=0.015)
+    length = float(np.linalg.norm(points[0, 7] - points[0, 5]))
+    cylinder = trimesh.creation.cylinder(radius=0.006, height=length, sections=8)
+    assert len(mesh.faces) == 2 * len(sphere.faces) + len(cylinder.faces)  # bone (7, 62) has a missing end
+    # signed volume: an inward-wound part would subtract its volume instead of adding it
+    assert mesh.volume == pytest.approx(2 * sphere.volume + cylinder.volume, rel=1e-4)
+    first_sphere = mesh.vertices[:len(sphere.vertices)].mean(axis=0)
+    np.testing.assert_allclose(first_sphere, points[0, 5] * [1, -1, -1], atol=1e-6)
+    meta = keypoint_meta()
+    colours = np.asarray(mesh.visual.vertex_colors)
+    assert colours[0, :3].tolist() == list(meta["keypoint_colors"][5]) and (colours[:, 3] == 255).all()
+    link = [list(map(int, pair)) for pair in meta["skeleton_links"]].index([5, 7])
+    assert colours[-1, :3].tolist() == list(meta["skeleton_link_colors"][link])  # the bone: its 2D link's colour
+
+
+def test_no_available_joint_raises(tmp_path, lifted):
+    nothing = Pose3DResult(points=np.full_like(lifted.points, np.nan), scores=lifted.scores,
+                           available=np.zeros_like(lifted.available))
+    assert skeleton_mesh(nothing, skeleton_bones()) is None
+    with pytest.raises(NothingToExport):
+        write_skeleton_glb(nothing, tmp_path)
+    assert list(tmp_path.iterdir()) == []

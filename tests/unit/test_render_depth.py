@@ -1,0 +1,93 @@
+"""Depth colouring: percentile bounds clamped to 0.1-250 m, inverse depth through 'turbo', grey background."""
+
+import numpy as np
+import pytest
+from matplotlib import colormaps
+
+from sapiens2_demo.render.depth import (
+    BACKGROUND,
+    DepthAnnotator,
+    DepthBounds,
+    attach_colorbar,
+    colormap_lut,
+    depth_bounds,
+    depth_colorbar,
+)
+from sapiens2_demo.results import PointmapResult
+
+
+def _pointmap(depth, mask=None):
+    depth = np.asarray(depth, np.float32)
+    points = np.stack([np.zeros_like(depth), np.zeros_like(depth), depth], axis=-1)
+    return PointmapResult(points=points, scale=1.0, focal_length=768.0, mask=mask)
+
+
+def test_turbo_lut_is_matplotlib_turbo():
+    lut = colormap_lut("turbo")
+    expected = np.rint(colormaps["turbo"](np.linspace(0, 1, 256))[:, :3] * 255)
+    np.testing.assert_array_equal(lut, expected)
+
+
+def test_bounds_are_foreground_percentiles():
+    depth = np.linspace(1.0, 5.0, 10001, dtype=np.float32).reshape(1, -1)
+    depth = np.concatenate([depth, np.full_like(depth, 100.0)])  # background row far away
+    mask = np.zeros(depth.shape, bool)
+    mask[0] = True
+    bounds = depth_bounds(depth, mask)
+    assert bounds.near == pytest.approx(1.04, abs=1e-3) and bounds.far == pytest.approx(4.96, abs=1e-3)
+    unmasked = depth_bounds(depth)  # the background row now dominates the top percentile
+    assert unmasked.far == pytest.approx(100.0)
+
+
+def test_bounds_are_clamped():
+    assert depth_bounds(np.full((10, 10), 0.01, np.float32)).near == pytest.approx(0.1)
+    far = depth_bounds(np.concatenate([np.full(50, 0.05), np.full(50, 1000.0)]).reshape(10, 10))
+    assert (far.near, far.far) == (pytest.approx(0.1), pytest.approx(250.0))
+    assert depth_bounds(np.full((3, 3), np.nan)) == DepthBounds(0.1, 250.0)  # nothing valid
+
+
+def test_colours_follow_inverse_depth_and_background_is_grey():
+    near, far = 1.0, 4.0
+    middle = 1.0 / (0.5 * (1 / near + 1 / far))  # halfway in inverse depth = 1.6 m
+    depth = np.array([[near, far, middle, 2.0], [0.5, 9.0, np.nan, -1.0]], np.float32)
+    mask = np.ones(depth.shape, bool)
+    mask[0, 3] = False
+    out = DepthAnnotator().annotate(None, _pointmap(depth, mask), bounds=DepthBounds(near, far))
+    lut = colormap_lut("turbo")
+    assert tuple(out[0, 0]) == tuple(lut[255])  # near: red end
+    assert tuple(out[0, 1]) == tuple(lut[0])  # far: blue end
+    assert tuple(out[0, 2]) == tuple(lut[128])  # 127.5 rounds to 128
+    assert tuple(out[0, 3]) == BACKGROUND  # masked out
+    assert tuple(out[1, 0]) == tuple(lut[255]) and tuple(out[1, 1]) == tuple(lut[0])  # clipped
+    assert tuple(out[1, 2]) == BACKGROUND and tuple(out[1, 3]) == BACKGROUND  # invalid depth
+
+
+def test_result_mask_used_and_bounds_computed():
+    depth = np.tile(np.linspace(1, 3, 50, dtype=np.float32), (4, 1))
+    mask = np.zeros(depth.shape, bool)
+    mask[:2] = True
+    out = DepthAnnotator().annotate(np.zeros((4, 50, 3), np.uint8), _pointmap(depth, mask))
+    assert (out[2:] == BACKGROUND).all()
+    assert not (out[:2] == BACKGROUND).all(axis=-1).any()
+    lut = colormap_lut("turbo")
+    assert tuple(out[0, 0]) == tuple(lut[255]) and tuple(out[0, -1]) == tuple(lut[0])  # 1st/99th percentile ends
+
+
+def test_colorbar_runs_near_red_to_far_blue():
+    bar = depth_colorbar(DepthBounds(1.0, 4.0), height=400)
+    assert bar.dtype == np.uint8 and bar.shape[0] == 400 and 30 < bar.shape[1] < 200
+    lut = colormap_lut("turbo")
+    # the pixels closest to each end colour: near (red) must sit above far (blue), and match closely
+    distance_red = np.abs(bar.astype(int) - lut[255]).sum(-1)
+    distance_blue = np.abs(bar.astype(int) - lut[0]).sum(-1)
+    red_row = np.unravel_index(np.argmin(distance_red), distance_red.shape)[0]
+    blue_row = np.unravel_index(np.argmin(distance_blue), distance_blue.shape)[0]
+    assert distance_red.min() <= 6 and distance_blue.min() <= 6
+    assert red_row < 60 and blue_row > 340
+
+
+def test_attach_colorbar_keeps_height():
+    image = np.zeros((300, 200, 3), np.uint8)
+    out = attach_colorbar(image, DepthBounds(0.5, 10.0))
+    assert out.shape[0] == 300 and out.shape[1] > 200
+    np.testing.assert_array_equal(out[:, :200], image)
