@@ -50,6 +50,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     pose.add_argument("--max-people", type=int, default=20, help="people per image (default: 20)")
     pose.add_argument("--keypoint-threshold", type=float, default=0.3,
                       help="keypoint score for 'visible' in COCO/OpenPose exports (default: 0.3)")
+    pose.add_argument("--lift-3d", action="store_true",
+                      help="images: also run the depth model and write 3D keypoints in metres (pose_3d.json, "
+                           "pose_3d.glb); videos ignore it")
 
     engine = parser.add_argument_group("engine")
     engine.add_argument("--engine", choices=("local", "ray"), default="local")
@@ -71,7 +74,7 @@ def options_from(args: argparse.Namespace):
                         detector=args.detector, device=args.device, dtype=args.dtype, batch_size=args.batch_size,
                         flip_test=args.flip_test, detection_threshold=args.detection_threshold, nms_iou=args.nms_iou,
                         max_people=args.max_people, keypoint_threshold=args.keypoint_threshold,
-                        remove_background=not args.keep_background, threads=args.threads)
+                        lift_3d=args.lift_3d, remove_background=not args.keep_background, threads=args.threads)
 
 
 def main(argv: list[str] | None = None) -> int:

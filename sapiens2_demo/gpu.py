@@ -18,7 +18,7 @@ import numpy as np
 from . import tasks
 from .models.manager import ModelManager
 from .models.registry import UnknownCheckpoint, checkpoint
-from .results import Job
+from .results import Job, compact_maps
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,8 @@ def preload(manager: ModelManager, spec: str | None) -> list[str]:
     return loaded
 
 
-def estimate_duration(manager_key: str, frames: list[np.ndarray], jobs: list[Job]) -> int:
+def estimate_duration(manager_key: str, frames: list[np.ndarray], jobs: list[Job], batch_size: int | None = None,
+                      compact: bool = False) -> int:
     """GPU seconds to ask ZeroGPU for: per item and size, plus a load for checkpoints not preloaded."""
     manager = _STATE[manager_key][0] if manager_key in _STATE else None
     seconds = BASE_SECONDS
@@ -106,24 +107,37 @@ def _gpu_decorator():
 
 
 @_gpu_decorator()
-def infer(manager_key: str, frames: list[np.ndarray], jobs: list[Job]) -> list:
+def infer(manager_key: str, frames: list[np.ndarray], jobs: list[Job], batch_size: int | None = None,
+          compact: bool = False) -> list:
     """Run each job over `frames`; returns, per job, its list of results or the exception it raised.
+
+    batch_size: frames per forward (a video sends a whole chunk in one call, the model takes it in batches).
+    compact: per-pixel float maps as float16 (`results.compact_maps`), so a video chunk's results cross the
+    process boundary at a few bytes per pixel.
 
     Exceptions come back as values, not raised: ZeroGPU re-raises anything but gr.Error from a worker as a
     bare "ZeroGPU worker error", which would hide our messages. `answers` re-raises them on this side."""
     manager, seg_cache = _STATE[manager_key]
+    step = max(1, int(batch_size or len(frames) or 1))
     answers = []
     for job in jobs:
+        spec = tasks.get(job.task)
         try:
-            answers.append(tasks.get(job.task).run(frames, manager, job.size, seg_cache=seg_cache, **job.options))
+            results = [result for start in range(0, len(frames), step)
+                       for result in spec.run(frames[start:start + step], manager, job.size, seg_cache=seg_cache,
+                                              **job.options)]
+            if compact:
+                results = [compact_maps(r, f.shape[:2]) for r, f in zip(results, frames)]
+            answers.append(results)
         except Exception as error:  # noqa: BLE001 - handed back to the caller, who raises or reports it
             answers.append(error)
     return answers
 
 
-def answers(manager_key: str, frames: list[np.ndarray], jobs: list[Job]) -> list:
+def answers(manager_key: str, frames: list[np.ndarray], jobs: list[Job], batch_size: int | None = None,
+            compact: bool = False) -> list:
     """`infer`, then raise the first error of a job that does not tolerate errors (in the caller's process)."""
-    replies = infer(manager_key, frames, jobs)
+    replies = infer(manager_key, frames, jobs, batch_size, compact)
     for job, reply in zip(jobs, replies):
         if isinstance(reply, BaseException) and not job.tolerate_errors:
             raise reply

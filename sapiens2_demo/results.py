@@ -20,6 +20,9 @@ class PoseResult:
     keypoint_scores: np.ndarray  # (N, K) float32, raw heatmap peaks (may exceed 1)
     notes: list[str] = field(default_factory=list)  # shown to the user, e.g. detector fallback
     track_ids: np.ndarray | None = None  # (N,) int64 on video with tracking; -1 = not (yet) tracked
+    # "Lift to 3D": a pose.lift.Pose3DResult (each keypoint in metres, camera frame, from the pointmap of the
+    # same image), else None. Typed `object`: this layer does not import pose/.
+    lifted: object | None = None
 
     @property
     def num_people(self) -> int:
@@ -130,3 +133,18 @@ class TaskOutput:
     model3d: Path | None = None
     gallery: list[tuple[np.ndarray, str]] | None = None
     extra: dict = field(default_factory=dict)  # task-specific values a tab shows (e.g. a second 3D view)
+
+
+def compact_maps(result, image_hw: tuple[int, int]):
+    """The same result with its float32 per-pixel maps (first two dimensions = the image's) as float16: half the
+    bytes across a process boundary (a ZeroGPU call), within ~1e-3 relative. Keypoints, boxes and scalars
+    keep full precision (float16 would cost a pixel at x = 1024)."""
+    import dataclasses
+
+    changes = {}
+    for item in dataclasses.fields(result):
+        value = getattr(result, item.name)
+        if (isinstance(value, np.ndarray) and value.dtype == np.float32 and value.ndim >= 2
+                and value.shape[:2] == tuple(image_hw)):
+            changes[item.name] = value.astype(np.float16)
+    return dataclasses.replace(result, **changes) if changes else result

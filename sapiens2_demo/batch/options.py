@@ -42,6 +42,7 @@ class BatchOptions:
     nms_iou: float = 0.3
     max_people: int = 20
     keypoint_threshold: float = 0.3
+    lift_3d: bool = False  # pose on images: 3D keypoints from the pointmap (pose_3d.json / .glb); videos ignore it
     remove_background: bool = True  # normals, pointmap (and the features' PCA), as the app does
     threads: int | None = None  # torch threads per model worker (None: torch's default / cores per actor)
 
@@ -52,7 +53,12 @@ class BatchOptions:
         """The run's options under the names the task descriptions use."""
         return dict(flip_test=self.flip_test, detection_threshold=self.detection_threshold, nms_iou=self.nms_iou,
                     max_people=self.max_people, keypoint_threshold=self.keypoint_threshold,
-                    remove_background=self.remove_background)
+                    remove_background=self.remove_background, lift_3d=self.lift_3d)
+
+    @property
+    def lifts(self) -> bool:
+        """Pose lifts to 3D: it also runs the pointmap model, masked with the body-part segmentation."""
+        return self.lift_3d and "pose" in self.tasks
 
     def jobs(self) -> list:
         """One GPU job per task; the segmentation first, so the tasks that mask with it share it (the cache)."""
@@ -66,7 +72,7 @@ class BatchOptions:
     def needs_segmentation(self) -> bool:
         """Seg results are wanted, or used as masks (normals, pointmap, the features' PCA)."""
         masked = self.remove_background and any(task_specs.get(task).uses_mask for task in self.tasks)
-        return "segment" in self.tasks or masked
+        return "segment" in self.tasks or masked or self.lifts
 
     def make_manager(self):
         from transformers.utils import logging as transformers_logging
@@ -87,6 +93,8 @@ class BatchOptions:
         from ..models.registry import UnknownCheckpoint, checkpoint
 
         needed = {(task_specs.get(task).family, self.size_for(task)) for task in self.tasks}
+        if self.lifts:  # the pointmap at pose's size
+            needed.add((task_specs.get("pointmap").family, self.size_for("pose")))
         if self.needs_segmentation:
             needed.add((task_specs.get("segment").family, self.size_for("segment")))
         found = []

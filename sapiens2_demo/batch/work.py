@@ -160,5 +160,6 @@ def video_options(task: str, options: BatchOptions) -> dict:
 
     from ..jobs.video import VideoLimits
 
-    return dict(size=options.size_for(task), batch_size=options.batch_size,
-                limits=VideoLimits(max_seconds=math.inf, max_bytes=2**62), **options.task_options())
+    return dict(size=options.size_for(task), batch_size=options.batch_size, frame_exports=True,  # datasets want the data
+                limits=VideoLimits(max_seconds=math.inf, max_bytes=2**62),
+                **{k: v for k, v in options.task_options().items() if k != "lift_3d"})  # videos are not lifted

@@ -4,6 +4,7 @@
 |---|---|---|
 | pose | pose_frames.jsonl | one JSON line per processed frame: `frame` (index in the source), `time` (s), `image_size` [H,W], `people`: [{`track_id` (-1 = not tracked yet), `bbox` [x1,y1,x2,y2], `bbox_score`, `keypoints` [[x,y]x308], `keypoint_scores` [308]}] |
 | pose | pose_coco17.jsonl | one JSON line per frame: `frame`, `time`, and the image tab's COCO-17 document (`annotations` with `track_id`) |
+| pose | pose_coco_wholebody.jsonl | the same with the image tab's COCO-WholeBody (133 keypoints) document |
 | segment | body_parts_labels.zip | `frame_000123.png` per processed frame: 8-bit class ids 0-28 (0 = background), lossless |
 | pointmap | depth_mm.zip | `frame_000123.png` per frame: 16-bit depth in millimetres (0 = background/invalid), lossless |
 | normals | normals_f16.zip | on request: `frame_000123.npy` per frame, float16 (H, W, 3) unit normals x y z |
@@ -117,18 +118,21 @@ class TaskVideoExport:
 class PoseVideoExport(TaskVideoExport):
     def __init__(self, folder: Path, *, keypoint_threshold: float = 0.3, **_):
         super().__init__({"frames": JsonLinesWriter(Path(folder) / "pose_frames.jsonl"),
-                          "coco": JsonLinesWriter(Path(folder) / "pose_coco17.jsonl")})
+                          "coco": JsonLinesWriter(Path(folder) / "pose_coco17.jsonl"),
+                          "wholebody": JsonLinesWriter(Path(folder) / "pose_coco_wholebody.jsonl")})
         self.keypoint_threshold = keypoint_threshold
 
     def add(self, index, time, frame, result) -> None:
         from .pose_formats import to_coco17
+        from .pose_wholebody import to_coco_wholebody
 
         self.writers["frames"].add(pose_frame_document(index, time, result))
-        coco = to_coco17(result, self.keypoint_threshold)
         ids = result.track_ids
-        for person, annotation in enumerate(coco.get("annotations", [])):
-            annotation["track_id"] = int(ids[person]) if ids is not None else -1
-        self.writers["coco"].add({"frame": int(index), "time": round(float(time), 6), **coco})
+        for writer, document in (("coco", to_coco17(result, self.keypoint_threshold)),
+                                 ("wholebody", to_coco_wholebody(result, self.keypoint_threshold))):
+            for person, annotation in enumerate(document.get("annotations", [])):
+                annotation["track_id"] = int(ids[person]) if ids is not None else -1
+            self.writers[writer].add({"frame": int(index), "time": round(float(time), 6), **document})
 
 
 class LabelsVideoExport(TaskVideoExport):

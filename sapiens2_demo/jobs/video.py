@@ -68,6 +68,9 @@ class VideoOutput:
     seconds: float
 
 
+CHUNK_FRAMES = 16  # frames per GPU call: at least 12, so a minute of video is a few dozen calls, not hundreds
+
+
 def default_batch_size(device: str) -> int:
     return 8 if str(device).startswith("cuda") else 2
 
@@ -79,7 +82,8 @@ class VideoJob:
     manager_key: str  # gpu.register(manager)
     out_dir: Path
     size: str = "0.4b"
-    batch_size: int = 2
+    batch_size: int = 2  # frames per forward
+    chunk_size: int = CHUNK_FRAMES  # frames per GPU call (ZeroGPU: each call is a trip through its queue)
     stride: int = 1
     limits: VideoLimits = field(default_factory=VideoLimits)
     # pose
@@ -96,6 +100,7 @@ class VideoJob:
     remove_background: bool = True
     normals_background: str = "black"
     raw_normals: bool = False
+    frame_exports: bool = False  # the heavy per-frame downloads (label / depth PNG zips, normals, alpha videos)
     # matting
     matting_background: str = "colour"
     colour: str = "#00b140"
@@ -108,6 +113,7 @@ class VideoJob:
         self.path, self.out_dir = Path(self.path), Path(self.out_dir)
         self.stride = max(int(self.stride), 1)
         self.batch_size = max(int(self.batch_size), 1)
+        self.chunk_size = max(int(self.chunk_size), self.batch_size)
         for spec in self.specs:
             spec.check(self.options_for(spec))
 
@@ -156,7 +162,7 @@ class VideoJob:
         sink = VideoSink(rendered, fps=fps, audio_from=self.path, audio_until=duration if cut else None)
         exports = self._exports(fps)
         decoder = _Decoder(self.path, self.stride, duration if cut else None, self.limits.max_side,
-                           self.batch_size)
+                           self.chunk_size)
         titles = {spec.name: spec.short for spec in self.specs}
         writer = _Writer(self._renderers(), titles, sink, exports)
         done, finished = 0, False
@@ -200,7 +206,8 @@ class VideoJob:
         return {spec.name: spec.renderer(**self.options_for(spec)) for spec in self.specs}
 
     def _infer(self, frames) -> dict[str, list]:
-        answers = gpu.answers(self.manager_key, [f.rgb for f in frames], self.jobs())
+        # one GPU call per chunk, the model taking it batch_size frames at a time; float16 maps cross back
+        answers = gpu.answers(self.manager_key, [f.rgb for f in frames], self.jobs(), self.batch_size, compact=True)
         results = dict(zip(self.tasks, answers))
         for per_frame in results.values():
             if per_frame and isinstance(per_frame[0], PoseResult):

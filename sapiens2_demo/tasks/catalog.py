@@ -24,8 +24,10 @@ def _person_masks(frames, manager, size, seg_cache, remove_background):
 
 
 def run_pose(frames, manager, size, *, seg_cache=None, boxes=None, detections=None, max_people: int = 20,
-             **options):
-    """User boxes (JSON text or a list, validated before any model work) replace the detector on every frame."""
+             lift_3d: bool = False, **options):
+    """User boxes (JSON text or a list, validated before any model work) replace the detector on every frame.
+    lift_3d: also run the pointmap model on the frames with people and attach each frame's 3D keypoints
+    (`PoseResult.lifted`, pose/lift.py), sampled inside the body-part mask so they stay on the person."""
     from ..pipelines.pose import Detections, estimate_pose_batch
     from ..pose.boxes import parse_boxes
 
@@ -35,7 +37,32 @@ def run_pose(frames, manager, size, *, seg_cache=None, boxes=None, detections=No
         parsed = [parse_boxes(boxes, frame.shape[:2], max_boxes=int(max_people)) for frame in frames]
         if all(b is not None for b in parsed):  # an empty list means: use the detector
             detections = [Detections(b, np.ones(len(b), np.float32)) for b in parsed]
-    return estimate_pose_batch(frames, manager, size, detections=detections, max_people=int(max_people), **options)
+    results = estimate_pose_batch(frames, manager, size, detections=detections, max_people=int(max_people),
+                                  **options)
+    if lift_3d:
+        lift_poses(frames, results, manager, size, seg_cache)
+    return results
+
+
+def lift_poses(frames, poses, manager, size, seg_cache=None) -> None:
+    """Set `lifted` on each pose: one pointmap forward for the frames with people (masked with the body-part
+    segmentation, shared through the cache); a frame with nobody gets an empty Pose3DResult."""
+    import numpy as np
+
+    from ..pose.lift import Pose3DResult, lift_keypoints
+    from ..pose.meta import NUM_KEYPOINTS
+
+    busy = [i for i, pose in enumerate(poses) if pose.num_people]
+    picked = [frames[i] for i in busy]
+    maps = dense.pointmap_batch(picked, manager, size,
+                                masks=_person_masks(picked, manager, size, seg_cache, remove_background=True))
+    for i, pointmap in zip(busy, maps):
+        poses[i].lifted = lift_keypoints(poses[i], pointmap)
+    for pose in poses:
+        if pose.lifted is None:
+            pose.lifted = Pose3DResult(points=np.zeros((0, NUM_KEYPOINTS, 3), np.float32),
+                                       scores=np.zeros((0, NUM_KEYPOINTS), np.float32),
+                                       available=np.zeros((0, NUM_KEYPOINTS), bool))
 
 
 def run_segment(frames, manager, size, *, seg_cache=None, **_):
@@ -72,7 +99,8 @@ def pose_items(job, n_frames: int) -> float:
     """Pose costs per person (the crops), twice with the flip test; 3 people a frame when not known yet."""
     detections = job.options.get("detections")
     people = sum(len(d.boxes) for d in detections) if detections else n_frames * 3
-    return people * (2 if job.options.get("flip_test", True) else 1)
+    lifted = 2 * n_frames if job.options.get("lift_3d") else 0  # the pointmap and the segmentation
+    return people * (2 if job.options.get("flip_test", True) else 1) + lifted
 
 
 # -- renderers: options once, then annotate(frame, result) per frame --------------------------------------
@@ -127,8 +155,18 @@ def check_matting_background(options: dict) -> None:
         raise ValueError("Choose a background image, or pick the 'colour' or 'transparent' background.")
 
 
-def normals_video_export(folder, *, raw_normals: bool = False, **options):
-    return video_files.NormalsVideoExport(folder, **options) if raw_normals else None
+def on_request(export):
+    """A heavy per-frame video export (a PNG or .npy per frame, an extra video), written only when asked for
+    (`frame_exports`): it costs more than the model on a GPU."""
+
+    def make(folder, *, frame_exports: bool = False, **options):
+        return export(folder, **options) if frame_exports else None
+
+    return make
+
+
+def normals_video_export(folder, *, raw_normals: bool = False, frame_exports: bool = False, **options):
+    return video_files.NormalsVideoExport(folder, **options) if raw_normals or frame_exports else None
 
 
 POSE_OPTIONS = (
@@ -142,21 +180,25 @@ POSE_OPTIONS = (
     Option("keypoint_threshold", 0.3, "Keypoint threshold (drawing)", "slider", advanced=True),
     Option("show_face", True, "Draw face keypoints", advanced=True),
     Option("show_boxes", True, "Draw boxes", advanced=True),
+    Option("lift_3d", False, "Lift to 3D (also runs the depth model)", model="lift_3d"),  # appended: API order
 )
 
 register(TaskSpec(
     "pose", "Pose", "Pose", "pose", SIZES, run_pose, options=POSE_OPTIONS, items=pose_items, detector=True,
     renderer=pose_renderer, present=present.present_pose, export=task_files.export_pose,
-    files=("pose_sapiens2.json", "pose_coco17.json", "pose_openpose_keypoints.json"),
+    files=("pose_sapiens2.json", "pose_coco17.json", "pose_openpose_keypoints.json", "pose_coco_wholebody.json"),
+    optional_files=("pose_3d.json", "pose_3d.glb"), all_options={"lift_3d": True},
     video_export=video_files.PoseVideoExport, live=True, in_all=True, button="Estimate pose",
-    outputs=("image",), result_label="Keypoints", files_label="Downloads (official JSON, COCO-17, OpenPose)"))
+    outputs=("image",), result_label="Keypoints",
+    files_label="Downloads (official JSON, COCO-17, OpenPose, COCO-WholeBody; 3D keypoints when lifted)",
+    viewer_file="pose_3d.glb", viewer_label="3D skeleton (metres, camera frame)"))
 
 register(TaskSpec(
     "segment", "Body parts", "Body parts", "seg", SIZES, run_segment, aliases=("seg", "body_parts"), folder="seg",
     options=(Option("opacity", 0.5, "Overlay opacity", "slider"),
              Option("show_names", False, "Write class names on the parts")),
     renderer=segment_renderer, present=present.present_segment, export=task_files.export_segment,
-    files=("body_parts_labels.png", "body_parts_colors.png"), video_export=video_files.LabelsVideoExport,
+    files=("body_parts_labels.png", "body_parts_colors.png"), video_export=on_request(video_files.LabelsVideoExport),
     live=True, in_all=True, button="Segment body parts", outputs=("slider", "legend"),
     result_label="Image / body parts", files_label="Downloads (class-id PNG, colour PNG)"))
 
@@ -174,12 +216,15 @@ register(TaskSpec(
     "pointmap", "Depth & 3D", "Depth", "pointmap", SIZES, run_pointmap, aliases=("depth",),
     options=(REMOVE_BACKGROUND,
              Option("max_points", 200_000, "Max points in the cloud", "slider", low=10_000, high=500_000,
+                    step=10_000),
+             Option("max_faces", 300_000, "Max faces in the surface mesh", "slider", low=10_000, high=1_000_000,
                     step=10_000)),
     uses_mask=True, renderer=depth_renderer, present=present.present_pointmap, export=task_files.export_pointmap,
-    files=("depth_mm.png", "depth_m.npy"), optional_files=("person.ply", "person.glb"),
-    video_export=video_files.DepthVideoExport, live=True, in_all=True, button="Estimate depth & 3D",
+    files=("depth_mm.png", "depth_m.npy"), optional_files=("person.ply", "person.glb", "person_mesh.glb"),
+    video_export=on_request(video_files.DepthVideoExport), live=True, in_all=True, button="Estimate depth & 3D",
     outputs=("slider", "model3d"), result_label="Image / depth (turbo inverse depth, colour bar in metres)",
-    files_label="Downloads (depth PNG mm, .npy m, .ply, .glb)"))
+    model3d_label="3D view (surface mesh; point clouds in the downloads)",
+    files_label="Downloads (depth PNG mm, .npy m, point cloud .ply / .glb, surface mesh .glb)"))
 
 register(TaskSpec(
     "matting", "Matting", "Matting", "matting", ("1b",), run_matting,
@@ -187,7 +232,7 @@ register(TaskSpec(
              Option("colour", "#00b140", "Background colour", "colour"),
              Option("background_image", None, "Background image (for 'image')", "image")),
     validate=check_matting_background, renderer=matting_renderer, present=present.present_matting, export=task_files.export_matting,
-    files=("matting_rgba.png", "matting_alpha.png"), video_export=video_files.MattingVideoExport, in_all=True,
+    files=("matting_rgba.png", "matting_alpha.png"), video_export=on_request(video_files.MattingVideoExport), in_all=True,
     button="Matte", outputs=("slider",), result_label="Image / composite",
     files_label="Downloads (RGBA PNG, alpha PNG)"))
 

@@ -18,9 +18,15 @@ def present_pose(image, result, folder: Path, *, keypoint_threshold: float = 0.3
 
     drawing = SkeletonAnnotator().annotate(image.rgb, result, keypoint_threshold=keypoint_threshold,
                                            show_face=show_face, show_boxes=show_boxes)
-    files = task_files.export_pose(image.rgb, result, folder, keypoint_threshold=keypoint_threshold)
     notes = [*image.notes, *result.notes, f"{result.num_people} person(s) posed."]
-    return TaskOutput(main=drawing, files=files, notes=notes)
+    if result.lifted is not None:
+        lifted = result.lifted
+        placed = int(lifted.available.sum())
+        notes.append(f"Lifted to 3D: {placed} of {lifted.available.size} keypoints placed (metres, camera frame; "
+                     "the others are null in pose_3d.json).")
+    files = task_files.export_pose(image.rgb, result, folder, keypoint_threshold=keypoint_threshold, notes=notes)
+    skeleton = next((path for path in files if path.name == "pose_3d.glb"), None)
+    return TaskOutput(main=drawing, files=files, notes=notes, model3d=skeleton)
 
 
 def present_segment(image, result, folder: Path, *, opacity: float = 0.5, show_names: bool = False,
@@ -47,7 +53,8 @@ def present_normals(image, result, folder: Path, *, background: str = "black", p
     return TaskOutput(main=rendered, before_after=(image.rgb, rendered), files=files, notes=list(image.notes))
 
 
-def present_pointmap(image, result, folder: Path, *, max_points: int = 200_000, **_) -> TaskOutput:
+def present_pointmap(image, result, folder: Path, *, max_points: int = 200_000, max_faces: int = 300_000,
+                     **_) -> TaskOutput:
     from ..render.depth import DepthAnnotator, attach_colorbar, depth_bounds
 
     bounds = depth_bounds(result, result.mask)
@@ -56,9 +63,11 @@ def present_pointmap(image, result, folder: Path, *, max_points: int = 200_000, 
     before, after = attach_colorbar(image.rgb, bounds), attach_colorbar(rendered, bounds)
     notes = [*image.notes, f"Depth colour scale: {bounds.near:.2f}–{bounds.far:.2f} m (inverse depth, turbo).",
              f"Focal length used: fx = {result.focal_length:.1f} px at the model input (scale {result.scale:.4f})."]
-    files = task_files.export_pointmap(image.rgb, result, folder, max_points=int(max_points), notes=notes)
-    glb = next((path for path in files if path.suffix == ".glb"), None)
-    return TaskOutput(main=after, before_after=(before, after), files=files, notes=notes, model3d=glb)
+    files = task_files.export_pointmap(image.rgb, result, folder, max_points=int(max_points),
+                                       max_faces=int(max_faces), notes=notes)
+    by_name = {path.name: path for path in files}
+    shown = by_name.get("person_mesh.glb") or by_name.get("person.glb")  # the mesh; the cloud when there is none
+    return TaskOutput(main=after, before_after=(before, after), files=files, notes=notes, model3d=shown)
 
 
 def present_matting(image, result, folder: Path, *, background: str = "colour", colour: str = "#00b140",

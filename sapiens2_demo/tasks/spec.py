@@ -8,7 +8,7 @@ task is one `register(TaskSpec(...))` (see `catalog.py` for the built-in six).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,9 @@ class TaskSpec:
     present(image, result, folder, **options) -> TaskOutput: an image request's renders, downloads and notes
     export(rgb, result, folder, **options) -> the image downloads written (the CLI; `present` calls it too)
     video_export(folder, fps=..., **options) -> per-frame downloads of a video (add / close / abort), or None
+    all_options: the options the All-tasks tab runs the task with (over its defaults), e.g. pose lifts to 3D there
+    viewer_file: a download an image tab also shows in a 3D viewer of its own, filled after the run from the
+        returned files (so the endpoint's return values do not change), or None for no such viewer
     """
 
     name: str  # the public name: API, CLI, UI values
@@ -66,6 +69,10 @@ class TaskSpec:
     button: str = "Run"
     outputs: tuple[str, ...] = ("image",)  # an image tab's result widgets: image | slider | legend | model3d
     result_label: str = "Result"
+    model3d_label: str = "3D view"  # the "model3d" output's label
+    viewer_file: str | None = None  # e.g. "pose_3d.glb": shown in an extra 3D viewer when a run writes it
+    viewer_label: str = "3D view"
+    all_options: dict = field(default_factory=dict, hash=False)  # the All-tasks tab's options, e.g. {"lift_3d": True}
     files_label: str = "Downloads"
     items: Callable | None = None  # (job, n_frames) -> model items, for the GPU-time estimate
     validate: Callable | None = None  # (options) -> None or ValueError: checked before any model work

@@ -9,6 +9,7 @@ in order, each with its default, so gradio_client calls them by name: `client.pr
 from __future__ import annotations
 
 import inspect
+from pathlib import Path
 
 import gradio as gr
 
@@ -64,7 +65,7 @@ def result_widget(kind: str, spec):
         return gr.Dataframe(headers=["class", "colour", "share %"], label="Classes present", interactive=False,
                             datatype=["str", "html", "number"])
     if kind == "model3d":
-        return gr.Model3D(label="3D view", clear_color=(0.1, 0.1, 0.1, 1.0), elem_id=f"{spec.name}-3d")
+        return gr.Model3D(label=spec.model3d_label, clear_color=(0.1, 0.1, 0.1, 1.0), elem_id=f"{spec.name}-3d")
     raise ValueError(f"Unknown output kind {kind!r}")
 
 
@@ -101,6 +102,13 @@ def make_handler(ctx, spec):
     return handler
 
 
+def viewer_value(spec, files):
+    """The extra 3D viewer after a run: the first returned file named `spec.viewer_file`, shown; else hidden."""
+    paths = [getattr(f, "path", None) or getattr(f, "name", None) or f for f in files or []]
+    found = next((str(p) for p in paths if Path(str(p)).name == spec.viewer_file), None)
+    return gr.Model3D(value=found, visible=found is not None)
+
+
 def build_task_tab(ctx, spec) -> None:
     with task_tab(spec.title, spec.name) as tab:
         with tab.inputs:
@@ -114,11 +122,16 @@ def build_task_tab(ctx, spec) -> None:
         with tab.results:
             shown = [result_widget(kind, spec) for kind in spec.outputs]
             files = gr.File(label=spec.files_label, file_count="multiple", elem_id=f"{spec.name}-files")
+            viewer = (gr.Model3D(label=spec.viewer_label, clear_color=(0.1, 0.1, 0.1, 1.0), visible=False,
+                                 elem_id=f"{spec.name}-viewer") if spec.viewer_file else None)
     by_name = dict(zip([o.name for o in spec.options if not o.advanced], plain))
     by_name.update(zip([o.name for o in spec.options if o.advanced], advanced))
     inputs = [tab.img] + ([size] if len(spec.sizes) > 1 else []) + [by_name[o.name] for o in spec.options]
-    btn.click(make_handler(ctx, spec), inputs, [*shown, files, tab.info], api_name=spec.name,
-              concurrency_id=spec.family)
+    event = btn.click(make_handler(ctx, spec), inputs, [*shown, files, tab.info], api_name=spec.name,
+                      concurrency_id=spec.family)
+    if viewer is not None:  # filled from the returned files: the endpoint's return values stay as they are
+        event.then(lambda paths: viewer_value(spec, paths), files, viewer, api_visibility="private",
+                   show_progress="hidden")
 
 
 def build_all_tab(ctx) -> None:

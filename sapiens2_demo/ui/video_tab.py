@@ -28,7 +28,7 @@ def run_video(ctx, video, task: str = DEFAULT_TASK, size: str = "0.4b", stride: 
               max_people: int = 20, tracking: bool = True, smoothing: bool = True, min_cutoff: float = 0.2,
               beta: float = 0.05, remove_background: bool = True, raw_normals: bool = False,
               matting_background: str = "colour", colour: str = "#00b140", background_image=None,
-              batch_size: int = 0, request: gr.Request = None, progress=gr.Progress()):
+              frame_exports: bool = False, batch_size: int = 0, request: gr.Request = None, progress=gr.Progress()):
     """Generator: yields nothing visible until the end (progress goes to the bar), then the outputs."""
     with user_errors("Video"):
         if video is None:
@@ -41,7 +41,7 @@ def run_video(ctx, video, task: str = DEFAULT_TASK, size: str = "0.4b", stride: 
                        max_people=min(int(max_people), ctx.max_people), tracking=tracking, smoothing=smoothing,
                        min_cutoff=min_cutoff, beta=beta, remove_background=remove_background,
                        raw_normals=raw_normals, matting_background=matting_background, colour=colour,
-                       background_image=background)
+                       background_image=background, frame_exports=bool(frame_exports))
         steps = job.run()
         progress(0, desc="Reading the video...")
         try:
@@ -63,10 +63,10 @@ def build_video_tab(ctx) -> None:
                       smoothing: bool = True, min_cutoff: float = 0.2, beta: float = 0.05,
                       remove_background: bool = True, raw_normals: bool = False,
                       matting_background: str = "colour", colour: str = "#00b140", background_image=None,
-                      batch_size: int = 0, request: gr.Request = None, progress=gr.Progress()):
+                      frame_exports: bool = False, batch_size: int = 0, request: gr.Request = None, progress=gr.Progress()):
         yield from run_video(ctx, video, task, size, stride, detection_threshold, max_people, tracking, smoothing,
                              min_cutoff, beta, remove_background, raw_normals, matting_background, colour,
-                             background_image, batch_size, request=request, progress=progress)
+                             background_image, frame_exports, batch_size, request=request, progress=progress)
 
     limits = VideoLimits()
     with gr.Tab("Video", id="video", elem_id="tab-video"):
@@ -93,6 +93,9 @@ def build_video_tab(ctx) -> None:
                     colour = gr.ColorPicker("#00b140", label="Matting background colour")
                     bg_img = gr.Image(type="filepath", label="Matting background image (for 'image')",
                                       sources=["upload"])
+                exports = gr.Checkbox(False, label="Also export per-frame data: body-part label and depth PNG zips, "
+                                      "normals .npy, matting alpha and transparent videos (slower: a file per frame "
+                                      "or two more videos to encode)")
                 with gr.Row():
                     btn = gr.Button("Process video", variant="primary")
                     stop = gr.Button("Stop", variant="stop")
@@ -105,6 +108,6 @@ def build_video_tab(ctx) -> None:
                 info = gr.Markdown(elem_classes=["notes"])
         note()
         inputs = [video, task, size, stride, det_thr, max_people, tracking, smoothing, min_cutoff, beta, fg, raw,
-                  mode, colour, bg_img]
+                  mode, colour, bg_img, exports]
         event = btn.click(video_handler, inputs, [rendered, files, info], api_name="video", concurrency_id="video")
         stop.click(None, None, None, cancels=[event])

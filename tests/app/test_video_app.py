@@ -32,7 +32,7 @@ def _video(client, path, task, **kwargs):
 
 @pytest.mark.parametrize("task", list(TASK_FILES))
 def test_every_task_comes_back_rendered_with_its_audio(client, clip, task):
-    rendered, files, notes = _video(client, clip, task, max_people=2)
+    rendered, files, notes = _video(client, clip, task, max_people=2, frame_exports=True)
     path = rendered["video"] if isinstance(rendered, dict) else rendered
     assert count_frames(path) == 12
     assert video_fps(path) == pytest.approx(12, rel=1e-3)
@@ -54,15 +54,22 @@ def test_pose_exports_have_one_line_per_frame_with_track_ids(client, clip):
 
 
 def test_label_and_depth_zips_are_lossless_per_frame(client, clip):
-    _, files, _ = _video(client, clip, "segment")
+    _, files, _ = _video(client, clip, "segment", frame_exports=True)
     with zipfile.ZipFile(next(p for p in files if p.endswith("body_parts_labels.zip"))) as zf:
         assert len(zf.namelist()) == 12
         labels = np.asarray(Image.open(zf.open(zf.namelist()[0])))
     assert labels.shape == (120, 160) and labels.dtype == np.uint8 and labels.max() <= 28
-    _, files, _ = _video(client, clip, "pointmap")
+    _, files, _ = _video(client, clip, "pointmap", frame_exports=True)
     with zipfile.ZipFile(next(p for p in files if p.endswith("depth_mm.zip"))) as zf:
         depth = np.asarray(Image.open(zf.open(zf.namelist()[0])))
     assert depth.dtype == np.uint16 and depth.shape == (120, 160)
+
+
+def test_heavy_frame_exports_are_on_request(client, clip):
+    _, files, _ = _video(client, clip, "segment")
+    assert [p.split("/")[-1] for p in files if not p.endswith(".mp4")] == []  # the labels zip only when asked
+    _, files, _ = _video(client, clip, "pose")
+    assert {"pose_frames.jsonl", "pose_coco17.jsonl"} <= {p.split("/")[-1] for p in files}  # light: always
 
 
 def test_all_tasks_grid(client, clip):

@@ -37,7 +37,7 @@ def test_static_scene_keeps_stable_track_ids(clip, key, tmp_path, monkeypatch):
 
 
 def test_matting_exports_open_with_alpha(clip, key, tmp_path):
-    out = process_video(clip, "matting", key, tmp_path)
+    out = process_video(clip, "matting", key, tmp_path, frame_exports=True)
     names = {p.name for p in out.files}
     assert {"matting_alpha.mp4", "matting_transparent.webm"} <= names
     assert count_frames(tmp_path / "matting_alpha.mp4") == 10
@@ -76,7 +76,7 @@ def test_depth_frames_are_millimetres_of_the_pointmap(clip, key, tmp_path, manag
     from sapiens2_demo.media.video import read_frames
     from sapiens2_demo.pipelines import dense
 
-    process_video(clip, "pointmap", key, tmp_path, remove_background=False)
+    process_video(clip, "pointmap", key, tmp_path, remove_background=False, frame_exports=True)
     first = next(read_frames(clip)).rgb
     expected = dense.estimate_pointmap(first, manager).depth
     with zipfile.ZipFile(tmp_path / "depth_mm.zip") as zf:

@@ -142,7 +142,8 @@ def test_every_endpoint_answers_with_gpu_calls_in_forked_children(every_task_ans
     answers = every_task_answers
     drawing, files, notes = answers["/pose"]
     assert _rgb(drawing).shape == (512, 512, 3)
-    assert _names(files) == {"pose_sapiens2.json", "pose_coco17.json", "pose_openpose_keypoints.json"}
+    assert _names(files) == {"pose_sapiens2.json", "pose_coco17.json", "pose_openpose_keypoints.json",
+                             "pose_coco_wholebody.json"}
     official = json.loads(Path(next(f for f in files if f.endswith("_sapiens2.json"))).read_text())
     assert official["num_keypoints"] == 308 and "person(s) posed" in notes
 

@@ -113,7 +113,8 @@ def _run_in_child(task, args: tuple, kwargs: dict):
         args_w.send_bytes(payload)
         if not result_r.poll(CALL_TIMEOUT_S):
             raise ZeroGPUError(f"{name}() ran past {CALL_TIMEOUT_S:.0f} s in child {child.pid}")
-        outcome = pickle.loads(result_r.recv_bytes())
+        raw = result_r.recv_bytes()
+        outcome = pickle.loads(raw)
     except EOFError:
         child.join(5)
         raise ZeroGPUError(f"ZeroGPU worker {child.pid} died (exit code {child.exitcode}) running {name}()") from None
@@ -125,7 +126,7 @@ def _run_in_child(task, args: tuple, kwargs: dict):
             child.kill()
             child.join()
     _say(f"done {name} child={child.pid} exit={child.exitcode} seconds={time.perf_counter() - started:.2f} "
-         f"result={outcome[0]}")
+         f"bytes_in={len(payload)} bytes_out={len(raw)} result={outcome[0]}")
     if outcome[0] == "error":
         error, child_traceback = outcome[1], outcome[2]
         if child_traceback:
