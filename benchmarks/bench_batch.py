@@ -49,21 +49,19 @@ def make_images(folder: Path, count: int, size=(640, 480)) -> list[Path]:
 
 def one_at_a_time(paths: list[Path], out: Path, options) -> float:
     """The naive loop: each image read, each task run on it alone (no shared segmentation), files written."""
-    from sapiens2_demo.export.task_files import write_task_files
+    from sapiens2_demo import tasks
     from sapiens2_demo.media.image import load_image
-    from sapiens2_demo.pipelines.run import run_batch
 
     started = time.perf_counter()
     manager = options.make_manager()
     for path in paths:
         rgb = load_image(path).rgb
         for task in options.tasks:
-            kwargs = options.pose_options() if task == "pose" else {}
-            if task in ("normal", "pointmap"):
-                kwargs["remove_background"] = options.remove_background
-            [result] = run_batch(task, [rgb], manager, options.size_for(task), **kwargs)
-            write_task_files(task, rgb, result, out / path.parent.name / path.stem / task,
-                             keypoint_threshold=options.keypoint_threshold)
+            spec = tasks.get(task)
+            job = spec.job(options.size, options.task_options())
+            [result] = spec.run([rgb], manager, job.size, **job.options)
+            spec.write_files(rgb, result, out / path.parent.name / path.stem / spec.out_folder,
+                             **options.task_options())
     return time.perf_counter() - started
 
 

@@ -189,10 +189,14 @@ def bench_forward(managers, tasks, batches, args) -> None:
 
 # -- 2. end-to-end through the task functions --------------------------------------------------------------------
 def task_function(task: str):
-    from sapiens2_demo import tasks
+    import functools
 
-    return {"pose": tasks.pose, "seg": tasks.segment, "normal": tasks.normals, "pointmap": tasks.pointmap,
-            "matting": tasks.matting, "all": tasks.all_tasks}[task]
+    from sapiens2_demo import tasks
+    from sapiens2_demo.jobs import image
+
+    if task == "all":
+        return image.all_tasks
+    return functools.partial(image.run_task, task=tasks.get(task).name)
 
 
 def bench_task_functions(managers, tasks, images, args, work: Path) -> None:

@@ -141,6 +141,8 @@ def compact_maps(result, image_hw: tuple[int, int]):
     keep full precision (float16 would cost a pixel at x = 1024)."""
     import dataclasses
 
+    if not dataclasses.is_dataclass(result):
+        return result
     changes = {}
     for item in dataclasses.fields(result):
         value = getattr(result, item.name)

@@ -206,8 +206,10 @@ class VideoJob:
         return {spec.name: spec.renderer(**self.options_for(spec)) for spec in self.specs}
 
     def _infer(self, frames) -> dict[str, list]:
-        # one GPU call per chunk, the model taking it batch_size frames at a time; float16 maps cross back
-        answers = gpu.answers(self.manager_key, [f.rgb for f in frames], self.jobs(), self.batch_size, compact=True)
+        # one GPU call per chunk, the model taking it batch_size frames at a time; float16 maps cross back,
+        # unless the per-frame data exports are asked for (those keep full precision: depth in mm)
+        answers = gpu.answers(self.manager_key, [f.rgb for f in frames], self.jobs(), self.batch_size,
+                              compact=not self.frame_exports)
         results = dict(zip(self.tasks, answers))
         for per_frame in results.values():
             if per_frame and isinstance(per_frame[0], PoseResult):

@@ -15,13 +15,15 @@ from ..jobs.video import VideoJob, VideoLimits, default_batch_size
 from ..media.image import load_image
 from ..media.video import VideoError
 from ..util import notes_markdown
-from .common import note, user_errors
+from .common import ASSETS, note, user_errors
 
 log = logging.getLogger(__name__)
 
 DEFAULT_TASK = tasks.names(video=True)[0]
 SIZES = max((spec.sizes for spec in tasks.specs(video=True)), key=len)
 VIDEO_EXTENSIONS = [".mp4", ".mov", ".webm", ".mkv", ".avi", ".m4v"]
+# (clip, task): a few seconds each, made from the image tabs' public-domain photos by assets/make_example_videos.py
+VIDEO_EXAMPLES = [[str(ASSETS / "astronaut_pan.mp4"), "pose"], [str(ASSETS / "grace_hopper_zoom.mp4"), "segment"]]
 
 
 def run_video(ctx, video, task: str = DEFAULT_TASK, size: str = "0.4b", stride: int = 1, detection_threshold: float = 0.3,
@@ -76,6 +78,11 @@ def build_video_tab(ctx) -> None:
                                  elem_id="video-input")
                 choices = [(spec.short, spec.name) for spec in tasks.specs(video=True)] + [("All tasks (grid)", "all")]
                 task = gr.Radio(choices, value=choices[0][1], label="Task")
+                gr.Examples(VIDEO_EXAMPLES, [video, task], label="Example clips", elem_id="video-examples",
+                            example_labels=["Astronaut, slow pan (pose)", "Grace Hopper, slow zoom (body parts)"])
+                gr.Markdown("<small>The example clips are made from the public-domain photos of the image tabs "
+                            "(NASA, US Navy) by `assets/make_example_videos.py`: a camera panning and zooming over "
+                            "a still photo, so the person moves in the frame (no real motion).</small>")
                 size = gr.Dropdown(list(SIZES), value=SIZES[0],
                                    label="Model size (a task with one size always uses it)")
                 stride = gr.Slider(1, 10, 1, step=1, label="Process every Nth frame")

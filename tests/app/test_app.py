@@ -40,11 +40,47 @@ def test_pose_endpoint(client):
     drawing, files, notes = client.predict(handle_file(str(ASSETS / "astronaut.jpg")), api_name="/pose")
     assert _image(drawing).shape == (512, 512, 3)
     names = sorted(Path(f).name for f in files)
-    assert names == ["pose_coco17.json", "pose_openpose_keypoints.json", "pose_sapiens2.json"]
+    assert names == ["pose_coco17.json", "pose_coco_wholebody.json", "pose_openpose_keypoints.json",
+                     "pose_sapiens2.json"]  # not lifted: no pose_3d.json / .glb
     official = json.loads(Path(next(f for f in files if f.endswith("_sapiens2.json"))).read_text())
     assert official["num_keypoints"] == 308
     assert len(official["instances"]) >= 1
     assert "person(s) posed" in notes
+    whole = json.loads(Path(next(f for f in files if f.endswith("_wholebody.json"))).read_text())
+    assert len(whole["annotations"]) == len(official["instances"])
+    for person in whole["annotations"]:  # 133 (x, y, v) triples: body 17, feet 6, face 68, hands 21 + 21
+        parts = ("keypoints", "foot_kpts", "face_kpts", "lefthand_kpts", "righthand_kpts")
+        assert sum(len(person[part]) for part in parts) == 133 * 3
+        assert person["face_kpts"] == [0] * 68 * 3  # no published 238 -> 68 face mapping: not labelled
+
+
+@pytest.fixture()
+def lenient_lift(monkeypatch):
+    """The tiny random models' keypoint scores and depths fail the lift's reliability tests: relax them (the app
+    runs in this process) so the 3D skeleton has joints."""
+    import functools
+
+    from sapiens2_demo.pose import lift
+
+    monkeypatch.setattr(lift, "lift_keypoints", functools.partial(lift.lift_keypoints, min_score=-np.inf,
+                                                                   max_spread=np.inf))
+
+
+def test_pose_endpoint_lifts_to_3d(client, lenient_lift):
+    import trimesh
+    from gradio_client import handle_file
+
+    drawing, files, notes = client.predict(handle_file(str(ASSETS / "astronaut.jpg")), boxes="[[40,20,480,500]]",
+                                           flip_test=False, lift_3d=True, api_name="/pose")
+    names = {Path(f).name for f in files}
+    assert {"pose_3d.json", "pose_3d.glb", "pose_coco_wholebody.json"} <= names
+    document = json.loads(Path(next(f for f in files if f.endswith("pose_3d.json"))).read_text())
+    assert document["units"] == "metres" and len(document["keypoint_names"]) == 308
+    [person] = document["people"]
+    assert np.asarray(person["keypoints"], dtype=float).shape == (308, 4)
+    skeleton = trimesh.load(next(f for f in files if f.endswith("pose_3d.glb")))
+    assert sum(len(g.faces) for g in skeleton.geometry.values()) > 0
+    assert "Lifted to 3D" in notes
 
 
 def test_pose_endpoint_with_user_boxes(client):
@@ -82,10 +118,23 @@ def test_pointmap_endpoint(client):
                                                    remove_background=False, api_name="/pointmap")
     before, after = (_image(path) for path in slider)
     assert before.shape == after.shape and before.shape[0] == 600 and before.shape[1] > 512  # + colour bar
-    assert model3d.endswith(".glb")
+    assert Path(model3d).name == "person_mesh.glb"  # the viewer shows the surface mesh
     metres = np.load(next(f for f in files if f.endswith(".npy")))
     assert metres.shape == (600, 512) and metres.dtype == np.float32
     assert "fx =" in notes
+    assert {"person.ply", "person.glb", "person_mesh.glb"} <= {Path(f).name for f in files}
+
+
+def test_pointmap_endpoint_mesh_opens_with_faces_and_keeps_the_budget(client):
+    import trimesh
+    from gradio_client import handle_file
+
+    _, model3d, files, _ = client.predict(handle_file(str(ASSETS / "grace_hopper.jpg")), remove_background=False,
+                                          max_faces=20_000, api_name="/pointmap")
+    mesh = trimesh.load(next(f for f in files if Path(f).name == "person_mesh.glb"))
+    [geometry] = mesh.geometry.values()
+    assert 0 < len(geometry.faces) <= 20_000
+    assert geometry.visual.vertex_colors.shape == (len(geometry.vertices), 4)
 
 
 def test_matting_endpoint(client):
@@ -104,6 +153,29 @@ def test_all_endpoint(client):
     with zipfile.ZipFile(archive) as zf:
         names = zf.namelist()
     assert any(n.endswith(".json") for n in names) and any(n.endswith(".glb") for n in names)
+    # the surface mesh, COCO-WholeBody, and the 3D keypoints (the All-tasks tab always lifts)
+    for expected in ("depth/person_mesh.glb", "pose/pose_coco_wholebody.json", "pose/pose_3d.json"):
+        assert expected in names, (expected, names)
+
+
+def test_pose_skeleton_viewer_is_not_an_api_endpoint(client):
+    """The Pose tab's 3D skeleton viewer is filled by a follow-up event hidden from the API: /pose still
+    returns (drawing, files, notes) and no other endpoint appears."""
+    api = client.view_api(return_format="dict", print_info=False)
+    assert len(api["named_endpoints"]["/pose"]["returns"]) == 3
+    assert not [name for name in api["named_endpoints"] if "lambda" in name or "viewer" in name]
+    assert not api["unnamed_endpoints"]
+
+
+def test_skeleton_viewer_shows_the_returned_glb_or_hides():
+    from sapiens2_demo import tasks
+    from sapiens2_demo.ui.image_tabs import viewer_value
+
+    spec = tasks.get("pose")
+    shown = viewer_value(spec, ["/x/pose_coco17.json", "/x/pose_3d.glb"])
+    assert shown.visible is True and shown.value["path"].endswith("pose_3d.glb")
+    assert viewer_value(spec, ["/x/pose_coco17.json"]).visible is False
+    assert viewer_value(spec, None).visible is False
 
 
 def test_bad_upload_is_a_clear_error_and_app_survives(client, tmp_path):

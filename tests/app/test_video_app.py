@@ -73,7 +73,7 @@ def test_heavy_frame_exports_are_on_request(client, clip):
 
 
 def test_all_tasks_grid(client, clip):
-    rendered, files, _ = _video(client, clip, "all", max_people=1)
+    rendered, files, _ = _video(client, clip, "all", max_people=1, frame_exports=True)
     path = rendered["video"] if isinstance(rendered, dict) else rendered
     assert count_frames(path) == 12
     assert len(files) >= 6

@@ -72,7 +72,8 @@ def test_all_tasks_zip_holds_every_export(ctx):
     with zipfile.ZipFile(out.files[0]) as zf:
         names = zf.namelist()
     for expected in ("pose/pose_sapiens2.json", "pose/pose_coco17.json", "body_parts/body_parts_labels.png",
-                     "normals/normals.npy", "depth/depth_mm.png", "depth/person.glb", "matting/matting_alpha.png"):
+                     "normals/normals.npy", "depth/depth_mm.png", "depth/person.glb", "matting/matting_alpha.png",
+                     "depth/person_mesh.glb", "pose/pose_coco_wholebody.json", "pose/pose_3d.json"):
         assert expected in names, (expected, names)
 
 

@@ -46,7 +46,7 @@ def test_matting_exports_open_with_alpha(clip, key, tmp_path):
 
 
 def test_cancel_midway_leaves_no_file(clip, key, tmp_path):
-    steps = VideoJob(clip, "segment", key, tmp_path, batch_size=2).run()
+    steps = VideoJob(clip, "segment", key, tmp_path, batch_size=2, chunk_size=2).run()
     progress = next(steps)
     assert 0 < progress.done < 10
     steps.close()  # what a Stop in the UI does
@@ -85,3 +85,24 @@ def test_depth_frames_are_millimetres_of_the_pointmap(clip, key, tmp_path, manag
     valid = (expected > 0) & (mm > 0)
     assert valid.mean() > 0.5
     np.testing.assert_allclose(mm[valid] / 1000, expected[valid], atol=0.0006 + 1e-4 * np.abs(expected).max())
+
+
+def test_pose_video_writes_coco_wholebody_lines_with_track_ids(clip, key, tmp_path, monkeypatch):
+    from sapiens2_demo.pipelines import pose as pipeline
+
+    boxes = np.array([[10, 10, 70, 110], [90, 15, 150, 115]], np.float32)
+    monkeypatch.setattr(pipeline, "find_people",
+                        lambda image, *a, **k: (boxes.copy(), np.array([0.9, 0.8], np.float32), []))
+    out = process_video(clip, "pose", key, tmp_path, flip_test=False)
+    assert "pose_coco_wholebody.jsonl" in {p.name for p in out.files}
+    lines = [json.loads(line) for line in open(tmp_path / "pose_coco_wholebody.jsonl")]
+    coco17 = [json.loads(line) for line in open(tmp_path / "pose_coco17.jsonl")]
+    assert [line["frame"] for line in lines] == list(range(10))
+    assert lines[1]["time"] == pytest.approx(0.1, abs=1e-3)
+    parts = ("keypoints", "foot_kpts", "face_kpts", "lefthand_kpts", "righthand_kpts")
+    for line, body in zip(lines, coco17, strict=True):
+        assert [a["track_id"] for a in line["annotations"]] == [1, 2]
+        for annotation, same in zip(line["annotations"], body["annotations"], strict=True):
+            assert sum(len(annotation[part]) for part in parts) == 133 * 3  # 133 triples per person
+            assert annotation["keypoints"] == same["keypoints"]  # the body 17 are the COCO-17 export's
+    assert len(lines[0]["categories"][0]["wholebody_keypoints"]) == 133

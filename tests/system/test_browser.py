@@ -63,6 +63,31 @@ def test_tab_runs_in_a_browser(page, title, tab_id, example, tmp_path_factory):
     page.screenshot(path=str(shots / f"{tab_id}.png"), full_page=True)
 
 
+def test_pose_lifted_to_3d_shows_the_skeleton_viewer(page, monkeypatch):
+    """Tick "Lift to 3D": the follow-up event (hidden from the API) shows pose_3d.glb in the 3D skeleton viewer."""
+    import functools
+
+    import numpy as np
+
+    from sapiens2_demo.pose import lift
+
+    # the tiny random models' scores and depths fail the lift's reliability tests (the app runs in this process)
+    monkeypatch.setattr(lift, "lift_keypoints", functools.partial(lift.lift_keypoints, min_score=-np.inf,
+                                                                   max_spread=np.inf))
+    page.get_by_role("tab", name="Pose", exact=True).click()
+    panel = page.locator("#tab-pose")
+    panel.locator("input[type=file]").first.set_input_files(str(ASSETS / "astronaut.jpg"))
+    panel.get_by_label("Lift to 3D (also runs the depth model)").check()
+    panel.get_by_role("button", name="Estimate pose").click()
+    try:
+        page.locator("#pose-files a", has_text="pose_3d.glb").first.wait_for(state="visible", timeout=30_000)
+    finally:
+        page.screenshot(path="/tmp/dbg_lift.png", full_page=True)
+        print(page.locator("#tab-pose").inner_text())
+    page.locator("#pose-viewer canvas").first.wait_for(state="visible", timeout=30_000)
+    assert page.locator(".toast-body.error").count() == 0
+
+
 VIDEO_TASKS = [("Pose", "pose"), ("Body parts", "segment"), ("Normals", "normals"), ("Depth", "pointmap"),
                ("Matting", "matting"), ("All tasks (grid)", "all")]
 PLAY_AND_PROBE = """async (el) => {
@@ -100,5 +125,28 @@ def test_video_tab_plays_the_result_with_its_audio(page, label, task, browser_cl
     assert probe["error"] is None, probe
     assert probe["duration"] == pytest.approx(1.0, abs=0.15), probe
     assert probe["videoBytes"] > 0 and probe["audioBytes"] > 0, probe
+    assert page.locator("#video-files a").count() >= 1
+    assert page.locator(".toast-body.error").count() == 0
+
+
+def test_video_example_runs_in_a_browser(page):
+    """A first-time visitor without a clip: click the pose example under the video input, process it, the result
+    plays. Last in this file: the example replaces the clip the tests above share."""
+    page.get_by_role("tab", name="Video", exact=True).click()
+    panel = page.locator("#tab-video")
+    previous = page.locator("#video-output video").first.get_attribute("src") \
+        if page.locator("#video-output video").count() else None
+    panel.locator("#video-examples").get_by_text("Astronaut, slow pan (pose)").click()
+    page.locator("#video-input video").first.wait_for(state="attached", timeout=30_000)
+    page.wait_for_function("() => document.querySelector('#video-input video')?.src?.includes('astronaut_pan')",
+                           timeout=30_000)
+    assert panel.get_by_label("Pose", exact=True).is_checked()
+    panel.get_by_role("button", name="Process video").click()
+    page.wait_for_function(
+        "prev => { const v = document.querySelector('#video-output video'); return v && v.src && v.src !== prev; }",
+        arg=previous, timeout=120_000)
+    probe = page.locator("#video-output video").first.evaluate(PLAY_AND_PROBE)
+    assert probe["error"] is None and probe["videoBytes"] > 0, probe
+    assert probe["duration"] == pytest.approx(4.0, abs=0.2), probe  # the whole 4 s clip
     assert page.locator("#video-files a").count() >= 1
     assert page.locator(".toast-body.error").count() == 0

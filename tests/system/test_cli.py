@@ -343,3 +343,27 @@ def test_features_task_writes_the_features_tabs_files(data, tiny_dir, tmp_path):
         assert patches.dtype == np.float16 and patches.shape == (16, 12, 32)  # tiny: 256x192 input, 16 px patches
         assert np.load(folder / "features_cls_embedding.npy").shape == (32,)
         assert np.asarray(Image.open(folder / "features_pca.png")).shape == (height, width, 3)
+
+
+def test_surface_mesh_and_lift_3d(data, tiny_dir, tmp_path):
+    """`--tasks pointmap` writes the surface mesh beside the clouds; `--lift-3d` adds pose_3d.json (308 x 4 per
+    person) to pose's files, and a video in the same run is not lifted."""
+    import trimesh
+
+    out = tmp_path / "lifted"
+    inputs = [data / "people" / "hopper.png", data / VIDEO]
+    code, stdout, _ = run_cli(cli_args(tiny_dir, inputs, out, "--tasks", "pose,pointmap", "--lift-3d",
+                                       "--keep-background", "-q"))
+    assert code == 0, stdout
+    folder = out / "people" / "hopper"
+    mesh = trimesh.load(folder / "pointmap" / "person_mesh.glb")
+    assert sum(len(g.faces) for g in mesh.geometry.values()) > 0
+    names = {p.name for p in (folder / "pose").iterdir()}
+    assert set(task_specs.get("pose").files) | {"pose_3d.json"} <= names
+    document = json.loads((folder / "pose" / "pose_3d.json").read_text())
+    assert document["people"] and all(np.asarray(p["keypoints"], dtype=float).shape == (308, 4)
+                                      for p in document["people"])
+    records = by_name(this_run(out / "manifest.jsonl"), data)
+    assert "people/hopper/pose/pose_3d.json" in records["people/hopper.png"].outputs
+    video_pose = {p.rsplit("/", 1)[-1] for p in records[VIDEO].outputs if "/pose/" in p}
+    assert "pose_coco_wholebody.jsonl" in video_pose and not any("pose_3d" in p for p in video_pose)
