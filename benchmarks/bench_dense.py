@@ -34,8 +34,12 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from sapiens2_demo.pipelines.postprocess import (postprocess_matting, postprocess_normals, postprocess_pointmap,  # noqa: E402
-                                       upsample_labels)
+from sapiens2_demo.pipelines.postprocess import (  # noqa: E402
+    postprocess_matting,
+    postprocess_normals,
+    postprocess_pointmap,
+    upsample_labels,
+)
 
 INPUT_HW = (1024, 768)
 SIZES = [(1920, 1080), (1080, 1920)]

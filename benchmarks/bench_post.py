@@ -26,12 +26,16 @@ sys.path.insert(0, str(HERE))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-
 from bench_dense import person_logits, smooth_field  # noqa: E402
 from bench_pose import model_like_heatmaps  # noqa: E402
+
 from sapiens2_demo.pipelines import device_post  # noqa: E402
-from sapiens2_demo.pipelines.postprocess import (postprocess_matting, postprocess_normals,  # noqa: E402
-                                                 postprocess_pointmap, upsample_labels)
+from sapiens2_demo.pipelines.postprocess import (  # noqa: E402
+    postprocess_matting,
+    postprocess_normals,
+    postprocess_pointmap,
+    upsample_labels,
+)
 from sapiens2_demo.pose.decode import decode_heatmaps, decode_peaks  # noqa: E402
 
 INPUT_HW = (1024, 768)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import tasks as task_specs
+from ..tasks import catalog
 
 
 def parse_tasks(spec: str) -> tuple[str, ...]:
@@ -58,7 +59,10 @@ class BatchOptions:
     @property
     def lifts(self) -> bool:
         """Pose lifts to 3D: it also runs the pointmap model, masked with the body-part segmentation."""
-        return self.lift_3d and "pose" in self.tasks
+        return self.lift_3d and bool(self._lifting())
+
+    def _lifting(self) -> list[str]:
+        return [task for task in self.tasks if "lift_3d" in task_specs.get(task).defaults()]
 
     def jobs(self) -> list:
         """One GPU job per task; the segmentation first, so the tasks that mask with it share it (the cache)."""
@@ -94,7 +98,7 @@ class BatchOptions:
 
         needed = {(task_specs.get(task).family, self.size_for(task)) for task in self.tasks}
         if self.lifts:  # the pointmap at pose's size
-            needed.add((task_specs.get("pointmap").family, self.size_for("pose")))
+            needed.add((task_specs.get(catalog.LIFT_TASK).family, self.size_for(self._lifting()[0])))
         if self.needs_segmentation:
             needed.add((task_specs.get("segment").family, self.size_for("segment")))
         found = []

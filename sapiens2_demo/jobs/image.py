@@ -78,7 +78,7 @@ def all_tasks(ctx: AppContext, image: LoadedImage, *, run_dir: Path, progress=No
     chosen = tasks.specs(in_all=True)
     if progress is not None:
         progress(0.05, desc="Running every task...")
-    jobs = [make_job(ctx, spec.name, size, {}, tolerate_errors=True) for spec in chosen]
+    jobs = [make_job(ctx, spec.name, size, spec.all_options, tolerate_errors=True) for spec in chosen]
     answers = infer(ctx, [image.rgb], jobs, progress)
     gallery, files, notes = [(image.rgb, "Input")], [], list(image.notes)
     for spec, answer in zip(chosen, answers):
@@ -86,7 +86,7 @@ def all_tasks(ctx: AppContext, image: LoadedImage, *, run_dir: Path, progress=No
             notes.append(f"{spec.short}: {answer}")
             continue
         out = spec.present(LoadedImage(image.rgb, image.original_size, []), answer[0], run_dir / spec.zip_folder,
-                           **spec.defaults())
+                           **{**spec.defaults(), **spec.all_options})
         gallery.append((out.main, spec.short))
         files.extend(out.files)
         notes.extend(f"{spec.short}: {note}" for note in out.notes)

@@ -242,3 +242,5 @@ register(TaskSpec(
                     model="remove_background"),),
     uses_mask=True, export=export_features,
     files=("features_cls_embedding.npy", "features_patch_features.npy", "features_pca.png"), video=False))
+
+LIFT_TASK = "pointmap"  # what lift_3d also runs (the CLI preloads its checkpoint)

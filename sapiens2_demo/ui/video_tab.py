@@ -23,7 +23,8 @@ DEFAULT_TASK = tasks.names(video=True)[0]
 SIZES = max((spec.sizes for spec in tasks.specs(video=True)), key=len)
 VIDEO_EXTENSIONS = [".mp4", ".mov", ".webm", ".mkv", ".avi", ".m4v"]
 # (clip, task): a few seconds each, made from the image tabs' public-domain photos by assets/make_example_videos.py
-VIDEO_EXAMPLES = [[str(ASSETS / "astronaut_pan.mp4"), "pose"], [str(ASSETS / "grace_hopper_zoom.mp4"), "segment"]]
+VIDEO_EXAMPLES = [[str(ASSETS / "astronaut_pan.mp4"), tasks.names(video=True)[0]],
+                  [str(ASSETS / "grace_hopper_zoom.mp4"), tasks.names(video=True)[1]]]
 
 
 def run_video(ctx, video, task: str = DEFAULT_TASK, size: str = "0.4b", stride: int = 1, detection_threshold: float = 0.3,

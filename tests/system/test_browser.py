@@ -79,12 +79,11 @@ def test_pose_lifted_to_3d_shows_the_skeleton_viewer(page, monkeypatch):
     panel.locator("input[type=file]").first.set_input_files(str(ASSETS / "astronaut.jpg"))
     panel.get_by_label("Lift to 3D (also runs the depth model)").check()
     panel.get_by_role("button", name="Estimate pose").click()
+    page.locator('#pose-files a[href*="pose_3d.glb"]').first.wait_for(state="visible", timeout=120_000)
     try:
-        page.locator("#pose-files a", has_text="pose_3d.glb").first.wait_for(state="visible", timeout=30_000)
+        page.locator("#pose-viewer canvas").first.wait_for(state="visible", timeout=30_000)
     finally:
         page.screenshot(path="/tmp/dbg_lift.png", full_page=True)
-        print(page.locator("#tab-pose").inner_text())
-    page.locator("#pose-viewer canvas").first.wait_for(state="visible", timeout=30_000)
     assert page.locator(".toast-body.error").count() == 0
 
 
