@@ -35,7 +35,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     model.add_argument("--checkpoint-dir", default=None, help="local checkpoints (DIR/sapiens2-<task>-<size>/)")
     model.add_argument("--detector", default=None, help="person detector weights (default: yolo26n.pt)")
     model.add_argument("--device", default=None, help="auto, cpu, cuda, cuda:1, mps (default: auto)")
-    model.add_argument("--dtype", default=None, help="auto, float32 or bfloat16 (default: auto)")
+    model.add_argument("--dtype", default=None,
+                       help="auto, float32, bfloat16 or float16 (default: auto: bfloat16 on CUDA, else float32)")
     model.add_argument("--batch-size", type=int, default=8, help="images per model call (default: 8)")
     model.add_argument("--threads", type=int, default=None,
                        help="torch threads per model worker (default: all cores locally, a share per Ray actor)")

@@ -104,7 +104,6 @@ def make_handler(ctx, spec):
 
 def viewer_value(spec, files):
     """The extra 3D viewer after a run: the first returned file named `spec.viewer_file`, shown; else hidden."""
-    print("VIEWER", repr(files)[:300], flush=True)
     paths = [getattr(f, "path", None) or getattr(f, "name", None) or f for f in files or []]
     found = next((str(p) for p in paths if Path(str(p)).name == spec.viewer_file), None)
     return gr.Model3D(value=found, visible=found is not None)
