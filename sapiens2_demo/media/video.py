@@ -26,6 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..util import fit_longest_side
+
 __all__ = ["VideoError", "VideoInfo", "Frame", "probe", "read_frames", "VideoSink", "even_size",
            "CODECS", "DEFAULT_CODEC", "DEFAULT_CRF", "DEFAULT_PRESET"]
 
@@ -139,17 +141,6 @@ def probe(path, *, max_bytes: int | None = None) -> VideoInfo:
                          video_codec=stream.codec_context.name)
 
 
-def _downscale(rgb: np.ndarray, max_side: int | None) -> np.ndarray:
-    h, w = rgb.shape[:2]
-    if not max_side or max(h, w) <= max_side:
-        return rgb
-    import cv2
-
-    scale = max_side / max(h, w)
-    size = (max(1, round(w * scale)), max(1, round(h * scale)))
-    return cv2.resize(rgb, size, interpolation=cv2.INTER_AREA)
-
-
 def _decoded(container, stream, name: str):
     """The stream's frames in order; damaged data after the first frame ends it with a warning, not an error."""
     import av
@@ -194,7 +185,7 @@ def read_frames(path, *, stride: int = 1, max_frames: int | None = None, max_dur
             if index % stride:
                 continue
             # full-range (JPEG) sources say so in color_range; swscale assumes limited range otherwise
-            rgb = _downscale(frame.to_ndarray(format="rgb24", src_color_range=frame.color_range), max_side)
+            rgb = fit_longest_side(frame.to_ndarray(format="rgb24", src_color_range=frame.color_range), max_side)
             k = _rotation(frame) // 90
             yield Frame(index=index, time=time, rgb=np.ascontiguousarray(np.rot90(rgb, k)) if k else rgb)
             kept += 1
