@@ -24,7 +24,7 @@ browser-deps:  ## Debian's chromium for the Playwright test (root only; otherwis
 	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || echo "chromium not installed: the browser test will be skipped"; }
 
 lint: setup  ## ruff, and the layers contract (pyproject.toml): lower layers never import higher ones
-	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff check --no-cache .
 	$(VENV)/bin/lint-imports
 
 test: setup browser-deps lint

@@ -1,4 +1,4 @@
-"""Prints what the running app answers to each bad input of tests/test_bad_inputs_api.py (a markdown table).
+"""Prints what the running app answers to each bad input of tests/app/test_bad_inputs_api.py (a markdown table).
 
     python benchmarks/bad_inputs_report.py
 """
@@ -19,8 +19,8 @@ def main() -> None:
     from gradio_client import Client, handle_file
 
     from sapiens2_demo.models.tiny import write_all, write_tiny_detector
+    from tests.app.test_bad_inputs_api import BAD_BOXES, BAD_FILES, build_payload
     from tests.conftest import launch_app
-    from tests.test_bad_inputs_api import BAD_BOXES, BAD_FILES, build_payload
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
