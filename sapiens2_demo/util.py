@@ -68,3 +68,49 @@ def batched(items, size: int):
 def notes_markdown(notes) -> str:
     """Notes as the Markdown bullet list every tab shows."""
     return "\n".join(f"- {note}" for note in notes)
+
+
+def target(folder: str | Path, name: str) -> Path:
+    """`folder / name`, the folder created if missing: where every exporter writes."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / name
+
+
+def png_bytes(array: np.ndarray) -> bytes:
+    """A PNG of a greyscale, RGB or RGBA array, uint8 or uint16. OpenCV with zlib level PNG_LEVEL and the "up"
+    filter only: measured 1.4-2x faster than PIL or libpng's adaptive filters at 1080p, with files within ~10 %
+    (smaller on smooth 16-bit maps); and OpenCV releases the GIL, so downloads encode in parallel threads."""
+    import cv2
+
+    array = np.asarray(array)
+    if array.dtype not in (np.uint8, np.uint16) or array.ndim not in (2, 3):
+        raise ValueError(f"A PNG holds uint8 or uint16 greyscale/RGB/RGBA; got {array.dtype} {array.shape}.")
+    if array.ndim == 3:
+        array = cv2.cvtColor(np.ascontiguousarray(array), cv2.COLOR_RGBA2BGRA if array.shape[2] == 4
+                             else cv2.COLOR_RGB2BGR)
+    params = [cv2.IMWRITE_PNG_COMPRESSION, PNG_LEVEL]
+    if hasattr(cv2, "IMWRITE_PNG_FILTER"):  # OpenCV >= 4.10
+        params += [cv2.IMWRITE_PNG_FILTER, cv2.IMWRITE_PNG_FILTER_UP]
+    ok, encoded = cv2.imencode(".png", np.ascontiguousarray(array), params)
+    if not ok:
+        raise ValueError(f"OpenCV could not encode a {array.dtype} {array.shape} PNG.")
+    return encoded.tobytes()
+
+
+def write_png(path: str | Path, array: np.ndarray) -> Path:
+    path = Path(path)
+    path.write_bytes(png_bytes(array))
+    return path
+
+
+def in_parallel(*calls):
+    """Run zero-argument callables in threads and return their results in order (the first error is raised
+    after all have finished). For file writers: PNG encoding, zlib and file I/O release the GIL."""
+    if len(calls) <= 1:
+        return [call() for call in calls]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=min(len(calls), os.cpu_count() or 2)) as pool:
+        futures = [pool.submit(call) for call in calls]
+    return [future.result() for future in futures]

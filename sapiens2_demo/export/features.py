@@ -28,34 +28,26 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
 
 from ..results import FeaturesResult
-from ..util import PNG_LEVEL
-
-
-def _target(folder: str | Path, name: str) -> Path:
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder / name
+from ..util import target, write_png
 
 
 def write_embedding_npy(result: FeaturesResult, folder, prefix: str = "features") -> Path:
-    path = _target(folder, f"{prefix}_cls_embedding.npy")
+    path = target(folder, f"{prefix}_cls_embedding.npy")
     np.save(path, np.asarray(result.embedding, dtype=np.float32))
     return path
 
 
 def write_patches_npy(result: FeaturesResult, folder, prefix: str = "features") -> Path:
-    path = _target(folder, f"{prefix}_patch_features.npy")
+    path = target(folder, f"{prefix}_patch_features.npy")
     np.save(path, np.asarray(result.patches, dtype=np.float16))
     return path
 
 
 def write_pca_png(pca_image: np.ndarray, folder, prefix: str = "features") -> Path:
-    path = _target(folder, f"{prefix}_pca.png")
-    Image.fromarray(np.asarray(pca_image, dtype=np.uint8)).save(path, compress_level=PNG_LEVEL)
-    return path
+    path = target(folder, f"{prefix}_pca.png")
+    return write_png(path, np.asarray(pca_image, dtype=np.uint8))
 
 
 def write_features(result: FeaturesResult, pca_image: np.ndarray | None, folder,

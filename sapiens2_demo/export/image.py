@@ -25,16 +25,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import cv2
 import numpy as np
-from PIL import Image
 
 from ..render.depth import valid_depth
 from ..render.matting import alpha_image, rgba_cutout
 from ..render.normals import normals_to_rgb
 from ..render.parts import colorize_labels
 from ..results import MattingResult, NormalsResult, PointmapResult, SegmentationResult, resolve_mask
-from ..util import PNG_LEVEL
+from ..util import in_parallel, target, write_png
 from .pointcloud import DEFAULT_MAX_POINTS, person_points, to_trimesh
 
 DEPTH_PNG_MAX_MM = 65535
@@ -44,12 +42,6 @@ class NothingToExport(ValueError):
     """The file would be empty (e.g. no valid person point); the message is meant for the user."""
 
 
-def _target(folder: str | Path, name: str) -> Path:
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder / name
-
-
 def _labels(result: SegmentationResult | np.ndarray) -> np.ndarray:
     return np.asarray(result.labels if isinstance(result, SegmentationResult) else result, dtype=np.uint8)
 
@@ -57,15 +49,13 @@ def _labels(result: SegmentationResult | np.ndarray) -> np.ndarray:
 # -- segmentation ---------------------------------------------------------------------------------
 
 def write_label_png(result: SegmentationResult | np.ndarray, folder, name: str = "body_parts_labels.png") -> Path:
-    path = _target(folder, name)
-    Image.fromarray(_labels(result)).save(path, compress_level=PNG_LEVEL)
-    return path
+    path = target(folder, name)
+    return write_png(path, _labels(result))
 
 
 def write_parts_colour_png(result: SegmentationResult | np.ndarray, folder, name: str = "body_parts_colors.png") -> Path:
-    path = _target(folder, name)
-    Image.fromarray(colorize_labels(_labels(result))).save(path, compress_level=PNG_LEVEL)
-    return path
+    path = target(folder, name)
+    return write_png(path, colorize_labels(_labels(result)))
 
 
 # -- normals --------------------------------------------------------------------------------------
@@ -79,7 +69,7 @@ def _masked_normals(result: NormalsResult, mask) -> np.ndarray:
 
 
 def write_normals_npy(result: NormalsResult, folder, mask: np.ndarray | None = None, name: str = "normals.npy") -> Path:
-    path = _target(folder, name)
+    path = target(folder, name)
     np.save(path, np.ascontiguousarray(_masked_normals(result, mask), dtype=np.float32))
     return path
 
@@ -90,7 +80,7 @@ def write_normals_png(result: NormalsResult, folder, bits: int = 8, mask: np.nda
     bits = int(bits)
     if bits not in (8, 16):
         raise ValueError("bits must be 8 or 16")
-    path = _target(folder, name or ("normals.png" if bits == 8 else "normals16.png"))
+    path = target(folder, name or ("normals.png" if bits == 8 else "normals16.png"))
     normals = np.asarray(result.normals, dtype=np.float32)
     mask = resolve_mask(result, mask, normals.shape[:2])
     if bits == 8:
@@ -99,9 +89,7 @@ def write_normals_png(result: NormalsResult, folder, bits: int = 8, mask: np.nda
         encoded = np.rint(np.clip((normals + 1) * np.float32(32767.5), 0, 65535)).astype(np.uint16)
     if mask is not None:
         encoded[~mask] = 0
-    if not cv2.imwrite(str(path), np.ascontiguousarray(encoded[..., ::-1]), [cv2.IMWRITE_PNG_COMPRESSION, PNG_LEVEL]):  # cv2 writes BGR, 8 or 16 bit
-        raise OSError(f"could not write {path}")
-    return path
+    return write_png(path, encoded)
 
 
 # -- depth and points -----------------------------------------------------------------------------
@@ -120,13 +108,12 @@ def depth_millimetres(result: PointmapResult, mask: np.ndarray | None = None) ->
 
 
 def write_depth_png(result: PointmapResult, folder, mask: np.ndarray | None = None, name: str = "depth_mm.png") -> Path:
-    path = _target(folder, name)
-    Image.fromarray(depth_millimetres(result, mask)).save(path, compress_level=PNG_LEVEL)  # uint16 (H, W) -> PIL "I;16", a 16-bit PNG
-    return path
+    path = target(folder, name)
+    return write_png(path, depth_millimetres(result, mask))  # uint16 (H, W): a 16-bit greyscale PNG
 
 
 def write_depth_npy(result: PointmapResult, folder, mask: np.ndarray | None = None, name: str = "depth_m.npy") -> Path:
-    path = _target(folder, name)
+    path = target(folder, name)
     depth = np.asarray(result.depth, dtype=np.float32)
     mask = resolve_mask(result, mask, depth.shape, use_result_mask=False)
     np.save(path, depth if mask is None else np.where(mask, depth, np.float32(0)))
@@ -141,28 +128,30 @@ def _cloud(result, image, mask, max_points):
 
 
 def write_ply(result: PointmapResult, image: np.ndarray, folder, mask: np.ndarray | None = None,
-                        max_points: int = DEFAULT_MAX_POINTS, name: str = "person.ply") -> Path:
-    path = _target(folder, name)
-    cloud = _cloud(result, image, mask, max_points)
+              max_points: int = DEFAULT_MAX_POINTS, name: str = "person.ply", cloud=None) -> Path:
+    path = target(folder, name)
+    cloud = _cloud(result, image, mask, max_points) if cloud is None else cloud
     to_trimesh(cloud).export(str(path), file_type="ply")
     return path
 
 
 def write_glb(result: PointmapResult, image: np.ndarray, folder, mask: np.ndarray | None = None,
-                        max_points: int = DEFAULT_MAX_POINTS, name: str = "person.glb") -> Path:
+              max_points: int = DEFAULT_MAX_POINTS, name: str = "person.glb", cloud=None) -> Path:
     import trimesh
 
-    path = _target(folder, name)
-    cloud = _cloud(result, image, mask, max_points)
+    path = target(folder, name)
+    cloud = _cloud(result, image, mask, max_points) if cloud is None else cloud
     trimesh.Scene(to_trimesh(cloud, gltf_frame=True)).export(str(path), file_type="glb")
     return path
 
 
 def write_point_cloud(result: PointmapResult, image: np.ndarray, folder, mask: np.ndarray | None = None,
                       max_points: int = DEFAULT_MAX_POINTS) -> tuple[Path, Path]:
-    """(person.ply, person.glb): one down-sampled cloud written both ways."""
-    return (write_ply(result, image, folder, mask=mask, max_points=max_points),
-            write_glb(result, image, folder, mask=mask, max_points=max_points))
+    """(person.ply, person.glb): one down-sampled cloud written both ways, in parallel."""
+    cloud = _cloud(result, image, mask, max_points)
+    ply, glb = in_parallel(lambda: write_ply(result, image, folder, cloud=cloud),
+                           lambda: write_glb(result, image, folder, cloud=cloud))
+    return ply, glb
 
 
 # -- matting --------------------------------------------------------------------------------------
@@ -170,12 +159,10 @@ def write_point_cloud(result: PointmapResult, image: np.ndarray, folder, mask: n
 def write_matting_rgba(result: MattingResult, image: np.ndarray | None, folder, rgb: str = "foreground",
                        name: str = "matting_rgba.png") -> Path:
     """See render.matting.rgba_cutout: A = alpha, RGB = un-premultiplied foreground or (rgb="image") the photo."""
-    path = _target(folder, name)
-    Image.fromarray(rgba_cutout(image, result, rgb=rgb)).save(path, compress_level=PNG_LEVEL)
-    return path
+    path = target(folder, name)
+    return write_png(path, rgba_cutout(image, result, rgb=rgb))
 
 
 def write_alpha_png(result: MattingResult, folder, name: str = "matting_alpha.png") -> Path:
-    path = _target(folder, name)
-    Image.fromarray(alpha_image(result)).save(path, compress_level=PNG_LEVEL)
-    return path
+    path = target(folder, name)
+    return write_png(path, alpha_image(result))

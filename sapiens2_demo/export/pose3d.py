@@ -16,13 +16,13 @@ Only the linked joints (body, feet, hands; the face has no links) are drawn, to 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 
 from ..pose.lift import Pose3DResult
 from ..pose.meta import FACE_START, keypoint_meta
+from ..util import atomic_write, target
 from .image import NothingToExport
 from .pointcloud import to_gltf_frame
 
@@ -55,24 +55,14 @@ def pose3d_document(result: Pose3DResult, keypoint_names: list[str]) -> dict:
 
 
 def _write_atomically(path: Path, data: bytes) -> Path:
-    partial = path.with_name(f".{path.name}.partial")
-    try:
+    with atomic_write(path) as partial:  # a reader never sees a half-written file
         partial.write_bytes(data)
-        os.replace(partial, path)  # a reader never sees a half-written file
-    finally:
-        partial.unlink(missing_ok=True)
     return path
-
-
-def _target(folder: str | Path, name: str) -> Path:
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder / name
 
 
 def write_pose3d_json(result: Pose3DResult, folder, keypoint_names: list[str], name: str = "pose_3d.json") -> Path:
     text = json.dumps(pose3d_document(result, keypoint_names), allow_nan=False, separators=(",", ":"))
-    return _write_atomically(_target(folder, name), text.encode())
+    return _write_atomically(target(folder, name), text.encode())
 
 
 def skeleton_bones() -> list[tuple[int, int]]:
@@ -165,4 +155,4 @@ def write_skeleton_glb(result: Pose3DResult, folder, bones: list[tuple[int, int]
     mesh = skeleton_mesh(result, bones)
     if mesh is None:
         raise NothingToExport("No body keypoint could be placed in 3D, so there is no 3D skeleton to save.")
-    return _write_atomically(_target(folder, name), trimesh.Scene(mesh).export(file_type="glb"))
+    return _write_atomically(target(folder, name), trimesh.Scene(mesh).export(file_type="glb"))

@@ -1,5 +1,6 @@
 """The downloads of each image task, one function per task, shared by the image tabs and the batch CLI.
 Each takes (rgb, result, folder, **options), ignores options meant for others, and returns the paths written.
+A task's files are written in parallel threads (PNG and zlib encoding release the GIL).
 
 | task | files |
 |---|---|
@@ -18,8 +19,32 @@ from pathlib import Path
 
 import numpy as np
 
+from ..util import in_parallel
 from . import image as files
 from .image import NothingToExport
+
+
+def _attempt(write):
+    """`write` as a call returning (paths, note): NothingToExport becomes the note."""
+
+    def call() -> tuple[list[Path], str | None]:
+        try:
+            written = write()
+        except NothingToExport as error:
+            return [], str(error)
+        return (list(written) if isinstance(written, (list, tuple)) else [written]), None
+
+    return call
+
+
+def _write_all(notes: list[str] | None, *writers) -> list[Path]:
+    """Run the writers in parallel; the paths and the notes (appended to `notes` when given) in writer order."""
+    written = []
+    for paths, note in in_parallel(*map(_attempt, writers)):
+        written += paths
+        if note is not None and notes is not None:
+            notes.append(note)
+    return written
 
 
 def export_pose(rgb: np.ndarray, result, folder: Path, *, keypoint_threshold: float = 0.3,
@@ -45,11 +70,13 @@ def export_pose(rgb: np.ndarray, result, folder: Path, *, keypoint_threshold: fl
 
 
 def export_segment(rgb: np.ndarray, result, folder: Path, **_) -> list[Path]:
-    return [files.write_label_png(result, folder), files.write_parts_colour_png(result, folder)]
+    return in_parallel(lambda: files.write_label_png(result, folder),
+                       lambda: files.write_parts_colour_png(result, folder))
 
 
 def export_normals(rgb: np.ndarray, result, folder: Path, *, png_bits: int = 16, **_) -> list[Path]:
-    return [files.write_normals_npy(result, folder), files.write_normals_png(result, folder, bits=png_bits)]
+    return in_parallel(lambda: files.write_normals_npy(result, folder),
+                       lambda: files.write_normals_png(result, folder, bits=int(png_bits)))
 
 
 def export_pointmap(rgb: np.ndarray, result, folder: Path, *, max_points: int = 200_000,
@@ -58,20 +85,13 @@ def export_pointmap(rgb: np.ndarray, result, folder: Path, *, max_points: int = 
     `notes` when given)."""
     from .mesh import pointmap_mesh, write_mesh_glb
 
-    written = [files.write_depth_png(result, folder), files.write_depth_npy(result, folder)]
-    try:
-        written += list(files.write_point_cloud(result, rgb, folder, max_points=max_points))
-    except NothingToExport as error:  # e.g. no person found by the segmentation
-        if notes is not None:
-            notes.append(str(error))
-    try:
-        written.append(write_mesh_glb(pointmap_mesh(result.points, rgb, result.mask, max_faces=int(max_faces)),
-                                      folder))
-    except NothingToExport as error:
-        if notes is not None:
-            notes.append(str(error))
-    return written
+    return _write_all(notes, lambda: files.write_depth_png(result, folder),
+                      lambda: files.write_depth_npy(result, folder),
+                      lambda: files.write_point_cloud(result, rgb, folder, max_points=int(max_points)),
+                      lambda: write_mesh_glb(pointmap_mesh(result.points, rgb, result.mask, max_faces=int(max_faces)),
+                                             folder))
 
 
 def export_matting(rgb: np.ndarray, result, folder: Path, **_) -> list[Path]:
-    return [files.write_matting_rgba(result, rgb, folder), files.write_alpha_png(result, folder)]
+    return in_parallel(lambda: files.write_matting_rgba(result, rgb, folder),
+                       lambda: files.write_alpha_png(result, folder))

@@ -23,9 +23,8 @@ import zipfile
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
 
-from ..util import PNG_LEVEL, partial_path
+from ..util import partial_path, png_bytes
 
 
 class _AtomicFile:
@@ -66,9 +65,7 @@ class FrameZipWriter(_AtomicFile):
         self._zip = zipfile.ZipFile(self.tmp, "w")
 
     def add_png(self, index: int, array: np.ndarray) -> None:
-        buffer = io.BytesIO()
-        Image.fromarray(array).save(buffer, format="PNG", compress_level=PNG_LEVEL)
-        self._zip.writestr(f"frame_{index:06d}.png", buffer.getvalue(), compress_type=zipfile.ZIP_STORED)
+        self._zip.writestr(f"frame_{index:06d}.png", png_bytes(array), compress_type=zipfile.ZIP_STORED)
 
     def add_npy(self, index: int, array: np.ndarray) -> None:
         buffer = io.BytesIO()

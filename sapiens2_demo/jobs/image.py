@@ -6,8 +6,10 @@ UI-agnostic (no gradio here), so the same calls serve the UI, the API and the te
 
 from __future__ import annotations
 
+import functools
 import time
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,6 +19,7 @@ from ..models.manager import ModelManager
 from ..models.registry import UnknownCheckpoint, checkpoint
 from ..pipelines.dense import SegmentationCache
 from ..results import TaskOutput
+from ..util import in_parallel
 from .outputs import OutputStore
 
 
@@ -59,39 +62,66 @@ def infer(ctx: AppContext, frames: list, jobs: list, progress=None) -> list:
     return gpu.answers(ctx.manager_key, frames, jobs)
 
 
-def run_task(ctx: AppContext, image: LoadedImage, *, task: str, run_dir: Path, progress=None,
-             size: str | None = None, **options) -> TaskOutput:
-    """One task on one image: one GPU call, then the task's renders, downloads and notes."""
+def stream_task(ctx: AppContext, image: LoadedImage, *, task: str, run_dir: Path, progress=None,
+                size: str | None = None, **options) -> Iterator[TaskOutput]:
+    """One task on one image: one GPU call, then the renders and notes (yielded first: what the user looks
+    at), then the downloads written (the same TaskOutput, completed, yielded last)."""
     spec = tasks.get(task)
     started = time.perf_counter()
     spec.check(options)
     [result] = infer(ctx, [image.rgb], [make_job(ctx, spec.name, size, options)], progress)[0]
-    out = spec.present(image, result, run_dir, **{**spec.defaults(), **options})
+    chosen = {**spec.defaults(), **options}
+    out = spec.present(image, result, **chosen)
     out.notes.append(f"{spec.title} took {time.perf_counter() - started:.2f} s on {ctx.manager.device}.")
+    yield out
+    yield spec.finish(out, image.rgb, result, run_dir, **chosen)
+
+
+def run_task(ctx: AppContext, image: LoadedImage, **kwargs) -> TaskOutput:
+    """stream_task's complete output (renders, downloads and notes)."""
+    *_, out = stream_task(ctx, image, **kwargs)
     return out
 
 
-def all_tasks(ctx: AppContext, image: LoadedImage, *, run_dir: Path, progress=None,
-              size: str = "0.4b") -> TaskOutput:
+def stream_all(ctx: AppContext, image: LoadedImage, *, run_dir: Path, progress=None,
+               size: str = "0.4b") -> Iterator[TaskOutput]:
     """Every task of "all" on one image in one GPU call; the segmentation is computed once and shared (the
-    cache). A task that fails (e.g. a missing checkpoint) is reported in the notes and the others go on."""
+    cache). A task that fails (e.g. a missing checkpoint) is reported in the notes and the others go on.
+    Yields the gallery first, then the same output with every task's downloads zipped."""
     chosen = tasks.specs(in_all=True)
     if progress is not None:
         progress(0.05, desc="Running every task...")
     jobs = [make_job(ctx, spec.name, size, spec.all_options, tolerate_errors=True) for spec in chosen]
     answers = infer(ctx, [image.rgb], jobs, progress)
-    gallery, files, notes = [(image.rgb, "Input")], [], list(image.notes)
+    shown = LoadedImage(image.rgb, image.original_size, [])
+    out = TaskOutput(gallery=[(image.rgb, "Input")], notes=list(image.notes))
+    done = []  # (spec, result, its output, its options, how many notes it had when shown)
     for spec, answer in zip(chosen, answers):
         if isinstance(answer, Exception):
-            notes.append(f"{spec.short}: {answer}")
+            out.notes.append(f"{spec.short}: {answer}")
             continue
-        out = spec.present(LoadedImage(image.rgb, image.original_size, []), answer[0], run_dir / spec.zip_folder,
-                           **{**spec.defaults(), **spec.all_options})
-        gallery.append((out.main, spec.short))
-        files.extend(out.files)
-        notes.extend(f"{spec.short}: {note}" for note in out.notes)
+        options = {**spec.defaults(), **spec.all_options}
+        task_out = spec.present(shown, answer[0], **options)
+        out.gallery.append((task_out.main, spec.short))
+        out.notes.extend(f"{spec.short}: {note}" for note in task_out.notes)
+        done.append((spec, answer[0], task_out, options, len(task_out.notes)))
+    yield out
+
+    def finish(spec, result, task_out, options, _):
+        return spec.finish(task_out, image.rgb, result, run_dir / spec.zip_folder, **options)
+
+    finished = in_parallel(*[functools.partial(finish, *entry) for entry in done])
+    for (spec, *_, shown_notes), task_out in zip(done, finished):  # the notes the downloads added
+        out.notes.extend(f"{spec.short}: {note}" for note in task_out.notes[shown_notes:])
     archive = run_dir / "sapiens2_all_tasks.zip"
     with zipfile.ZipFile(archive, "w", zipfile.ZIP_STORED) as zf:  # PNG/GLB are compressed already
-        for path in files:
+        for path in (path for task_out in finished for path in task_out.files):
             zf.write(path, arcname=f"{path.parent.name}/{path.name}")
-    return TaskOutput(files=[archive], notes=notes, gallery=gallery)
+    out.files = [archive]
+    yield out
+
+
+def all_tasks(ctx: AppContext, image: LoadedImage, **kwargs) -> TaskOutput:
+    """stream_all's complete output (the gallery, the zip and the notes)."""
+    *_, out = stream_all(ctx, image, **kwargs)
+    return out

@@ -230,7 +230,8 @@ class VideoJob:
         for frame, result in zip(frames, poses):
             result.track_ids = self._tracker.update(result.boxes, result.box_scores, frame.rgb.shape[:2])
             if self._smoother is not None and result.num_people:
-                result.keypoints = self._smoother.smooth(result.track_ids, result.keypoints, frame.time)
+                result.keypoints = self._smoother.smooth(result.track_ids, result.keypoints, frame.time,
+                                                         result.keypoint_scores)
 
 
 def process_video(path, task: str, manager_key: str, out_dir, *, on_progress=None, **options) -> VideoOutput:

@@ -12,6 +12,8 @@ blur, op for op as the reference does, and so do near-singular Newton steps (fla
 answer is decided by the reference's own float32 rounding. Maps whose max is <= 0 get the reference's
 location (-1, -1) and its (quirky) refinement, which reads the replicate-padded corner and the previous
 map in memory. Result: within 0.05 px of transformers (1e-3 px typical), 100x faster on model-like maps.
+Where the reference's answer is not finite (a singular Hessian on a nearly flat map, or a NaN/inf map) we
+depart from it: such a keypoint sits at its raw argmax with score 0, so every coordinate and score is finite.
 
 So the refinement needs, per map, only its argmax, its peak and that 13x13 window (`PeakData`); whole maps
 only for the few redone ones. `decode_peaks` decodes from such a summary (cut out on the GPU by
@@ -158,7 +160,21 @@ def _refine(index: np.ndarray, scores: np.ndarray, windows: np.ndarray, shape: t
     redo_index = np.flatnonzero(redo)
     if redo_index.size:
         coords[redo_index] = _reference_refine(flat, (h, w), redo_index, x, y, valid, kernel)
-    return coords.reshape(n, k, 2).astype(np.float32), scores.reshape(n, k).astype(np.float32)
+    coords, scores = _finite(coords.astype(np.float32), scores.astype(np.float32), x, y)
+    return coords.reshape(n, k, 2), scores.reshape(n, k)
+
+
+def _finite(coords: np.ndarray, scores: np.ndarray, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Keypoints (p, 2) whose refined x or y, or whose score, is not finite go to their raw argmax (x, y)
+    with score 0 ("not visible"). A nearly flat map (a constant plus float32 noise) makes the reference's
+    Hessian singular, so its Newton step divides by zero: inf or NaN, which video smoothing would spread and
+    JSON cannot hold. NaN/inf heatmaps (a model overflow) give non-finite peaks and scores."""
+    bad = ~(np.isfinite(coords).all(axis=-1) & np.isfinite(scores))
+    if bad.any():
+        coords = coords.copy()
+        coords[bad] = np.stack([x[bad], y[bad]], axis=-1)
+        scores = np.where(bad, np.float32(0), scores)
+    return coords, scores
 
 
 class _MapRows:

@@ -1,7 +1,8 @@
 """Temporal keypoint smoothing for video: the One Euro filter (Casiez, Roussel & Vogel, CHI 2012).
 
 A low-pass filter whose cutoff rises with speed: still keypoints get heavy smoothing (no jitter), fast
-ones light smoothing (little lag). One filter per tracked person; positions only (scores pass through).
+ones light smoothing (little lag). One filter per tracked person; positions only (scores pass through, but
+a keypoint with score 0, which the decoder gives one it could not place, is held rather than filtered).
 """
 
 from __future__ import annotations
@@ -37,6 +38,11 @@ class OneEuroFilter:
 
     The first sample passes through unchanged. A repeated or earlier timestamp (dt <= 0) returns the
     last output: as dt -> 0 the smoothing factor goes to 0.
+
+    `valid` (a bool mask broadcastable to x; default all) marks the elements to filter. An invalid or
+    non-finite element (a keypoint the decoder could not place, score 0) neither moves nor feeds the filter:
+    its output is its last filtered value, or, never seen valid, the input itself (0 where not finite).
+    So the output is finite for every input, and finite valid input never gives NaN.
     """
 
     def __init__(self, min_cutoff: float = MIN_CUTOFF_HZ, beta: float = BETA, d_cutoff: float = D_CUTOFF_HZ):
@@ -48,30 +54,47 @@ class OneEuroFilter:
         self.d_cutoff = float(d_cutoff)
         self.x_prev: np.ndarray | None = None
         self.dx_prev: np.ndarray | None = None
+        self.seen: np.ndarray | None = None  # elements that have had a valid sample (x_prev means something)
         self.t_prev: float | None = None
 
-    def __call__(self, x: np.ndarray, t: float) -> np.ndarray:
+    def __call__(self, x: np.ndarray, t: float, valid: np.ndarray | None = None) -> np.ndarray:
         x = np.asarray(x, dtype=np.float64)
+        ok = np.isfinite(x)
+        if valid is not None:
+            ok &= np.broadcast_to(np.asarray(valid, dtype=bool), x.shape)
+        passthrough = np.where(np.isfinite(x), x, 0.0)
         if self.x_prev is None or self.x_prev.shape != x.shape:
-            self.x_prev, self.dx_prev, self.t_prev = x.copy(), np.zeros_like(x), float(t)
-            return x.copy()
+            self.x_prev, self.dx_prev, self.seen = np.where(ok, x, 0.0), np.zeros_like(x), ok.copy()
+            self.t_prev = float(t)
+            return passthrough
         dt = float(t) - self.t_prev
         if dt <= 0:
-            return self.x_prev.copy()
-        dx = (x - self.x_prev) / dt
-        dx_hat = self.dx_prev + smoothing_factor(self.d_cutoff, dt) * (dx - self.dx_prev)
-        cutoff = self.min_cutoff + self.beta * np.abs(dx_hat)
-        x_hat = self.x_prev + smoothing_factor(cutoff, dt) * (x - self.x_prev)
-        self.x_prev, self.dx_prev, self.t_prev = x_hat, dx_hat, float(t)
-        return x_hat.copy()
+            return np.where(self.seen, self.x_prev, passthrough)
+        first = ok & ~self.seen  # valid for the first time: passes through and starts its filter
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            dx = (x - self.x_prev) / dt
+            dx_hat = self.dx_prev + smoothing_factor(self.d_cutoff, dt) * (dx - self.dx_prev)
+            cutoff = self.min_cutoff + self.beta * np.abs(dx_hat)
+            x_hat = self.x_prev + smoothing_factor(cutoff, dt) * (x - self.x_prev)
+        # Overflow (an absurd speed from a tiny dt) must not poison the state: fall back to the sample.
+        x_hat = np.where(np.isfinite(x_hat), x_hat, x)
+        dx_hat = np.where(np.isfinite(dx_hat), dx_hat, 0.0)
+        update = ok & self.seen
+        self.x_prev = np.where(update, x_hat, np.where(first, x, self.x_prev))
+        self.dx_prev = np.where(update, dx_hat, np.where(first, 0.0, self.dx_prev))
+        self.seen = self.seen | ok
+        self.t_prev = float(t)
+        return np.where(self.seen, self.x_prev, passthrough)
 
 
 class KeypointSmoother:
     """One OneEuroFilter per track id, for a video's keypoints frame by frame.
 
-    `smooth(track_ids (N,), keypoints (N, K, 2), t)` returns smoothed (N, K, 2) float32 positions in the
-    input's order. Untracked people (id -1) pass through unchanged; a track unseen for more than
-    `max_age` seconds is forgotten, so if it reappears its filter restarts from its new position.
+    `smooth(track_ids (N,), keypoints (N, K, 2), t, scores (N, K) or None)` returns smoothed (N, K, 2)
+    float32 positions in the input's order. Untracked people (id -1) pass through unchanged; a track unseen
+    for more than `max_age` seconds is forgotten, so if it reappears its filter restarts from its new
+    position. A keypoint with score <= 0 or a non-finite score or position (not visible: the decoder could
+    not place it) is held at its last smoothed position and leaves its filter as it was.
     """
 
     def __init__(self, min_cutoff: float = MIN_CUTOFF_HZ, beta: float = BETA, d_cutoff: float = D_CUTOFF_HZ,
@@ -87,12 +110,19 @@ class KeypointSmoother:
         """Ids of the tracks whose filters are currently kept."""
         return sorted(self._filters)
 
-    def smooth(self, track_ids: np.ndarray, keypoints: np.ndarray, t: float) -> np.ndarray:
+    def smooth(self, track_ids: np.ndarray, keypoints: np.ndarray, t: float,
+               scores: np.ndarray | None = None) -> np.ndarray:
         track_ids = np.asarray(track_ids, dtype=np.int64).reshape(-1)
         keypoints = np.asarray(keypoints)
         if keypoints.ndim != 3 or keypoints.shape[0] != len(track_ids) or keypoints.shape[2] != 2:
             raise ValueError(f"Expected keypoints of shape (N, K, 2) for {len(track_ids)} track ids, "
                              f"got {keypoints.shape}.")
+        if scores is not None:
+            scores = np.asarray(scores, dtype=np.float64)
+            if scores.shape != keypoints.shape[:2]:
+                raise ValueError(f"Expected scores of shape {keypoints.shape[:2]}, got {scores.shape}.")
+            with np.errstate(invalid="ignore"):
+                visible = np.isfinite(scores) & (scores > 0)
         tracked = track_ids[track_ids >= 0]
         if len(np.unique(tracked)) != len(tracked):
             raise ValueError(f"Track ids must be unique within a frame, got {track_ids.tolist()}.")
@@ -104,7 +134,8 @@ class KeypointSmoother:
                 continue
             if track_id not in self._filters:
                 self._filters[track_id] = OneEuroFilter(self.min_cutoff, self.beta, self.d_cutoff)
-            out[row] = self._filters[track_id](keypoints[row], t)
+            valid = None if scores is None else visible[row][:, None]
+            out[row] = self._filters[track_id](keypoints[row], t, valid)
             self._last_seen[track_id] = t
         return out
 

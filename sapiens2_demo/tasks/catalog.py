@@ -187,7 +187,7 @@ register(TaskSpec(
     "pose", "Pose", "Pose", "pose", SIZES, run_pose, options=POSE_OPTIONS, items=pose_items, detector=True,
     renderer=pose_renderer, present=present.present_pose, export=task_files.export_pose,
     files=("pose_sapiens2.json", "pose_coco17.json", "pose_openpose_keypoints.json", "pose_coco_wholebody.json"),
-    optional_files=("pose_3d.json", "pose_3d.glb"), all_options={"lift_3d": True},
+    optional_files=("pose_3d.json", "pose_3d.glb"), all_options={"lift_3d": True}, model3d_files=("pose_3d.glb",),
     video_export=video_files.PoseVideoExport, live=True, in_all=True, button="Estimate pose",
     outputs=("image",), result_label="Keypoints",
     files_label="Downloads (official JSON, COCO-17, OpenPose, COCO-WholeBody; 3D keypoints when lifted)",
@@ -224,6 +224,7 @@ register(TaskSpec(
     video_export=on_request(video_files.DepthVideoExport), live=True, in_all=True, button="Estimate depth & 3D",
     outputs=("slider", "model3d"), result_label="Image / depth (turbo inverse depth, colour bar in metres)",
     model3d_label="3D view (surface mesh; point clouds in the downloads)",
+    model3d_files=("person_mesh.glb", "person.glb"),  # the mesh; the cloud when no face is left
     files_label="Downloads (depth PNG mm, .npy m, point cloud .ply / .glb, surface mesh .glb)"))
 
 register(TaskSpec(

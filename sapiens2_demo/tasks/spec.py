@@ -38,10 +38,12 @@ class TaskSpec:
 
     run(frames, manager, size, *, seg_cache, **model_options) -> one result per frame (pipelines layer)
     renderer(**options) -> an annotator with `annotate(frame, result) -> RGB uint8` (video, live, the grid)
-    present(image, result, folder, **options) -> TaskOutput: an image request's renders, downloads and notes
-    export(rgb, result, folder, **options) -> the image downloads written (the CLI; `present` calls it too)
+    present(image, result, **options) -> TaskOutput: an image request's renders and notes, shown first
+    export(rgb, result, folder, notes=..., **options) -> the image downloads written (the CLI; an image request
+        after its display, see `finish`); a writer with nothing to write adds a note instead
     video_export(folder, fps=..., **options) -> per-frame downloads of a video (add / close / abort), or None
     all_options: the options the All-tasks tab runs the task with (over its defaults), e.g. pose lifts to 3D there
+    model3d_files: the downloads the "model3d" output may show, the first one written wins
     viewer_file: a download an image tab also shows in a 3D viewer of its own, filled after the run from the
         returned files (so the endpoint's return values do not change), or None for no such viewer
     """
@@ -70,6 +72,7 @@ class TaskSpec:
     outputs: tuple[str, ...] = ("image",)  # an image tab's result widgets: image | slider | legend | model3d
     result_label: str = "Result"
     model3d_label: str = "3D view"  # the "model3d" output's label
+    model3d_files: tuple[str, ...] = ()
     viewer_file: str | None = None  # e.g. "pose_3d.glb": shown in an extra 3D viewer when a run writes it
     viewer_label: str = "3D view"
     all_options: dict = field(default_factory=dict, hash=False)  # the All-tasks tab's options, e.g. {"lift_3d": True}
@@ -115,6 +118,13 @@ class TaskSpec:
         if self.export is None:
             raise ValueError(f"The {self.name} task has no downloads.")
         return list(self.export(rgb, result, Path(folder), **options))
+
+    def finish(self, out, rgb, result, folder: str | Path, **options):
+        """Complete a shown TaskOutput: write its downloads (their notes join `out.notes`) and pick its 3D view."""
+        out.files = self.write_files(rgb, result, folder, notes=out.notes, **options)
+        written = {path.name: path for path in out.files}
+        out.model3d = next((written[name] for name in self.model3d_files if name in written), None)
+        return out
 
 
 _REGISTRY: dict[str, TaskSpec] = {}

@@ -85,37 +85,38 @@ def task_tab(title: str, tab_id: str, scales=(1, 1)):
         note()
 
 
-def as_display_files(out: TaskOutput, run_dir: Path, loaded, upload: str | None) -> TaskOutput:
-    """Hand gradio image files rather than arrays, written fast: JPEG for what is only looked at (PNG when
-    there is transparency), and the upload itself where the input is shown unchanged.
+def as_display_files(out: TaskOutput, run_dir: Path, loaded, upload: str | None,
+                     saved: dict[int, str] | None = None) -> TaskOutput:
+    """A copy of `out` with image files for gradio rather than arrays, written fast: JPEG for what is only looked
+    at (PNG when there is transparency), and the upload itself where the input is shown unchanged. `saved`
+    (array id -> file) carries the files over the steps of one request, so a step re-shows them unwritten.
 
     Files, not arrays: gradio 6.31 caches an array under a hash of its pixels and rewrites that file in place,
     so two requests rendering the same picture could serve each other a truncated image."""
+    import dataclasses
+
     from PIL import Image
 
-    from ..util import PNG_LEVEL
+    from ..util import write_png
 
     shown = run_dir / "shown"
     shown.mkdir(exist_ok=True)
-    saved: dict[int, str] = {}  # the main render is usually also the slider's "after": write it once
+    saved = {} if saved is None else saved  # the main render is usually also the slider's "after": write it once
     if upload and not loaded.notes and Path(upload).suffix.lower() in BROWSER_IMAGES:
-        saved[id(loaded.rgb)] = upload  # untouched input (no rotation, conversion or downscale): no re-encode
+        saved.setdefault(id(loaded.rgb), upload)  # untouched input (no rotation, conversion or downscale)
 
     def save(array):
         if id(array) not in saved:
             rgba = array.ndim == 3 and array.shape[2] == 4
             path = shown / f"{len(saved)}.{'png' if rgba else 'jpg'}"
             if rgba:
-                Image.fromarray(array).save(path, compress_level=PNG_LEVEL)
+                write_png(path, array)
             else:
                 Image.fromarray(array).save(path, quality=DISPLAY_JPEG_QUALITY)
             saved[id(array)] = str(path)
         return saved[id(array)]
 
-    if out.main is not None:
-        out.main = save(out.main)
-    if out.before_after is not None:
-        out.before_after = tuple(save(a) for a in out.before_after)
-    if out.gallery is not None:
-        out.gallery = [(save(a), caption) for a, caption in out.gallery]
-    return out
+    return dataclasses.replace(
+        out, main=None if out.main is None else save(out.main),
+        before_after=None if out.before_after is None else tuple(save(a) for a in out.before_after),
+        gallery=None if out.gallery is None else [(save(a), caption) for a, caption in out.gallery])

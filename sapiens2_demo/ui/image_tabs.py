@@ -20,15 +20,23 @@ from ..util import notes_markdown
 from .common import ImageUpload, as_display_files, session_of, task_tab, user_errors
 
 
-def run_request(ctx, title: str, fn, image, request, progress, **kwargs):
-    """Load the upload, make the run folder, run `fn`, hand display files to gradio."""
+def stream_request(ctx, title: str, stream, image, request, progress, **kwargs):
+    """Load the upload, make the run folder, run `stream` (a job yielding TaskOutputs: the shown result, then
+    the complete one), and hand each step to gradio with display files."""
     with user_errors(title):
         if image is None:
             raise ImageError("Please upload an image first.")
         loaded = load_image(image)
         run_dir = ctx.outputs.new_run_dir(session_of(request))
-        out = fn(ctx, loaded, run_dir=run_dir, progress=progress, **kwargs)
-        return as_display_files(out, run_dir, loaded, image if isinstance(image, str) else None)
+        saved = {}
+        for out in stream(ctx, loaded, run_dir=run_dir, progress=progress, **kwargs):
+            yield as_display_files(out, run_dir, loaded, image if isinstance(image, str) else None, saved)
+
+
+def run_request(ctx, title: str, fn, image, request, progress, **kwargs):
+    """stream_request for a job that returns one TaskOutput."""
+    *_, out = stream_request(ctx, title, lambda *args, **kw: [fn(*args, **kw)], image, request, progress, **kwargs)
+    return out
 
 
 def size_choice(spec, label: str = "Model size"):
@@ -86,10 +94,11 @@ def make_handler(ctx, spec):
         with user_errors(spec.title):
             for name in images:  # extra pictures (e.g. a background) go through the same loader
                 chosen[name] = load_image(chosen[name]).rgb if chosen.get(name) is not None else None
-        out = run_request(ctx, spec.title, image_jobs.run_task, image, request, progress, task=spec.name,
-                          **chosen)
-        return (*[result_value(kind, out) for kind in spec.outputs], [str(p) for p in out.files],
-                notes_markdown(out.notes))
+        # the render first, then the downloads: what the user looks at does not wait for the files
+        for out in stream_request(ctx, spec.title, image_jobs.stream_task, image, request, progress,
+                                  task=spec.name, **chosen):
+            yield (*[result_value(kind, out) for kind in spec.outputs], [str(p) for p in out.files],
+                   notes_markdown(out.notes))
 
     kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
     defaults = {"size": spec.default_size(), **spec.defaults()}
@@ -136,8 +145,8 @@ def build_task_tab(ctx, spec) -> None:
 
 def build_all_tab(ctx) -> None:
     def all_tasks(image, size: str = "0.4b", request: gr.Request = None, progress=gr.Progress()):
-        out = run_request(ctx, "All tasks", image_jobs.all_tasks, image, request, progress, size=size)
-        return out.gallery, str(out.files[0]), notes_markdown(out.notes)
+        for out in stream_request(ctx, "All tasks", image_jobs.stream_all, image, request, progress, size=size):
+            yield out.gallery, (str(out.files[0]) if out.files else None), notes_markdown(out.notes)
 
     with task_tab("All tasks", "all", scales=(1, 2)) as tab:
         with tab.inputs:

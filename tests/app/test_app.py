@@ -189,3 +189,25 @@ def test_bad_upload_is_a_clear_error_and_app_survives(client, tmp_path):
     assert "image" in str(info.value).lower()
     slider, *_ = client.predict(handle_file(str(ASSETS / "camera.jpg")), api_name="/segment")
     assert slider
+
+
+@pytest.mark.parametrize("endpoint", ["/normals", "/all"])
+def test_the_render_is_shown_before_the_downloads_and_the_api_return_is_complete(client, endpoint):
+    """A generator handler: the first update carries the render and no downloads (nothing the user looks at
+    waits for the files); the final one, what `predict` returns, carries both."""
+    from gradio_client import handle_file
+
+    job = client.submit(handle_file(str(ASSETS / "astronaut.jpg")), api_name=endpoint)
+    final = job.result()
+    first = job.outputs()[0]
+    assert len(job.outputs()) == 2
+    if endpoint == "/all":
+        gallery, archive, _ = first
+        assert len(gallery) >= 6 and archive is None
+        assert [item["caption"] for item in final[0]] == [item["caption"] for item in gallery]
+        assert zipfile.is_zipfile(final[1])
+    else:
+        slider, files, _ = first
+        assert files in ([], None) and len(slider) == 2
+        assert {Path(f).name for f in final[1]} == {"normals.npy", "normals16.png"}
+        assert Path(final[0][1]).exists()

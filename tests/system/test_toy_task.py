@@ -49,9 +49,8 @@ class EdgesVideoExport:
         self.path.unlink(missing_ok=True)
 
 
-def present_edges(image, result, folder, **options):
-    return TaskOutput(main=EdgesAnnotator().annotate(image.rgb, result),
-                      files=export_edges(image.rgb, result, folder), notes=["edges drawn"])
+def present_edges(image, result, **options):
+    return TaskOutput(main=EdgesAnnotator().annotate(image.rgb, result), notes=["edges drawn"])
 
 
 EDGES = tasks.TaskSpec(

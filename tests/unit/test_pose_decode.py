@@ -112,3 +112,52 @@ def test_empty_and_bad_shapes():
     assert coords.shape == (0, 308, 2) and scores.shape == (0, 308)
     with pytest.raises(ValueError):
         dark_udp(np.zeros((308, 64, 48), np.float32))
+
+
+def nearly_flat_map(h=64, w=48):
+    """A flat map of 1.0 with two adjacent pixels one float32 step higher on the top row: the blurred log's
+    Hessian at the peak is singular, so transformers' Newton step divides by zero and gives (-inf, nan)."""
+    heatmap = np.ones((h, w), np.float32)
+    heatmap[0, 6:8] = np.nextafter(np.float32(1), np.float32(2))
+    return heatmap
+
+
+def degenerate_heatmaps():
+    """Ordinary Gaussian maps (1, 6, 64, 48) with degenerate ones at 1 (nearly flat), 3 (all NaN), 4 (all inf)."""
+    heatmaps, _ = gaussian_heatmaps(1, 6, 64, 48, seed=5, margin=-4.0)
+    heatmaps[0, 1] = nearly_flat_map()
+    heatmaps[0, 3] = np.nan
+    heatmaps[0, 4] = np.inf
+    return heatmaps
+
+
+def test_degenerate_maps_decode_to_finite_keypoints_with_score_zero():
+    heatmaps = degenerate_heatmaps()
+    reference, _ = reference_dark_udp(heatmaps[:, :2].copy())
+    assert not np.isfinite(reference[0, 1]).all()  # the case is real: the reference itself gives inf/nan
+    got, scores = dark_udp(heatmaps)
+    assert np.isfinite(got).all() and np.isfinite(scores).all()
+    bad = [1, 3, 4]
+    np.testing.assert_array_equal(scores[0, bad], 0.0)  # not visible
+    np.testing.assert_array_equal(got[0, 1], [6, 0])  # at the raw argmax, inside the map
+    assert ((got[0, bad] >= 0) & (got[0, bad] <= [47, 63])).all()
+    # The ordinary maps next to them are untouched.
+    good = [0, 2, 5]
+    expected, expected_scores = reference_dark_udp(heatmaps[:, good].copy())
+    np.testing.assert_allclose(got[:, good], expected, atol=TOL_PX, rtol=0)
+    np.testing.assert_array_equal(scores[:, good], expected_scores)
+
+
+def test_degenerate_maps_decode_to_finite_image_keypoints_on_both_paths():
+    from sapiens2_demo.pipelines.device_post import heatmap_peaks
+
+    heatmaps = degenerate_heatmaps()
+    boxes = np.array([[10, 20, 110, 300]], np.float32)
+    keypoints, scores = decode_heatmaps(heatmaps, boxes, (256, 192))
+    assert np.isfinite(keypoints).all() and np.isfinite(scores).all()
+    np.testing.assert_array_equal(scores[0, [1, 3, 4]], 0.0)
+    # The GPU path's summary (cut out here on the CPU) decodes the same way.
+    peaks = heatmap_peaks(torch.from_numpy(heatmaps))
+    peak_keypoints, peak_scores = decode.decode_peaks(peaks, boxes, (256, 192))
+    np.testing.assert_array_equal(peak_keypoints, keypoints)
+    np.testing.assert_array_equal(peak_scores, scores)

@@ -142,3 +142,76 @@ def test_output_shape_dtype_and_bad_input():
         smoother.smooth(np.array([0]), np.zeros((2, 308, 2)), 0.1)
     with pytest.raises(ValueError, match="unique"):
         smoother.smooth(np.array([5, 5]), np.zeros((2, 308, 2)), 0.1)
+
+
+def test_non_finite_sample_does_not_poison_the_filter():
+    # What the decoder gave a nearly flat heatmap before it sanitised keypoints: (-inf, nan).
+    filt = OneEuroFilter()
+    samples = [np.array([[100.0, 50.0], [10.0, 20.0]])] * 5
+    samples += [np.array([[100.0, 50.0], [-np.inf, np.nan]])] * 2 + [np.array([[100.0, 50.0], [12.0, 20.0]])] * 5
+    out = _run(filt, samples)
+    assert np.isfinite(out).all()
+    np.testing.assert_allclose(out[:, 0], [[100.0, 50.0]] * len(samples))
+    np.testing.assert_array_equal(out[5, 1], out[4, 1])  # held at the last good position
+    assert 10.0 < out[7, 1, 0] < 12.0 and out[-1, 1, 1] == pytest.approx(20.0)  # then smooths on
+
+
+def test_non_finite_first_sample_comes_out_finite_and_later_passes_through():
+    filt = OneEuroFilter()
+    out = filt(np.array([np.nan, 3.0, np.inf]), 0.0)
+    np.testing.assert_array_equal(out, [0.0, 3.0, 0.0])
+    out = filt(np.array([7.0, 3.0, -2.0]), 1 / FPS)
+    np.testing.assert_array_equal(out, [7.0, 3.0, -2.0])  # first valid samples pass through unchanged
+
+
+def test_finite_input_never_gives_nan_even_for_absurd_time_steps():
+    # A jump over a tiny dt makes an infinite speed estimate; the next step used to give inf - inf = nan.
+    filt = OneEuroFilter()
+    times = [0.0, 1e-308, 1 / FPS, 2 / FPS, 3 / FPS]
+    samples = [np.array([0.0]), np.array([1000.0]), np.array([1001.0]), np.array([1002.0]), np.array([1003.0])]
+    out = np.stack([filt(x, t) for x, t in zip(samples, times)])
+    assert np.isfinite(out).all()
+    assert np.isfinite(filt.dx_prev).all()
+
+
+def test_zero_score_keypoints_are_held_and_do_not_feed_the_filter():
+    smoother, reference = KeypointSmoother(), OneEuroFilter()
+    ones = np.ones((1, 4))
+    for frame in range(5):
+        smoother.smooth(np.array([2]), _person(100 + frame, 50)[None], frame / FPS, ones)
+        last = reference(_person(100 + frame, 50), frame / FPS)
+    scores = ones.copy()
+    scores[0, 1] = 0.0
+    jumped = _person(105, 50)[None]
+    jumped[0, 1] = [0.0, 0.0]  # where the decoder puts a keypoint it could not place, score 0
+    out = smoother.smooth(np.array([2]), jumped, 5 / FPS, scores)
+    np.testing.assert_allclose(out[0, 1], last[1], atol=1e-4)  # held, not pulled towards (0, 0)
+    assert out[0, 0, 0] > last[0, 0]  # the visible ones move on
+    with pytest.raises(ValueError, match="scores"):
+        smoother.smooth(np.array([2]), jumped, 6 / FPS, np.ones(4))
+
+
+def degenerate_heatmaps():
+    """(1, 3, 64, 48): a Gaussian peak, a nearly flat map (1.0 with two pixels one float32 step higher: its
+    Hessian is singular, transformers' DARK-UDP gives (-inf, nan)) and an all-NaN map."""
+    yy, xx = np.mgrid[0:64, 0:48]
+    heatmaps = np.ones((1, 3, 64, 48), np.float32)
+    heatmaps[0, 0] = np.exp(-((xx - 20.3) ** 2 + (yy - 30.6) ** 2) / 8)
+    heatmaps[0, 1, 0, 6:8] = np.nextafter(np.float32(1), np.float32(2))
+    heatmaps[0, 2] = np.nan
+    return heatmaps
+
+
+def test_degenerate_heatmap_through_decoding_and_smoothing_stays_finite():
+    from sapiens2_demo.pose.decode import decode_heatmaps
+
+    heatmaps = degenerate_heatmaps()
+    boxes = np.array([[10, 20, 110, 300]], np.float32)
+    smoother = KeypointSmoother()
+    for frame in range(6):
+        maps = heatmaps if frame in (2, 3) else np.roll(heatmaps, frame, axis=-1)
+        keypoints, scores = decode_heatmaps(maps, boxes, (256, 192))
+        out = smoother.smooth(np.array([0]), keypoints, frame / FPS, scores)
+        assert np.isfinite(out).all(), frame
+        # Without scores (the old call) the smoother must stay finite too.
+        assert np.isfinite(KeypointSmoother().smooth(np.array([0]), keypoints, 0.0)).all()

@@ -12,7 +12,6 @@ from sapiens2_demo.export import task_files
 from sapiens2_demo.pose.lift import Pose3DResult
 from sapiens2_demo.pose.meta import NUM_KEYPOINTS
 from sapiens2_demo.results import PointmapResult, PoseResult
-from sapiens2_demo.tasks import present
 
 
 def plane_pointmap(height=40, width=60, mask=None) -> PointmapResult:
@@ -21,6 +20,15 @@ def plane_pointmap(height=40, width=60, mask=None) -> PointmapResult:
     z = np.full_like(x, 2.0)
     points = np.stack([(x - width / 2) * z / 50, (y - height / 2) * z / 50, z], axis=-1)
     return PointmapResult(points=points, scale=1.0, focal_length=50.0, mask=mask)
+
+
+def shown_then_written(task, image, result, folder, **options):
+    """An image request's two steps: the presenter's display, then the spec's downloads (TaskSpec.finish)."""
+    spec = tasks.get(task)
+    options = {**spec.defaults(), **options}
+    out = spec.present(image, result, **options)
+    assert out.files == [] and out.model3d is None  # nothing written before the display
+    return spec.finish(out, image.rgb, result, folder, **options)
 
 
 def rgb(height=40, width=60) -> np.ndarray:
@@ -45,7 +53,7 @@ def test_pointmap_writes_the_surface_mesh_and_shows_it(tmp_path):
     import trimesh
 
     image = SimpleNamespace(rgb=rgb(), notes=[])
-    out = present.present_pointmap(image, plane_pointmap(), tmp_path, max_faces=1000)
+    out = shown_then_written("pointmap", image, plane_pointmap(), tmp_path, max_faces=1000)
     names = [path.name for path in out.files]
     assert {"person.ply", "person.glb", "person_mesh.glb"} <= set(names)
     assert out.model3d.name == "person_mesh.glb"
@@ -58,7 +66,7 @@ def test_pointmap_with_no_valid_face_is_a_note_and_no_mesh(tmp_path):
     mask = np.zeros((40, 60), bool)
     mask[20, 30] = True
     image = SimpleNamespace(rgb=rgb(), notes=[])
-    out = present.present_pointmap(image, plane_pointmap(mask=mask), tmp_path)
+    out = shown_then_written("pointmap", image, plane_pointmap(mask=mask), tmp_path)
     names = [path.name for path in out.files]
     assert "person_mesh.glb" not in names and not (tmp_path / "person_mesh.glb").exists()
     assert out.model3d.name == "person.glb"
@@ -80,7 +88,7 @@ def test_pose_lifted_writes_the_3d_files(tmp_path):
     available[0, :5] = False
     lifted = Pose3DResult(points=np.where(available[..., None], points, np.nan), available=available,
                           scores=np.ones((1, NUM_KEYPOINTS), np.float32))
-    out = present.present_pose(SimpleNamespace(rgb=rgb(), notes=[]), one_person(lifted), tmp_path)
+    out = shown_then_written("pose", SimpleNamespace(rgb=rgb(), notes=[]), one_person(lifted), tmp_path)
     names = [p.name for p in out.files]
     assert names[-2:] == ["pose_3d.json", "pose_3d.glb"] and out.model3d.name == "pose_3d.glb"
     document = json.loads((tmp_path / "pose_3d.json").read_text())
