@@ -10,7 +10,8 @@ found). `outputs` are relative to DIR, so a copied or remounted output folder st
 is the input's own share of the run (reading, its share of the batch's model time, writing). Later lines
 supersede earlier ones; a line cut short by a crash is ignored when read.
 
-Resume: an image is complete when every task folder holds all the files its task description names (`files`); a video when,
+Resume: an image is complete when every task folder holds all the files its task description names (`files`)
+and those the run's options add (BatchOptions.required_files: pose_3d.json with --lift-3d); a video when,
 for every task, the latest `ok` line that ran it lists its files and they all still exist. Files are written
 into a hidden temporary folder and renamed into place, the expected ones last, so a crash never leaves a
 complete-looking set with a partial file in it.
@@ -23,6 +24,7 @@ import os
 import shutil
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -115,9 +117,10 @@ def _video_task_outputs(item: InputItem, task: str, output_dir: Path, records: l
     return None
 
 
-def complete_outputs(item: InputItem, tasks, output_dir: Path,
-                     previous: dict[str, list[Record]]) -> list[str] | None:
-    """The outputs (relative to DIR) when `item` is complete for every task, else None."""
+def complete_outputs(item: InputItem, tasks, output_dir: Path, previous: dict[str, list[Record]],
+                     required: Callable[[str], tuple[str, ...]] | None = None) -> list[str] | None:
+    """The outputs (relative to DIR) when `item` is complete for every task, else None. `required(task)`: the
+    files a complete image export of the task holds under the run's options (default: the task's `files`)."""
     folder = item.folder(output_dir)
     if item.kind == "video":
         records = previous.get(str(item.path), [])
@@ -128,10 +131,11 @@ def complete_outputs(item: InputItem, tasks, output_dir: Path,
     for task in tasks:
         spec = task_specs.get(task)
         here = folder / spec.out_folder
-        if not all((here / name).is_file() for name in spec.files):
+        needed = spec.files if required is None else required(task)
+        if not all((here / name).is_file() for name in needed):
             return None
-        optional = [here / name for name in spec.optional_files if (here / name).is_file()]
-        outputs += [here / name for name in spec.files] + optional
+        optional = [here / name for name in spec.optional_files if name not in needed and (here / name).is_file()]
+        outputs += [here / name for name in needed] + optional
     return relative_outputs(outputs, output_dir)
 
 

@@ -31,7 +31,8 @@ def run(inputs: list[str], output: str | Path, options: BatchOptions, *, engine:
     previous = {} if overwrite else manifest.previous()
     pending, complete = [], []
     for item in items:
-        found = None if overwrite else complete_outputs(item, options.tasks, output_dir, previous)
+        found = None if overwrite else complete_outputs(item, options.tasks, output_dir, previous,
+                                                     options.required_files)
         if found is None:
             pending.append(item)
         else:

@@ -89,7 +89,8 @@ def write_image_outputs(item: InputItem, rgb: np.ndarray, results: dict, output_
         tmp = temporary_folder(folder, spec.out_folder)
         try:
             files = spec.write_files(rgb, results[task], tmp, **options.task_options())
-            written += publish(tmp, folder / spec.out_folder, files, spec.files, spec.optional_files)
+            written += publish(tmp, folder / spec.out_folder, files, options.required_files(task),
+                               spec.optional_files)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return written

@@ -367,3 +367,24 @@ def test_surface_mesh_and_lift_3d(data, tiny_dir, tmp_path):
     assert "people/hopper/pose/pose_3d.json" in records["people/hopper.png"].outputs
     video_pose = {p.rsplit("/", 1)[-1] for p in records[VIDEO].outputs if "/pose/" in p}
     assert "pose_coco_wholebody.jsonl" in video_pose and not any("pose_3d" in p for p in video_pose)
+
+
+def test_rerun_with_lift_3d_redoes_images_done_without_it(data, tiny_dir, tmp_path):
+    """Resume counts the files the options add: an image whose pose was done without --lift-3d is not complete
+    for a run with it (pose_3d.json is written then); once lifted it is skipped, with or without the flag."""
+    out = tmp_path / "relift"
+    image = [data / "people" / "hopper.png"]
+    pose_3d = out / "hopper" / "pose" / "pose_3d.json"  # one file named: its folder is the common one
+    code, stdout, _ = run_cli(cli_args(tiny_dir, image, out, "--tasks", "pose", "-q"))
+    assert code == 0 and "1 ok, 0 failed, 0 skipped" in stdout and not pose_3d.exists()
+
+    code, stdout, _ = run_cli(cli_args(tiny_dir, image, out, "--tasks", "pose", "--lift-3d", "-q"))
+    assert code == 0 and "1 ok, 0 failed, 0 skipped" in stdout, stdout
+    assert pose_3d.is_file() and "people" in json.loads(pose_3d.read_text())
+    before = len(read_manifest(out / "manifest.jsonl"))
+
+    for flags in (["--lift-3d"], []):
+        code, stdout, _ = run_cli(cli_args(tiny_dir, image, out, "--tasks", "pose", *flags, "-q"))
+        assert code == 0 and "0 ok, 0 failed, 1 skipped" in stdout, (flags, stdout)
+    skipped = by_name(this_run(out / "manifest.jsonl", before), data)["people/hopper.png"]
+    assert skipped.status == "skipped" and "hopper/pose/pose_3d.json" in skipped.outputs
