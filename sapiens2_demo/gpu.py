@@ -106,14 +106,19 @@ def _gpu_decorator():
     return spaces.GPU(duration=estimate_duration)
 
 
-@_gpu_decorator()
+_DECORATOR = _gpu_decorator()
+CROSSES_PROCESSES = _DECORATOR is not _identity  # ZeroGPU: results are pickled back from a worker process
+
+
+@_DECORATOR
 def infer(manager_key: str, frames: list[np.ndarray], jobs: list[Job], batch_size: int | None = None,
           compact: bool = False) -> list:
     """Run each job over `frames`; returns, per job, its list of results or the exception it raised.
 
     batch_size: frames per forward (a video sends a whole chunk in one call, the model takes it in batches).
     compact: per-pixel float maps as float16 (`results.compact_maps`), so a video chunk's results cross the
-    process boundary at a few bytes per pixel.
+    process boundary at a few bytes per pixel; ignored where nothing crosses one (a local launch: the
+    conversion would only cost time).
 
     Exceptions come back as values, not raised: ZeroGPU re-raises anything but gr.Error from a worker as a
     bare "ZeroGPU worker error", which would hide our messages. `answers` re-raises them on this side."""
@@ -126,7 +131,7 @@ def infer(manager_key: str, frames: list[np.ndarray], jobs: list[Job], batch_siz
             results = [result for start in range(0, len(frames), step)
                        for result in spec.run(frames[start:start + step], manager, job.size, seg_cache=seg_cache,
                                               **job.options)]
-            if compact:
+            if compact and CROSSES_PROCESSES:
                 results = [compact_maps(r, f.shape[:2]) for r, f in zip(results, frames)]
             answers.append(results)
         except Exception as error:  # noqa: BLE001 - handed back to the caller, who raises or reports it

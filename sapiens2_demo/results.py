@@ -23,6 +23,9 @@ class PoseResult:
     # "Lift to 3D": a pose.lift.Pose3DResult (each keypoint in metres, camera frame, from the pointmap of the
     # same image), else None. Typed `object`: this layer does not import pose/.
     lifted: object | None = None
+    # video: the boxes followed the previous frame's keypoints (no detector), so the people are the previous
+    # frame's, in the same order: their track ids carry over
+    followed: bool = False
 
     @property
     def num_people(self) -> int:

@@ -69,6 +69,8 @@ class VideoOutput:
 
 
 CHUNK_FRAMES = 16  # frames per GPU call: at least 12, so a minute of video is a few dozen calls, not hundreds
+DETECT_EVERY = 4  # pose: the person detector on every 4th frame; boxes follow the keypoints between (a new
+# person waits at most 3 frames to be found; a lost one is looked for again on the next frame)
 
 
 def default_batch_size(device: str) -> int:
@@ -91,6 +93,7 @@ class VideoJob:
     nms_iou: float = 0.3
     max_people: int = 20
     flip_test: bool = True
+    detect_every: int = DETECT_EVERY
     tracking: bool = True
     smoothing: bool = True
     min_cutoff: float | None = None  # One Euro filter; None = the module defaults (pose/smoothing.py)
@@ -112,6 +115,7 @@ class VideoJob:
             raise ValueError(f"Unknown task {self.task!r}; choose one of {', '.join(video_tasks)} or all.")
         self.path, self.out_dir = Path(self.path), Path(self.out_dir)
         self.stride = max(int(self.stride), 1)
+        self.detect_every = max(int(self.detect_every), 1)
         self.batch_size = max(int(self.batch_size), 1)
         self.chunk_size = max(int(self.chunk_size), self.batch_size)
         for spec in self.specs:
@@ -133,7 +137,11 @@ class VideoJob:
         return {**mine, **chosen, "opaque": True}
 
     def jobs(self):
-        return [spec.job(self.size, self.options_for(spec)) for spec in self.specs]
+        """Each task's GPU job; video-only pipeline options ride along (a runner takes or ignores them)."""
+        jobs = [spec.job(self.size, self.options_for(spec)) for spec in self.specs]
+        for job in jobs:
+            job.options["detect_every"] = self.detect_every
+        return jobs
 
     # -- the run ---------------------------------------------------------------------------------------
     def run(self):
@@ -228,7 +236,12 @@ class VideoJob:
             options = {k: v for k, v in (("min_cutoff", self.min_cutoff), ("beta", self.beta)) if v is not None}
             self._smoother = KeypointSmoother(**options) if self.smoothing else None
         for frame, result in zip(frames, poses):
-            result.track_ids = self._tracker.update(result.boxes, result.box_scores, frame.rgb.shape[:2])
+            previous = getattr(self, "_previous_ids", None)
+            if result.followed and previous is not None and len(previous) == result.num_people:
+                result.track_ids = previous.copy()  # the same people, followed in order: no matching needed
+            else:
+                result.track_ids = self._tracker.update(result.boxes, result.box_scores, frame.rgb.shape[:2])
+            self._previous_ids = result.track_ids
             if self._smoother is not None and result.num_people:
                 result.keypoints = self._smoother.smooth(result.track_ids, result.keypoints, frame.time,
                                                          result.keypoint_scores)

@@ -125,6 +125,48 @@ def estimate_pose_batch(frames: list[np.ndarray], manager, size: str = "0.4b", *
     return results
 
 
+FOLLOW_SCORE = 0.3  # a keypoint at least this sure places a followed person's next box
+FOLLOW_MIN_KEYPOINTS = 8  # fewer sure keypoints: the person is lost, and the next frame runs the detector
+FOLLOW_PAD = 1.25  # the box around a person's keypoints, grown like the detector's boxes are in top-down pose
+
+
+def follow_people(previous: PoseResult) -> Detections | None:
+    """The next frame's boxes from this frame's keypoints: each person's box is the box around their sure
+    keypoints, grown by FOLLOW_PAD and clipped to the frame. None (detect again) when nobody was there or
+    someone is lost."""
+    if previous.num_people == 0:
+        return None
+    h, w = previous.image_size
+    boxes = []
+    for points, scores in zip(previous.keypoints, previous.keypoint_scores):
+        sure = points[(scores >= FOLLOW_SCORE) & np.isfinite(points).all(axis=1)]
+        if len(sure) < FOLLOW_MIN_KEYPOINTS:
+            return None
+        (x1, y1), (x2, y2) = sure.min(axis=0), sure.max(axis=0)
+        cx, cy, half_w, half_h = (x1 + x2) / 2, (y1 + y2) / 2, (x2 - x1) * FOLLOW_PAD / 2, (y2 - y1) * FOLLOW_PAD / 2
+        boxes.append([max(cx - half_w, 0), max(cy - half_h, 0), min(cx + half_w, w), min(cy + half_h, h)])
+    return Detections(np.asarray(boxes, np.float32), np.asarray(previous.box_scores, np.float32))
+
+
+def follow_pose_batch(frames: list[np.ndarray], manager, size: str = "0.4b", *, detect_every: int = 1,
+                      detections: list[Detections] | None = None, **options) -> list[PoseResult]:
+    """Video frames in order: the detector on every `detect_every`-th frame (the first always), and on the
+    frame after a person is lost; between, each person's box follows their keypoints (`follow_people`), as
+    top-down pose trackers do. The detector costs more than the pose model on a CPU. detect_every=1 is
+    `estimate_pose_batch`: every frame detected, every crop of the batch in one forward."""
+    detect_every = max(int(detect_every), 1)
+    if detect_every == 1 or detections is not None:  # given boxes (the user's) are used as they are
+        return estimate_pose_batch(frames, manager, size, detections=detections, **options)
+    results: list[PoseResult] = []
+    for i, frame in enumerate(frames):
+        followed = follow_people(results[-1]) if results and i % detect_every else None
+        [result] = estimate_pose_batch([frame], manager, size, **options,
+                                       detections=None if followed is None else [followed])
+        result.followed = followed is not None
+        results.append(result)
+    return results
+
+
 def model_flip_pairs(model):
     """(P, 2) long tensor of left/right keypoint pairs: the checkpoint's config, else keypoints308.json."""
     import torch

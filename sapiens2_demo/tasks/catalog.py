@@ -26,9 +26,10 @@ def _person_masks(frames, manager, size, seg_cache, remove_background):
 def run_pose(frames, manager, size, *, seg_cache=None, boxes=None, detections=None, max_people: int = 20,
              lift_3d: bool = False, **options):
     """User boxes (JSON text or a list, validated before any model work) replace the detector on every frame.
+    detect_every (video, in options): the detector on every Nth frame, boxes following the keypoints between.
     lift_3d: also run the pointmap model on the frames with people and attach each frame's 3D keypoints
     (`PoseResult.lifted`, pose/lift.py), sampled inside the body-part mask so they stay on the person."""
-    from ..pipelines.pose import Detections, estimate_pose_batch
+    from ..pipelines.pose import Detections, follow_pose_batch
     from ..pose.boxes import parse_boxes
 
     if boxes and detections is None:
@@ -37,8 +38,8 @@ def run_pose(frames, manager, size, *, seg_cache=None, boxes=None, detections=No
         parsed = [parse_boxes(boxes, frame.shape[:2], max_boxes=int(max_people)) for frame in frames]
         if all(b is not None for b in parsed):  # an empty list means: use the detector
             detections = [Detections(b, np.ones(len(b), np.float32)) for b in parsed]
-    results = estimate_pose_batch(frames, manager, size, detections=detections, max_people=int(max_people),
-                                  **options)
+    results = follow_pose_batch(frames, manager, size, detections=detections, max_people=int(max_people),
+                                **options)
     if lift_3d:
         lift_poses(frames, results, manager, size, seg_cache)
     return results

@@ -11,7 +11,7 @@ import logging
 import gradio as gr
 
 from .. import tasks
-from ..jobs.video import VideoJob, VideoLimits, default_batch_size
+from ..jobs.video import DETECT_EVERY, VideoJob, VideoLimits, default_batch_size
 from ..media.image import load_image
 from ..media.video import VideoError
 from ..util import notes_markdown
@@ -31,7 +31,8 @@ def run_video(ctx, video, task: str = DEFAULT_TASK, size: str = "0.4b", stride: 
               max_people: int = 20, tracking: bool = True, smoothing: bool = True, min_cutoff: float = 0.2,
               beta: float = 0.05, remove_background: bool = True, raw_normals: bool = False,
               matting_background: str = "colour", colour: str = "#00b140", background_image=None,
-              frame_exports: bool = False, batch_size: int = 0, request: gr.Request = None, progress=gr.Progress()):
+              frame_exports: bool = False, batch_size: int = 0, detect_every: int = DETECT_EVERY,
+              request: gr.Request = None, progress=gr.Progress()):
     """Generator: yields nothing visible until the end (progress goes to the bar), then the outputs."""
     with user_errors("Video"):
         if video is None:
@@ -44,7 +45,8 @@ def run_video(ctx, video, task: str = DEFAULT_TASK, size: str = "0.4b", stride: 
                        max_people=min(int(max_people), ctx.max_people), tracking=tracking, smoothing=smoothing,
                        min_cutoff=min_cutoff, beta=beta, remove_background=remove_background,
                        raw_normals=raw_normals, matting_background=matting_background, colour=colour,
-                       background_image=background, frame_exports=bool(frame_exports))
+                       background_image=background, frame_exports=bool(frame_exports),
+                       detect_every=int(detect_every))
         steps = job.run()
         progress(0, desc="Reading the video...")
         try:
@@ -66,10 +68,12 @@ def build_video_tab(ctx) -> None:
                       smoothing: bool = True, min_cutoff: float = 0.2, beta: float = 0.05,
                       remove_background: bool = True, raw_normals: bool = False,
                       matting_background: str = "colour", colour: str = "#00b140", background_image=None,
-                      frame_exports: bool = False, batch_size: int = 0, request: gr.Request = None, progress=gr.Progress()):
+                      frame_exports: bool = False, batch_size: int = 0, detect_every: int = DETECT_EVERY,
+                      request: gr.Request = None, progress=gr.Progress()):
         yield from run_video(ctx, video, task, size, stride, detection_threshold, max_people, tracking, smoothing,
                              min_cutoff, beta, remove_background, raw_normals, matting_background, colour,
-                             background_image, frame_exports, batch_size, request=request, progress=progress)
+                             background_image, frame_exports, batch_size, detect_every, request=request,
+                             progress=progress)
 
     limits = VideoLimits()
     with gr.Tab("Video", id="video", elem_id="tab-video"):
@@ -90,6 +94,8 @@ def build_video_tab(ctx) -> None:
                 with gr.Accordion("Pose options", open=False):
                     det_thr = gr.Slider(0.05, 0.95, 0.3, step=0.05, label="Detection threshold")
                     max_people = gr.Slider(1, ctx.max_people, min(20, ctx.max_people), step=1, label="Max people")
+                    every = gr.Slider(1, 10, DETECT_EVERY, step=1, label="Run the person detector every Nth frame "
+                                      "(between, boxes follow the keypoints; 1 = every frame, slower)")
                     tracking = gr.Checkbox(True, label="Track people across frames (stable ids)")
                     smoothing = gr.Checkbox(True, label="Smooth keypoints over time (One Euro filter)")
                     min_cutoff = gr.Slider(0.01, 5.0, 0.2, step=0.01, label="Smoothing: min cutoff (Hz; lower = smoother)")
@@ -116,6 +122,6 @@ def build_video_tab(ctx) -> None:
                 info = gr.Markdown(elem_classes=["notes"])
         note()
         inputs = [video, task, size, stride, det_thr, max_people, tracking, smoothing, min_cutoff, beta, fg, raw,
-                  mode, colour, bg_img, exports]
+                  mode, colour, bg_img, exports, gr.Number(0, visible=False), every]  # batch_size: API only
         event = btn.click(video_handler, inputs, [rendered, files, info], api_name="video", concurrency_id="video")
         stop.click(None, None, None, cancels=[event])

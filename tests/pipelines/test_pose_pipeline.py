@@ -204,3 +204,62 @@ def test_image_forms(manager):
     assert estimate_pose(grey, manager, boxes=[[0, 0, 48, 64]]).image_size == (64, 48)
     with pytest.raises(ValueError, match="uint8"):
         estimate_pose(np.zeros((64, 48, 3), np.float32), manager)
+
+
+def _posed(points, scores, image_size=(100, 200)):
+    from sapiens2_demo.results import PoseResult
+
+    points, scores = np.asarray(points, np.float32), np.asarray(scores, np.float32)
+    return PoseResult(image_size=image_size, boxes=np.zeros((len(points), 4), np.float32),
+                      box_scores=np.full(len(points), 0.9, np.float32), keypoints=points, keypoint_scores=scores)
+
+
+def test_following_a_person_boxes_their_sure_keypoints_grown_and_clipped():
+    from sapiens2_demo.pipelines.pose import FOLLOW_MIN_KEYPOINTS, FOLLOW_PAD, follow_people
+
+    points = np.zeros((1, K, 2), np.float32)
+    scores = np.zeros((1, K), np.float32)
+    points[0, :FOLLOW_MIN_KEYPOINTS] = [[40, 20], [60, 80]] * (FOLLOW_MIN_KEYPOINTS // 2)
+    scores[0, :FOLLOW_MIN_KEYPOINTS] = 0.9
+    points[0, FOLLOW_MIN_KEYPOINTS] = [190, 99]  # unsure: not part of the box
+    followed = follow_people(_posed(points, scores))
+    half_w, half_h = 20 * FOLLOW_PAD / 2, 60 * FOLLOW_PAD / 2
+    np.testing.assert_allclose(followed.boxes, [[50 - half_w, 50 - half_h, 50 + half_w, 50 + half_h]])
+    np.testing.assert_allclose(followed.scores, [0.9])
+
+    points[0, 0] = [0, 0]  # near the corner: the grown box is clipped to the frame
+    assert followed.boxes.min() >= 0 and (follow_people(_posed(points, scores)).boxes[0, :2] == 0).all()
+
+
+def test_a_lost_person_or_nobody_means_detect_again():
+    from sapiens2_demo.pipelines.pose import FOLLOW_MIN_KEYPOINTS, follow_people
+
+    scores = np.zeros((1, K), np.float32)
+    scores[0, :FOLLOW_MIN_KEYPOINTS - 1] = 0.9
+    assert follow_people(_posed(np.full((1, K, 2), 10.0), scores)) is None
+    assert follow_people(_posed(np.zeros((0, K, 2)), np.zeros((0, K)))) is None
+
+
+def test_video_runs_the_detector_on_every_nth_frame_only(person_image, manager, monkeypatch):
+    """Nine frames, detect_every=4: the detector on frames 0, 4 and 8 while people are followed; the
+    followed frames' boxes come from the keypoints before them."""
+    from sapiens2_demo.pipelines import pose as pipeline
+
+    detected = []
+    real = pipeline.detect_batch
+
+    def counting(frames, manager, **kwargs):
+        detected.append(len(frames))
+        return real(frames, manager, **kwargs)
+
+    monkeypatch.setattr(pipeline, "detect_batch", counting)
+    monkeypatch.setattr(pipeline, "FOLLOW_SCORE", -1.0)  # random weights: every keypoint counts as sure
+    frames = [person_image] * 9
+    results = pipeline.follow_pose_batch(frames, manager, detect_every=4, flip_test=False)
+    assert len(results) == 9 and sum(detected) == 3
+    expected = pipeline.follow_people(results[0]).boxes
+    np.testing.assert_allclose(results[1].boxes, expected)
+
+    detected.clear()
+    pipeline.follow_pose_batch(frames[:3], manager, detect_every=1, flip_test=False)
+    assert sum(detected) == 3  # every frame, as images and live do

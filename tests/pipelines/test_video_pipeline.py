@@ -28,7 +28,8 @@ def test_static_scene_keeps_stable_track_ids(clip, key, tmp_path, monkeypatch):
     boxes = np.array([[10, 10, 70, 110], [90, 15, 150, 115]], np.float32)
     scores = np.array([0.9, 0.8], np.float32)
     monkeypatch.setattr(pipeline, "find_people", lambda image, *a, **k: (boxes.copy(), scores.copy(), []))
-    out = process_video(clip, "pose", key, tmp_path, flip_test=False)
+    # every frame detected: the boxes are the stand-in's (followed boxes would come from random keypoints)
+    out = process_video(clip, "pose", key, tmp_path, flip_test=False, detect_every=1)
     lines = [json.loads(line) for line in open(tmp_path / "pose_frames.jsonl")]
     assert len(lines) == 10
     ids = [[p["track_id"] for p in line["people"]] for line in lines]
