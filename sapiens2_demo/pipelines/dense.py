@@ -34,7 +34,8 @@ class SegmentationCache:
     """Bounded LRU of segmentations keyed by image content and checkpoint.
 
     Normals, depth and the All-tasks view all mask with the body-part segmentation; this makes one
-    image cost one segmentation forward however many of them ask.
+    image cost one segmentation forward however many of them ask. An image's masked pointmap is kept here
+    too (the depth task and the pose lift of one All-tasks request share it).
     """
 
     def __init__(self, max_items: int = 16):
@@ -108,9 +109,21 @@ def normals_batch(frames: Frames, manager: ModelManager, size: str = "0.4b",
 
 
 def pointmap_batch(frames: Frames, manager: ModelManager, size: str = "0.4b",
-                   masks: list[np.ndarray | None] | None = None) -> list[PointmapResult]:
+                   masks: list[np.ndarray | None] | None = None,
+                   cache: SegmentationCache | None = None) -> list[PointmapResult]:
+    """Metric pointmaps; with a cache, a frame seen before with the same masking costs no forward."""
     if not frames:
         return []
+    if cache is not None:
+        ckpt = checkpoint("pointmap", size)
+        masked = masks is not None and any(m is not None for m in masks)
+        return [cache.get_or_compute((*SegmentationCache.key(f, ckpt.repo_id, ckpt.revision), masked),
+                                     lambda f=f, m=m: _pointmaps([f], manager, size, [m])[0])
+                for f, m in zip(frames, _masks(masks, frames))]
+    return _pointmaps(frames, manager, size, masks)
+
+
+def _pointmaps(frames: Frames, manager: ModelManager, size: str, masks) -> list[PointmapResult]:
     loaded = manager.get(checkpoint("pointmap", size))
     on_device = use_device_post(loaded.device)
     outputs = forward(loaded, preprocess(loaded, frames, "pointmap"), on_device=on_device)

@@ -23,6 +23,12 @@ def _person_masks(frames, manager, size, seg_cache, remove_background):
     return [r.foreground for r in dense.segment_batch(frames, manager, size, cache=seg_cache)]
 
 
+def _image_cache(frames, seg_cache):
+    """The shared cache for an image request (the depth task and the pose lift of All tasks reuse one
+    pointmap); video frames are never seen twice, so a chunk does not fill the cache with them."""
+    return seg_cache if len(frames) == 1 else None
+
+
 def run_pose(frames, manager, size, *, seg_cache=None, boxes=None, detections=None, max_people: int = 20,
              lift_3d: bool = False, **options):
     """User boxes (JSON text or a list, validated before any model work) replace the detector on every frame.
@@ -55,7 +61,7 @@ def lift_poses(frames, poses, manager, size, seg_cache=None) -> None:
 
     busy = [i for i, pose in enumerate(poses) if pose.num_people]
     picked = [frames[i] for i in busy]
-    maps = dense.pointmap_batch(picked, manager, size,
+    maps = dense.pointmap_batch(picked, manager, size, cache=_image_cache(picked, seg_cache),
                                 masks=_person_masks(picked, manager, size, seg_cache, remove_background=True))
     for i, pointmap in zip(busy, maps):
         poses[i].lifted = lift_keypoints(poses[i], pointmap)
@@ -77,7 +83,7 @@ def run_normals(frames, manager, size, *, seg_cache=None, remove_background: boo
 
 def run_pointmap(frames, manager, size, *, seg_cache=None, remove_background: bool = False, **_):
     masks = _person_masks(frames, manager, size, seg_cache, remove_background)
-    return dense.pointmap_batch(frames, manager, size, masks=masks)
+    return dense.pointmap_batch(frames, manager, size, masks=masks, cache=_image_cache(frames, seg_cache))
 
 
 def run_matting(frames, manager, size, *, seg_cache=None, **_):

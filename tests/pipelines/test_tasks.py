@@ -44,6 +44,13 @@ def test_one_segmentation_forward_serves_normals_depth_and_all_tasks(ctx, monkey
     assert len(seg_calls) == 2
 
 
+def test_all_tasks_runs_one_pointmap_forward_for_depth_and_the_pose_lift(ctx, monkeypatch):
+    pointmap_calls = _count_forwards(ctx.manager, "pointmap", monkeypatch)
+    out = image_jobs.all_tasks(ctx, load_image(ASSETS / "camera.jpg"), run_dir=ctx.outputs.new_run_dir("s"))
+    assert any(note.startswith("Pose: Lifted to 3D") for note in out.notes)  # the lift ran
+    assert len(pointmap_calls) == 1
+
+
 def test_cache_is_bounded_and_keyed_by_content_and_checkpoint():
     cache = SegmentationCache(max_items=2)
     a, b = np.zeros((8, 8, 3), np.uint8), np.ones((8, 8, 3), np.uint8)
