@@ -593,8 +593,6 @@ class StageClock:
         pose = module(*POSE_MODULES)
         video = module(*VIDEO_MODULES)
         media = module("sapiens2_demo.media.video")
-        exports = module("sapiens2_demo.export.video")
-        frames = module("sapiens2_demo.render.frames")
         if gpu:
             self.wrap(gpu, "infer", "main: gpu.infer (pre + forward + post)")
         for part in filter(None, (dense, pose)):
@@ -608,10 +606,19 @@ class StageClock:
         if media:
             self.wrap(media, "read_frames", "decode thread: decode + to RGB (read_frames)", generator=True)
             self.wrap(media.VideoSink, "write", "writer thread: encode + mux, every VideoSink (exports' too)")
-        if frames:
-            self.wrap(frames.FrameRenderer, "render", "writer thread: render")
-        if exports:
-            self.wrap(exports.VideoExports, "add", "writer thread: task exports (VideoExports.add)")
+        writer = getattr(video, "_Writer", None) if video else None
+        if writer is not None:  # each task's renderer and per-frame export, timed on the writer's instances
+            clock, original_init = self, writer.__init__
+
+            def init(self, renderers, titles, sink, exports, *args, **kwargs):
+                original_init(self, renderers, titles, sink, exports, *args, **kwargs)
+                for task, renderer in self.renderers.items():
+                    clock.wrap(renderer, "annotate", f"writer thread: render ({task})")
+                for task, export in self.exports.items():
+                    clock.wrap(export, "add", f"writer thread: per-frame exports ({task})")
+
+            writer.__init__ = init
+            self._undo.append((writer, "__init__", original_init))
         return self
 
     def remove(self) -> None:
