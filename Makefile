@@ -36,5 +36,6 @@ bench: setup
 	$(OFFLINE) $(PY) benchmarks/bench_app.py
 	$(OFFLINE) $(PY) benchmarks/bench_post.py
 	$(OFFLINE) $(PY) benchmarks/bench_video.py
+	$(OFFLINE) $(PY) benchmarks/bench_endpoints.py
 	$(OFFLINE) $(PY) benchmarks/bench_gpu.py
 	$(OFFLINE) $(PY) benchmarks/bench_batch.py
