@@ -6,10 +6,13 @@ UI-agnostic (no gradio here), so the same calls serve the UI, the API and the te
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 import zipfile
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -62,19 +65,32 @@ def infer(ctx: AppContext, frames: list, jobs: list, progress=None) -> list:
     return gpu.answers(ctx.manager_key, frames, jobs)
 
 
+SHOW_WITHIN_S = 0.05  # downloads that take longer than this are written after the render is shown
+
+
 def stream_task(ctx: AppContext, image: LoadedImage, *, task: str, run_dir: Path, progress=None,
                 size: str | None = None, **options) -> Iterator[TaskOutput]:
-    """One task on one image: one GPU call, then the renders and notes (yielded first: what the user looks
-    at), then the downloads written (the same TaskOutput, completed, yielded last)."""
+    """One task on one image: one GPU call, the renders and notes, and the downloads written in a thread.
+    Downloads done within SHOW_WITHIN_S: one complete TaskOutput. Slower ones: the renders are yielded first
+    (what the user looks at; no files yet), then the complete output (a second update costs the UI more
+    than a few milliseconds of waiting)."""
     spec = tasks.get(task)
     started = time.perf_counter()
     spec.check(options)
     [result] = infer(ctx, [image.rgb], [make_job(ctx, spec.name, size, options)], progress)[0]
     chosen = {**spec.defaults(), **options}
-    out = spec.present(image, result, **chosen)
-    out.notes.append(f"{spec.title} took {time.perf_counter() - started:.2f} s on {ctx.manager.device}.")
-    yield out
-    yield spec.finish(out, image.rgb, result, run_dir, **chosen)
+    shown = spec.present(image, result, **chosen)
+    shown.notes.append(f"{spec.title} took {time.perf_counter() - started:.2f} s on {ctx.manager.device}.")
+    complete = dataclasses.replace(shown, notes=list(shown.notes))  # the writers add their notes to this one
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        writing = pool.submit(spec.finish, complete, image.rgb, result, run_dir, **chosen)
+        try:
+            yield writing.result(timeout=SHOW_WITHIN_S)
+            return
+        except FutureTimeout:
+            pass
+        yield shown
+        yield writing.result()
 
 
 def run_task(ctx: AppContext, image: LoadedImage, **kwargs) -> TaskOutput:

@@ -192,11 +192,14 @@ def test_bad_upload_is_a_clear_error_and_app_survives(client, tmp_path):
 
 
 @pytest.mark.parametrize("endpoint", ["/normals", "/all"])
-def test_the_render_is_shown_before_the_downloads_and_the_api_return_is_complete(client, endpoint):
+def test_the_render_is_shown_before_the_downloads_and_the_api_return_is_complete(client, endpoint, monkeypatch):
     """A generator handler: the first update carries the render and no downloads (nothing the user looks at
     waits for the files); the final one, what `predict` returns, carries both."""
     from gradio_client import handle_file
 
+    from sapiens2_demo.jobs import image as image_jobs
+
+    monkeypatch.setattr(image_jobs, "SHOW_WITHIN_S", 0.0)  # the app runs in this process: downloads always "slow"
     job = client.submit(handle_file(str(ASSETS / "astronaut.jpg")), api_name=endpoint)
     final = job.result()
     first = job.outputs()[0]
@@ -211,3 +214,15 @@ def test_the_render_is_shown_before_the_downloads_and_the_api_return_is_complete
         assert files in ([], None) and len(slider) == 2
         assert {Path(f).name for f in final[1]} == {"normals.npy", "normals16.png"}
         assert Path(final[0][1]).exists()
+
+
+def test_downloads_written_quickly_make_one_complete_update(client, monkeypatch):
+    from gradio_client import handle_file
+
+    from sapiens2_demo.jobs import image as image_jobs
+
+    monkeypatch.setattr(image_jobs, "SHOW_WITHIN_S", 60.0)
+    job = client.submit(handle_file(str(ASSETS / "astronaut.jpg")), api_name="/segment")
+    slider, legend, files, _ = job.result()
+    assert len(job.outputs()) == 1
+    assert {Path(f).name for f in files} == {"body_parts_labels.png", "body_parts_colors.png"}
