@@ -94,10 +94,11 @@ def as_display_files(out: TaskOutput, run_dir: Path, loaded, upload: str | None,
     Files, not arrays: gradio 6.31 caches an array under a hash of its pixels and rewrites that file in place,
     so two requests rendering the same picture could serve each other a truncated image."""
     import dataclasses
+    import functools
 
     from PIL import Image
 
-    from ..util import write_png
+    from ..util import in_parallel, write_png
 
     shown = run_dir / "shown"
     shown.mkdir(exist_ok=True)
@@ -105,15 +106,22 @@ def as_display_files(out: TaskOutput, run_dir: Path, loaded, upload: str | None,
     if upload and not loaded.notes and Path(upload).suffix.lower() in BROWSER_IMAGES:
         saved.setdefault(id(loaded.rgb), upload)  # untouched input (no rotation, conversion or downscale)
 
+    arrays = [out.main, *(out.before_after or ()), *(a for a, _ in out.gallery or ())]
+    new = {id(a): a for a in arrays if a is not None and id(a) not in saved}
+    paths = {key: shown / f"{len(saved) + i}.{'png' if a.ndim == 3 and a.shape[2] == 4 else 'jpg'}"
+             for i, (key, a) in enumerate(new.items())}
+
+    def write(key):
+        array, path = new[key], paths[key]
+        if path.suffix == ".png":
+            write_png(path, array)
+        else:
+            Image.fromarray(array).save(path, quality=DISPLAY_JPEG_QUALITY)
+
+    in_parallel(*[functools.partial(write, key) for key in new])  # JPEG encoding releases the GIL
+    saved.update({key: str(path) for key, path in paths.items()})
+
     def save(array):
-        if id(array) not in saved:
-            rgba = array.ndim == 3 and array.shape[2] == 4
-            path = shown / f"{len(saved)}.{'png' if rgba else 'jpg'}"
-            if rgba:
-                write_png(path, array)
-            else:
-                Image.fromarray(array).save(path, quality=DISPLAY_JPEG_QUALITY)
-            saved[id(array)] = str(path)
         return saved[id(array)]
 
     return dataclasses.replace(
