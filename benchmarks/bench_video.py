@@ -612,9 +612,9 @@ class StageClock:
 
             def init(self, renderers, titles, sink, exports, *args, **kwargs):
                 original_init(self, renderers, titles, sink, exports, *args, **kwargs)
-                for task, renderer in self.renderers.items():
+                for task, renderer in getattr(self, "renderers", {}).items():
                     clock.wrap(renderer, "annotate", f"writer thread: render ({task})")
-                for task, export in self.exports.items():
+                for task, export in getattr(self, "exports", {}).items():
                     clock.wrap(export, "add", f"writer thread: per-frame exports ({task})")
 
             writer.__init__ = init
