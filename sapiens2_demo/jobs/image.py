@@ -66,14 +66,15 @@ def infer(ctx: AppContext, frames: list, jobs: list, progress=None) -> list:
 
 
 SHOW_WITHIN_S = 0.05  # downloads that take longer than this are written after the render is shown
+_WRITE_S: dict[str, float] = {}  # per task, how long its downloads took last time
 
 
 def stream_task(ctx: AppContext, image: LoadedImage, *, task: str, run_dir: Path, progress=None,
                 size: str | None = None, **options) -> Iterator[TaskOutput]:
     """One task on one image: one GPU call, the renders and notes, and the downloads written in a thread.
-    Downloads done within SHOW_WITHIN_S: one complete TaskOutput. Slower ones: the renders are yielded first
-    (what the user looks at; no files yet), then the complete output (a second update costs the UI more
-    than a few milliseconds of waiting)."""
+    Downloads done within SHOW_WITHIN_S: one complete TaskOutput (a second update costs the UI more than a
+    few milliseconds of waiting). Slower ones: the renders are yielded first (what the user looks at; no files
+    yet), then the complete output; a task whose downloads were slow last time does not wait at all."""
     spec = tasks.get(task)
     started = time.perf_counter()
     spec.check(options)
@@ -82,10 +83,19 @@ def stream_task(ctx: AppContext, image: LoadedImage, *, task: str, run_dir: Path
     shown = spec.present(image, result, **chosen)
     shown.notes.append(f"{spec.title} took {time.perf_counter() - started:.2f} s on {ctx.manager.device}.")
     complete = dataclasses.replace(shown, notes=list(shown.notes))  # the writers add their notes to this one
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        writing = pool.submit(spec.finish, complete, image.rgb, result, run_dir, **chosen)
+
+    def finish():
+        began = time.perf_counter()
         try:
-            yield writing.result(timeout=SHOW_WITHIN_S)
+            return spec.finish(complete, image.rgb, result, run_dir, **chosen)
+        finally:
+            _WRITE_S[spec.name] = time.perf_counter() - began
+
+    wait = SHOW_WITHIN_S if _WRITE_S.get(spec.name, 0.0) <= SHOW_WITHIN_S else 0.0
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        writing = pool.submit(finish)
+        try:
+            yield writing.result(timeout=wait)
             return
         except FutureTimeout:
             pass

@@ -94,3 +94,14 @@ def test_all_tasks_reports_a_failing_task_and_keeps_the_rest(manager, tmp_path, 
     assert [caption for _, caption in out.gallery] == ["Input", "Body parts", "Normals"]
     assert any("facebook/sapiens2-pose-0.4b" in note for note in out.notes)
     assert any("facebook/sapiens2-matting-1b" in note for note in out.notes)
+
+
+def test_an_image_request_waits_for_its_downloads_only_when_they_were_quick_last_time(ctx, monkeypatch):
+    image = load_image(ASSETS / "astronaut.jpg")
+    monkeypatch.setattr(image_jobs, "SHOW_WITHIN_S", 60.0)
+    monkeypatch.setattr(image_jobs, "_WRITE_S", {})
+    steps = list(image_jobs.stream_task(ctx, image, task="segment", run_dir=ctx.outputs.new_run_dir("s")))
+    assert len(steps) == 1 and len(steps[0].files) == 2  # waited: one complete answer
+    monkeypatch.setattr(image_jobs, "_WRITE_S", {"segment": 61.0})  # slow last time: show the render at once
+    shown, complete = image_jobs.stream_task(ctx, image, task="segment", run_dir=ctx.outputs.new_run_dir("s"))
+    assert shown.files == [] and shown.main is not None and len(complete.files) == 2
