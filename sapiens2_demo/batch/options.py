@@ -9,11 +9,6 @@ from pathlib import Path
 from .. import tasks as task_specs
 from ..tasks import catalog
 
-# Files an image export holds only when an option is on, per option, in the tasks that take that option (pose's
-# lift_3d always writes pose_3d.json; its .glb only when a joint has a depth). Resume requires them then, so a
-# re-run with the option redoes the images done without it.
-OPTION_FILES: dict[str, tuple[str, ...]] = {"lift_3d": ("pose_3d.json",)}
-
 
 def parse_tasks(spec: str) -> tuple[str, ...]:
     """'seg,pose' -> ('pose', 'segment') in the catalogue's order, old spellings accepted; 'all' -> the tasks of
@@ -62,11 +57,12 @@ class BatchOptions:
                     remove_background=self.remove_background, lift_3d=self.lift_3d)
 
     def required_files(self, task: str) -> tuple[str, ...]:
-        """What a complete image export of `task` holds with this run's options: the task's `files`, plus
-        OPTION_FILES of the options it takes that are on (e.g. pose_3d.json with lift_3d)."""
+        """What a complete image export of `task` holds with this run's options: the task's `files`, plus its
+        `option_files` of the options that are on (e.g. pose_3d.json with lift_3d). Resume requires them, so a
+        re-run with the option redoes the images done without it."""
         spec = task_specs.get(task)
-        takes, on = spec.defaults(), self.task_options()
-        extra = [name for option, names in OPTION_FILES.items() if option in takes and on.get(option)
+        on = self.task_options()
+        extra = [name for option, names in spec.option_files.items() if on.get(option)
                  for name in names if name not in spec.files]
         return tuple(spec.files) + tuple(dict.fromkeys(extra))
 

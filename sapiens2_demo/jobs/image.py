@@ -121,7 +121,7 @@ def stream_all(ctx: AppContext, image: LoadedImage, *, run_dir: Path, progress=N
     answers = infer(ctx, [image.rgb], jobs, progress)
     shown = LoadedImage(image.rgb, image.original_size, [])
     out = TaskOutput(gallery=[(image.rgb, "Input")], notes=list(image.notes))
-    done = []  # (spec, result, its output, its options, how many notes it had when shown)
+    done = []  # (spec, result, its shown output, its options)
     for spec, answer in zip(chosen, answers):
         if isinstance(answer, Exception):
             out.notes.append(f"{spec.short}: {answer}")
@@ -130,15 +130,16 @@ def stream_all(ctx: AppContext, image: LoadedImage, *, run_dir: Path, progress=N
         task_out = spec.present(shown, answer[0], **options)
         out.gallery.append((task_out.main, spec.short))
         out.notes.extend(f"{spec.short}: {note}" for note in task_out.notes)
-        done.append((spec, answer[0], task_out, options, len(task_out.notes)))
+        done.append((spec, answer[0], task_out, options))
     yield out
 
-    def finish(spec, result, task_out, options, _):
-        return spec.finish(task_out, image.rgb, result, run_dir / spec.zip_folder, **options)
+    def finish(spec, result, task_out, options):  # on a copy with no notes: it gathers only the writers' notes
+        return spec.finish(dataclasses.replace(task_out, notes=[]), image.rgb, result, run_dir / spec.zip_folder,
+                           **options)
 
     finished = in_parallel(*[functools.partial(finish, *entry) for entry in done])
-    for (spec, *_, shown_notes), task_out in zip(done, finished):  # the notes the downloads added
-        out.notes.extend(f"{spec.short}: {note}" for note in task_out.notes[shown_notes:])
+    for (spec, *_), task_out in zip(done, finished):
+        out.notes.extend(f"{spec.short}: {note}" for note in task_out.notes)
     archive = run_dir / "sapiens2_all_tasks.zip"
     with zipfile.ZipFile(archive, "w", zipfile.ZIP_STORED) as zf:  # PNG/GLB are compressed already
         for path in (path for task_out in finished for path in task_out.files):

@@ -214,8 +214,8 @@ class VideoJob:
         return {spec.name: spec.renderer(**self.options_for(spec)) for spec in self.specs}
 
     def _infer(self, frames) -> dict[str, list]:
-        # one GPU call per chunk, the model taking it batch_size frames at a time; float16 maps cross back,
-        # unless the per-frame data exports are asked for (those keep full precision: depth in mm)
+        # one GPU call per chunk, the model taking it batch_size frames at a time; on ZeroGPU float16 maps cross
+        # back, unless the per-frame data exports are asked for (those keep full precision: depth in mm)
         answers = gpu.answers(self.manager_key, [f.rgb for f in frames], self.jobs(), self.batch_size,
                               compact=not self.frame_exports)
         results = dict(zip(self.tasks, answers))
@@ -235,8 +235,9 @@ class VideoJob:
             self._tracker = PersonTracker(frame_rate=self._fps)
             options = {k: v for k, v in (("min_cutoff", self.min_cutoff), ("beta", self.beta)) if v is not None}
             self._smoother = KeypointSmoother(**options) if self.smoothing else None
+            self._previous_ids = None  # the last frame's track ids
         for frame, result in zip(frames, poses):
-            previous = getattr(self, "_previous_ids", None)
+            previous = self._previous_ids
             if result.followed and previous is not None and len(previous) == result.num_people:
                 result.track_ids = previous.copy()  # the same people, followed in order: no matching needed
             else:

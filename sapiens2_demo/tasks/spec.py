@@ -64,6 +64,7 @@ class TaskSpec:
     export: Callable | None = None
     files: tuple[str, ...] = ()  # what a complete image export holds (the CLI's resume check)
     optional_files: tuple[str, ...] = ()  # written only when there is something to write
+    option_files: dict = field(default_factory=dict, hash=False)  # option -> files always written when it is on
     video_export: Callable | None = None
     video: bool = True  # runs on videos
     live: bool = False  # offered in the Live tab
