@@ -128,9 +128,13 @@ def infer(manager_key: str, frames: list[np.ndarray], jobs: list[Job], batch_siz
     for job in jobs:
         spec = tasks.get(job.task)
         try:
-            results = [result for start in range(0, len(frames), step)
-                       for result in spec.run(frames[start:start + step], manager, job.size, seg_cache=seg_cache,
-                                              **job.options)]
+            results = []
+            for start in range(0, len(frames), step):
+                options = job.options
+                if spec.follows_frames:  # the batch goes on from the frame before it, in this call or the last
+                    options = {**options, "frame_index": options.get("frame_index", 0) + start,
+                               "previous": results[-1] if results else options.get("previous")}
+                results += spec.run(frames[start:start + step], manager, job.size, seg_cache=seg_cache, **options)
             if compact and CROSSES_PROCESSES:
                 results = [compact_maps(r, f.shape[:2]) for r, f in zip(results, frames)]
             answers.append(results)

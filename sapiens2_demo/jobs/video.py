@@ -172,6 +172,7 @@ class VideoJob:
         decoder = _Decoder(self.path, self.stride, duration if cut else None, self.limits.max_side,
                            self.chunk_size)
         titles = {spec.name: spec.short for spec in self.specs}
+        self._done, self._last = 0, {}  # frames through the model so far; each task's last result
         writer = _Writer(self._renderers(), titles, sink, exports)
         done, finished = 0, False
         try:
@@ -216,9 +217,16 @@ class VideoJob:
     def _infer(self, frames) -> dict[str, list]:
         # one GPU call per chunk, the model taking it batch_size frames at a time; on ZeroGPU float16 maps cross
         # back, unless the per-frame data exports are asked for (those keep full precision: depth in mm)
-        answers = gpu.answers(self.manager_key, [f.rgb for f in frames], self.jobs(), self.batch_size,
+        jobs = self.jobs()
+        for spec, job in zip(self.specs, jobs):
+            if spec.follows_frames:  # this chunk goes on from the last one (pose: the people it followed)
+                job.options.update(frame_index=self._done, previous=self._last.get(spec.name))
+        answers = gpu.answers(self.manager_key, [f.rgb for f in frames], jobs, self.batch_size,
                               compact=not self.frame_exports)
         results = dict(zip(self.tasks, answers))
+        self._done += len(frames)
+        self._last.update({name: per_frame[-1] for name, per_frame in results.items()
+                           if isinstance(per_frame, list) and per_frame})
         for per_frame in results.values():
             if per_frame and isinstance(per_frame[0], PoseResult):
                 self._track(frames, per_frame)

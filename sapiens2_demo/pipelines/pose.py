@@ -149,17 +149,20 @@ def follow_people(previous: PoseResult) -> Detections | None:
 
 
 def follow_pose_batch(frames: list[np.ndarray], manager, size: str = "0.4b", *, detect_every: int = 1,
-                      detections: list[Detections] | None = None, **options) -> list[PoseResult]:
-    """Video frames in order: the detector on every `detect_every`-th frame (the first always), and on the
-    frame after a person is lost; between, each person's box follows their keypoints (`follow_people`), as
+                      detections: list[Detections] | None = None, frame_index: int = 0,
+                      previous: PoseResult | None = None, **options) -> list[PoseResult]:
+    """Video frames in order: the detector on every `detect_every`-th frame of the video, and on the frame
+    after a person is lost; between, each person's box follows their keypoints (`follow_people`), as
     top-down pose trackers do. The detector costs more than the pose model on a CPU. detect_every=1 is
-    `estimate_pose_batch`: every frame detected, every crop of the batch in one forward."""
+    `estimate_pose_batch`: every frame detected, every crop of the batch in one forward.
+    frame_index: the video index of frames[0]; previous: the result of the frame before it (None: detect)."""
     detect_every = max(int(detect_every), 1)
     if detect_every == 1 or detections is not None:  # given boxes (the user's) are used as they are
         return estimate_pose_batch(frames, manager, size, detections=detections, **options)
     results: list[PoseResult] = []
-    for i, frame in enumerate(frames):
-        followed = follow_people(results[-1]) if results and i % detect_every else None
+    for i, frame in enumerate(frames, start=int(frame_index)):
+        last = results[-1] if results else previous
+        followed = follow_people(last) if last is not None and i % detect_every else None
         [result] = estimate_pose_batch([frame], manager, size, **options,
                                        detections=None if followed is None else [followed])
         result.followed = followed is not None

@@ -192,6 +192,7 @@ POSE_OPTIONS = (
 
 register(TaskSpec(
     "pose", "Pose", "Pose", "pose", SIZES, run_pose, options=POSE_OPTIONS, items=pose_items, detector=True,
+    follows_frames=True,
     renderer=pose_renderer, present=present.present_pose, export=task_files.export_pose,
     files=("pose_sapiens2.json", "pose_coco17.json", "pose_openpose_keypoints.json", "pose_coco_wholebody.json"),
     optional_files=("pose_3d.json", "pose_3d.glb"), all_options={"lift_3d": True}, model3d_files=("pose_3d.glb",),

@@ -59,6 +59,9 @@ class TaskSpec:
     options: tuple[Option, ...] = ()
     detector: bool = False  # needs the person detector (preloaded with the checkpoint)
     uses_mask: bool = False  # masks with the body-part segmentation when `remove_background` is on
+    # run also takes frame_index (of frames[0] in the video) and previous (the result of the frame before), so a
+    # video's frames carry work over across batches and GPU calls (pose follows people between detections)
+    follows_frames: bool = False
     renderer: Callable | None = None
     present: Callable | None = None  # None: the task has no generic image tab (e.g. features)
     export: Callable | None = None
