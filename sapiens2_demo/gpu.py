@@ -18,7 +18,7 @@ import numpy as np
 from . import tasks
 from .models.manager import ModelManager
 from .models.registry import UnknownCheckpoint, checkpoint
-from .results import Job, compact_maps
+from .results import DrawnFrame, Job, compact_maps
 
 log = logging.getLogger(__name__)
 
@@ -128,19 +128,32 @@ def infer(manager_key: str, frames: list[np.ndarray], jobs: list[Job], batch_siz
     for job in jobs:
         spec = tasks.get(job.task)
         try:
+            options = dict(job.options)
+            drawing = options.pop("draw", None)  # the renderer's options: only the picture is wanted
+            annotator = spec.renderer(**drawing) if drawing is not None and _draws_on_device(spec, manager) else None
             results = []
             for start in range(0, len(frames), step):
-                options = job.options
+                batch = frames[start:start + step]
+                if annotator is not None:
+                    results += [DrawnFrame(p) for p in spec.draw(batch, manager, job.size, annotator, **options)]
+                    continue
                 if spec.follows_frames:  # the batch goes on from the frame before it, in this call or the last
-                    options = {**options, "frame_index": options.get("frame_index", 0) + start,
-                               "previous": results[-1] if results else options.get("previous")}
-                results += spec.run(frames[start:start + step], manager, job.size, seg_cache=seg_cache, **options)
+                    options.update(frame_index=job.options.get("frame_index", 0) + start,
+                                   previous=results[-1] if results else job.options.get("previous"))
+                results += spec.run(batch, manager, job.size, seg_cache=seg_cache, **options)
             if compact and CROSSES_PROCESSES:
                 results = [compact_maps(r, f.shape[:2]) for r, f in zip(results, frames)]
             answers.append(results)
         except Exception as error:  # noqa: BLE001 - handed back to the caller, who raises or reports it
             answers.append(error)
     return answers
+
+
+def _draws_on_device(spec, manager) -> bool:
+    """Where post-processing runs on the device (CUDA), drawing does too, for a task that can."""
+    from .pipelines import device_post
+
+    return spec.draw is not None and device_post.use_device_post(manager.device)
 
 
 def answers(manager_key: str, frames: list[np.ndarray], jobs: list[Job], batch_size: int | None = None,

@@ -125,6 +125,13 @@ class Job:
 
 
 @dataclass
+class DrawnFrame:
+    """A video frame's finished picture, drawn where the model ran (`TaskSpec.draw`): all that comes back."""
+
+    image: np.ndarray  # (H, W, 3) uint8 RGB
+
+
+@dataclass
 class TaskOutput:
     """What an image request shows and offers: renders, downloads and notes (no gradio types)."""
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import gpu, tasks
-from ..render.frames import grid
+from ..render.frames import grid, picture
 from ..results import PoseResult
 
 log = logging.getLogger(__name__)
@@ -173,6 +173,8 @@ class VideoJob:
                            self.chunk_size)
         titles = {spec.name: spec.short for spec in self.specs}
         self._done, self._last = 0, {}  # frames through the model so far; each task's last result
+        # tasks with no per-frame data to write want only the picture: drawn on the device where it can be
+        self._pictures_only = {spec.name for spec in self.specs if spec.name not in exports}
         writer = _Writer(self._renderers(), titles, sink, exports)
         done, finished = 0, False
         try:
@@ -221,6 +223,9 @@ class VideoJob:
         for spec, job in zip(self.specs, jobs):
             if spec.follows_frames:  # this chunk goes on from the last one (pose: the people it followed)
                 job.options.update(frame_index=self._done, previous=self._last.get(spec.name))
+            if spec.draw is not None and spec.name in self._pictures_only:
+                job.options["draw"] = {k: v for k, v in self.options_for(spec).items()
+                                       if k in spec.defaults() or k == "opaque"}  # what its renderer reads
         answers = gpu.answers(self.manager_key, [f.rgb for f in frames], jobs, self.batch_size,
                               compact=not self.frame_exports)
         results = dict(zip(self.tasks, answers))
@@ -355,7 +360,7 @@ class _Writer:
             frames, results = item
             try:
                 for i, frame in enumerate(frames):
-                    pictures = [(self.titles[task], renderer.annotate(frame.rgb, results[task][i]))
+                    pictures = [(self.titles[task], picture(renderer, frame.rgb, results[task][i]))
                                 for task, renderer in self.renderers.items()]
                     self.sink.write(pictures[0][1] if len(pictures) == 1 else grid(frame.rgb, pictures), frame.time)
                     for task, export in self.exports.items():

@@ -19,7 +19,8 @@ def input_size(processor) -> tuple[int, int]:
 
 
 def preprocess(loaded: LoadedModel, images: np.ndarray | list[np.ndarray], task: str, boxes_xywh=None):
-    """RGB uint8 (H, W, 3) image, or a list of them -> pixel_values (B, 3, h, w) on the model's device and dtype.
+    """RGB uint8 (H, W, 3) image, or a list of them (or of `upload`'s (3, H, W) tensors) -> pixel_values
+    (B, 3, h, w) on the model's device and dtype (on CUDA the processor itself works there).
 
     Pose: `boxes_xywh` holds the person boxes, (N, 4) for one image or a list of (N_i, 4) for a list of images;
     the crops of every image come out in order, image by image.
@@ -29,11 +30,22 @@ def preprocess(loaded: LoadedModel, images: np.ndarray | list[np.ndarray], task:
     if boxes_xywh is not None:
         per_image = boxes_xywh if isinstance(images, (list, tuple)) else [boxes_xywh]
         kwargs["boxes"] = [np.asarray(boxes, dtype=np.float32).reshape(-1, 4).tolist() for boxes in per_image]
+    if on_cuda(loaded.device):  # the uint8 frames cross once and are resized and normalised on the GPU
+        kwargs["device"] = loaded.device
     inputs = loaded.processor(images=list(batch), return_tensors="pt", **kwargs)
-    pixel_values = inputs["pixel_values"]
-    if str(loaded.device).startswith("cuda"):  # pinned memory: an asynchronous, faster host-to-device copy
-        pixel_values = pixel_values.pin_memory()
-    return pixel_values.to(device=loaded.device, dtype=loaded.dtype, non_blocking=True)
+    return inputs["pixel_values"].to(device=loaded.device, dtype=loaded.dtype)
+
+
+def on_cuda(device) -> bool:
+    return str(device).split(":")[0] == "cuda"
+
+
+def upload(frames: list[np.ndarray], device) -> list:
+    """RGB uint8 (H, W, 3) frames -> (3, H, W) uint8 tensors on `device`, one copy each (what `preprocess`
+    and the device-side drawing both read)."""
+    import torch
+
+    return [torch.from_numpy(np.ascontiguousarray(frame[..., :3])).to(device).permute(2, 0, 1) for frame in frames]
 
 
 def forward(loaded: LoadedModel, pixel_values, *, on_device: bool = False, **kwargs):

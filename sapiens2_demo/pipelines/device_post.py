@@ -38,29 +38,34 @@ def segmentation_labels(logits, image_sizes) -> list[np.ndarray]:
 
     Equal to transformers' post_process_semantic_segmentation (ties to the lowest class, like argmax).
     """
+    return to_host(segmentation_label_tensors(logits, image_sizes))
+
+
+def segmentation_label_tensors(logits, image_sizes) -> list:
+    """`segmentation_labels`, left on the device: (H, W) uint8 tensors."""
     import torch
 
     _check_batch(logits, image_sizes, "logits")
     if logits.shape[1] > 256:
         raise ValueError(f"At most 256 classes fit uint8 labels; got {logits.shape[1]}.")
-    labels = []
     with torch.inference_mode():
-        for item, (height, width) in zip(logits, _sizes(image_sizes)):
-            labels.append(_upsampled_argmax(item, height, width))
-    return _to_host(labels)
+        return [_upsampled_argmax(item, height, width) for item, (height, width) in zip(logits, _sizes(image_sizes))]
 
 
 def normals(maps, image_sizes, input_hw) -> list[np.ndarray]:
     """(B, 3, h, w) model normals -> per image (H, W, 3) float32 unit normals: normalise, crop the
     keep-aspect padding, resize, re-normalise (as postprocess.postprocess_normals)."""
+    return to_host(normal_tensors(maps, image_sizes, input_hw))
+
+
+def normal_tensors(maps, image_sizes, input_hw) -> list:
+    """`normals`, left on the device: (H, W, 3) float32 tensors."""
     import torch
 
     _check_batch(maps, image_sizes, "normal maps")
-    out = []
     with torch.inference_mode():
-        for item, size in zip(maps, _sizes(image_sizes)):
-            out.append(_hwc(_unit(_resize(_unit(_crop(item, size, input_hw).float()), size))))
-    return _to_host(out)
+        return [_hwc(_unit(_resize(_unit(_crop(item, size, input_hw).float()), size)))
+                for item, size in zip(maps, _sizes(image_sizes))]
 
 
 def pointmaps(maps, scales, image_sizes, input_hw) -> list[np.ndarray]:
@@ -76,12 +81,18 @@ def pointmaps(maps, scales, image_sizes, input_hw) -> list[np.ndarray]:
     with torch.inference_mode():
         for item, scale, size in zip(maps, scales, _sizes(image_sizes)):
             out.append(_hwc(_resize(_crop(item, size, input_hw).float() / scale, size)))
-    return _to_host(out)
+    return to_host(out)
 
 
 def matting(foregrounds, alphas, image_sizes) -> list[tuple[np.ndarray, np.ndarray]]:
     """(B, 3, h, w) foregrounds and (B, 1, h, w) alphas -> per image (alpha (H, W), premultiplied
     foreground (H, W, 3)), float32, resized together and clipped to [0, 1] (as postprocess_matting)."""
+    host = to_host([t for pair in matting_tensors(foregrounds, alphas, image_sizes) for t in pair])
+    return list(zip(host[0::2], host[1::2]))
+
+
+def matting_tensors(foregrounds, alphas, image_sizes) -> list[tuple]:
+    """`matting`, left on the device: (alpha (H, W), foreground (H, W, 3)) float32 tensors."""
     import torch
 
     _check_batch(foregrounds, image_sizes, "foregrounds")
@@ -90,9 +101,8 @@ def matting(foregrounds, alphas, image_sizes) -> list[tuple[np.ndarray, np.ndarr
     with torch.inference_mode():
         for fg, alpha, size in zip(foregrounds, alphas, _sizes(image_sizes)):
             stacked = _resize(torch.cat([fg.float(), alpha.float()]), size).clamp_(0.0, 1.0)
-            out += [stacked[3], _hwc(stacked[:3])]
-    host = _to_host(out)
-    return list(zip(host[0::2], host[1::2]))
+            out.append((stacked[3], _hwc(stacked[:3])))
+    return out
 
 
 # -- pose ---------------------------------------------------------------------------------------
@@ -191,7 +201,7 @@ def _upsampled_argmax(logits, height: int, width: int):
     return labels
 
 
-def _to_host(tensors) -> list[np.ndarray]:
+def to_host(tensors) -> list[np.ndarray]:
     """Device tensors (one dtype) -> numpy arrays of the same shapes, contiguous, in one copy."""
     import torch
 

@@ -10,10 +10,16 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
+from ..results import DrawnFrame
 from .depth import DepthAnnotator, DepthBounds, depth_bounds
 from .skeleton import SkeletonAnnotator
 
 DEPTH_SMOOTHING = 0.2  # weight of the new frame's bounds in the running colour scale
+
+
+def picture(annotator, frame: np.ndarray, result) -> np.ndarray:
+    """A frame's picture: drawn already where the model ran (a DrawnFrame, `TaskSpec.draw`), or drawn here."""
+    return result.image if isinstance(result, DrawnFrame) else annotator.annotate(frame, result)
 
 
 class PoseAnnotator:

@@ -8,7 +8,7 @@ from pathlib import Path
 from ..export import task_files
 from ..export import video as video_files
 from ..pipelines import dense
-from . import present
+from . import drawn, present
 from .spec import Option, TaskSpec, register
 
 SIZES = ("0.4b", "0.8b", "1b", "5b")
@@ -204,6 +204,7 @@ register(TaskSpec(
 
 register(TaskSpec(
     "segment", "Body parts", "Body parts", "seg", SIZES, run_segment, aliases=("seg", "body_parts"), folder="seg",
+    draw=drawn.draw_segment,
     options=(Option("opacity", 0.5, "Overlay opacity", "slider"),
              Option("show_names", False, "Write class names on the parts")),
     renderer=segment_renderer, present=present.present_segment, export=task_files.export_segment,
@@ -213,6 +214,7 @@ register(TaskSpec(
 
 register(TaskSpec(
     "normals", "Normals", "Normals", "normal", SIZES, run_normals, aliases=("normal",), folder="normal",
+    draw=drawn.draw_normals,
     options=(REMOVE_BACKGROUND,
              Option("background", "black", "Background", "radio", (("black", "black"), ("original image", "image"))),
              Option("png_bits", 16, "PNG bit depth", "radio", (8, 16))),
@@ -237,7 +239,7 @@ register(TaskSpec(
     files_label="Downloads (depth PNG mm, .npy m, point cloud .ply / .glb, surface mesh .glb)"))
 
 register(TaskSpec(
-    "matting", "Matting", "Matting", "matting", ("1b",), run_matting,
+    "matting", "Matting", "Matting", "matting", ("1b",), run_matting, draw=drawn.draw_matting,
     options=(Option("background", "colour", "Background", "radio", ("colour", "transparent", "image")),
              Option("colour", "#00b140", "Background colour", "colour"),
              Option("background_image", None, "Background image (for 'image')", "image")),

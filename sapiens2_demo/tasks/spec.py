@@ -63,6 +63,9 @@ class TaskSpec:
     # video's frames carry work over across batches and GPU calls (pose follows people between detections)
     follows_frames: bool = False
     renderer: Callable | None = None
+    # draw(frames, manager, size, annotator, **options) -> pictures drawn on the model's device (tasks/drawn.py):
+    # a CUDA video whose task writes no per-frame data gets these instead of results drawn on the host
+    draw: Callable | None = None
     present: Callable | None = None  # None: the task has no generic image tab (e.g. features)
     export: Callable | None = None
     files: tuple[str, ...] = ()  # what a complete image export holds (the CLI's resume check)

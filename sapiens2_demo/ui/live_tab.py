@@ -29,6 +29,7 @@ import numpy as np
 
 from .. import gpu, tasks
 from ..jobs.image import make_job
+from ..render.frames import picture
 from ..util import as_rgb_uint8, fit_longest_side
 from .common import note, user_errors
 
@@ -146,10 +147,12 @@ def live_frame(ctx, frame, task: str = DEFAULT_TASK, size: str = "0.4b", remove_
                 small = downscale(frame)
                 session.input_hw = tuple(np.shape(frame)[:2])
                 job = make_job(ctx, task, size, {**LIVE_OPTIONS, "remove_background": bool(remove_background)})
+                if tasks.get(task).draw is not None:  # only the picture is wanted: drawn on the GPU where there is one
+                    job.options["draw"] = {}  # the live renderer's defaults
                 started = time.perf_counter()
                 result = gpu.answers(ctx.manager_key, [small], [job])[0][0]
                 session.model_s.append(time.perf_counter() - started)
-                shown = session.renderer.annotate(small, result)
+                shown = picture(session.renderer, small, result)
         except gr.Error as error:
             return gr.skip(), f"**Cannot run:** {error.message}"
         session.frames += 1

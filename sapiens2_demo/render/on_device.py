@@ -1,0 +1,66 @@
+"""The dense annotators' pictures drawn in torch where the tensors are (CUDA video: `tasks/drawn.py`).
+
+Each function takes an annotator of parts.py, normals.py or matting.py for its settings, so both paths read
+one set of options, and repeats its arithmetic: the same float32 steps and round-to-nearest-even, so the
+pictures match the numpy/cv2 ones (cv2.addWeighted may differ by one grey level where it rounds a half).
+Frames are `models.inference.upload`'s (3, H, W) uint8 tensors; pictures come out (H, W, 3) uint8.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from .parts import palette
+
+
+@lru_cache(maxsize=4)
+def _palette_lut(device: str):
+    import torch
+
+    lut = torch.zeros(256, 3, dtype=torch.float32)
+    lut[:len(palette())] = torch.from_numpy(palette().astype("float32"))
+    return lut.to(device)
+
+
+def _hwc(image):
+    return image[:3].permute(1, 2, 0)
+
+
+def _to_uint8(values):
+    import torch
+
+    return values.round_().clamp_(0, 255).to(torch.uint8)
+
+
+def parts(annotator, image, labels):
+    """PartsAnnotator: (1 - opacity) * image + opacity * class colour."""
+    import torch
+
+    opacity = annotator.opacity
+    colours = _palette_lut(str(labels.device))[labels.long()]
+    out = _to_uint8(_hwc(image).float() * (1.0 - opacity) + colours * opacity)
+    if annotator.skip_background:
+        out = torch.where((labels == 0)[..., None], _hwc(image), out)
+    return out
+
+
+def normals(annotator, image, normals, mask=None):
+    """NormalsAnnotator: (n + 1) / 2 * 255; where `mask` is False, black or the image's pixels."""
+    import torch
+
+    out = _to_uint8(((normals + 1.0) * 127.5).clamp_(0, 255))
+    if mask is None:
+        return out
+    outside = torch.zeros_like(out) if annotator.background == "black" else _hwc(image)
+    return torch.where(mask[..., None], out, outside)
+
+
+def matting(annotator, alpha, foreground):
+    """MattingAnnotator with an opaque background (colour or image): fg + (1 - alpha) * background."""
+    import torch
+
+    background = annotator.background_for(tuple(alpha.shape))
+    if background is None:
+        raise ValueError("A transparent matte has no opaque picture to draw; draw it on the host.")
+    background = torch.from_numpy(background).to(alpha.device)
+    return _to_uint8((foreground + (1.0 - alpha[..., None]) * background).clamp_(0, 1) * 255.0)

@@ -1,0 +1,125 @@
+"""Drawing on the model's device (tasks/drawn.py, render/on_device.py), run here on the CPU by switching on
+the device path that CUDA takes (`device_post.use_device_post`): the pictures equal the host renderers'
+within one grey level, except where the torch and numpy label upsampling disagree (<= 0.1 % of pixels, as
+tests/pipelines/test_device_post.py allows), and a video that wants only pictures never draws on the host."""
+
+import numpy as np
+import pytest
+
+from sapiens2_demo import gpu, tasks
+from sapiens2_demo.jobs.video import process_video
+from sapiens2_demo.pipelines import device_post
+from sapiens2_demo.results import DrawnFrame, Job
+from tests.videos import count_frames, decode_rgb, make_video
+
+
+@pytest.fixture()
+def on_device(monkeypatch):
+    monkeypatch.setattr(device_post, "use_device_post", lambda device: True)
+
+
+@pytest.fixture()
+def key(manager):
+    return gpu.register(manager)
+
+
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory):
+    return make_video(tmp_path_factory.mktemp("clip") / "clip.mp4", frames=6, size=(160, 120), fps=6)
+
+
+def _frames(person_image):
+    """A landscape crop and a portrait crop: the padding and the stretch both differ."""
+    return [np.ascontiguousarray(person_image[:96, :160]), np.ascontiguousarray(person_image[:150, :90])]
+
+
+def _assert_close(drawn, host, name):
+    assert drawn.shape == host.shape and drawn.dtype == np.uint8, name
+    off = np.abs(drawn.astype(int) - host.astype(int)).max(axis=2) > 1
+    assert off.mean() <= 1e-3, f"{name}: {off.mean():.4%} of pixels differ by more than one level"
+
+
+@pytest.mark.parametrize("task, options", [
+    ("segment", {"opacity": 0.5}),
+    ("segment", {"opacity": 0.8}),
+    ("normals", {"remove_background": True, "background": "black"}),
+    ("normals", {"remove_background": True, "background": "image"}),
+    ("normals", {"remove_background": False}),
+    ("matting", {"background": "colour", "colour": "#3366cc"}),
+    ("matting", {"background": "image", "background_image": np.full((40, 30, 3), (10, 200, 90), np.uint8)}),
+    ("matting", {"background": "transparent", "opaque": True}),  # a video shows it over grey
+])
+def test_pictures_drawn_on_the_device_equal_the_host_renderers(task, options, person_image, manager, key,
+                                                                 monkeypatch):
+    spec = tasks.get(task)
+    frames = _frames(person_image)
+    job = spec.job(None, options)
+    [results] = gpu.answers(key, frames, [job], batch_size=2)
+    renderer = spec.renderer(**options)
+    host = [renderer.annotate(frame, result) for frame, result in zip(frames, results)]
+
+    monkeypatch.setattr(device_post, "use_device_post", lambda device: True)
+    drawn_job = Job(job.task, job.size, {**job.options, "draw": options})
+    [drawn] = gpu.answers(key, frames, [drawn_job], batch_size=2)
+    assert all(isinstance(d, DrawnFrame) for d in drawn) and len(drawn) == 2
+    for d, h in zip(drawn, host):
+        _assert_close(d.image, h, f"{task} {options}")
+
+
+def test_without_a_device_path_the_draw_request_is_ignored(person_image, key):
+    """On the CPU (no device post-processing) a job asking for pictures gets the usual results."""
+    job = tasks.get("segment").job(None, {})
+    [results] = gpu.answers(key, _frames(person_image), [Job(job.task, job.size, {**job.options, "draw": {}})])
+    assert not any(isinstance(r, DrawnFrame) for r in results) and results[0].labels.ndim == 2
+
+
+def _host_drawing_counted(monkeypatch):
+    from sapiens2_demo.render import parts
+
+    calls = []
+    real = parts.PartsAnnotator.annotate
+
+    def counting(self, image, result):
+        calls.append(1)
+        return real(self, image, result)
+
+    monkeypatch.setattr(parts.PartsAnnotator, "annotate", counting)
+    return calls
+
+
+def test_a_video_wanting_only_pictures_draws_them_on_the_device(clip, key, tmp_path, monkeypatch):
+    calls = _host_drawing_counted(monkeypatch)
+    host_out = process_video(clip, "segment", key, tmp_path / "host", batch_size=2)
+    assert len(calls) == 6
+    calls.clear()
+
+    monkeypatch.setattr(device_post, "use_device_post", lambda device: True)
+    out = process_video(clip, "segment", key, tmp_path / "device", batch_size=2)
+    assert calls == [] and out.frames == 6 and count_frames(out.video) == 6
+    for a, b in zip(decode_rgb(out.video), decode_rgb(host_out.video)):
+        assert np.abs(a.astype(int) - b.astype(int)).mean() < 1.0  # the same pictures, encoded
+
+
+def test_a_video_writing_per_frame_data_keeps_the_results(clip, key, tmp_path, on_device, monkeypatch):
+    """frame_exports: the label PNGs need the labels, so the frames come back as results and are drawn here."""
+    calls = _host_drawing_counted(monkeypatch)
+    out = process_video(clip, "segment", key, tmp_path, batch_size=2, frame_exports=True)
+    assert len(calls) == 6 and len(out.files) > 1
+
+
+def test_the_all_tasks_grid_mixes_device_pictures_and_host_drawing(clip, key, tmp_path, on_device):
+    """Pose and depth are drawn on the host; body parts, normals and matting come back drawn."""
+    out = process_video(clip, "all", key, tmp_path, batch_size=2, flip_test=False)
+    assert out.frames == 6 and count_frames(out.video) == 6
+
+
+def test_a_live_frame_is_drawn_on_the_device(person_image, manager, on_device, monkeypatch):
+    from sapiens2_demo.jobs.image import AppContext
+    from sapiens2_demo.ui import live_tab
+
+    calls = _host_drawing_counted(monkeypatch)
+    ctx = AppContext(manager=manager)
+    shown, stats = live_tab.live_frame(ctx, person_image, "segment", "0.4b")
+    live_tab.forget_sessions(ctx)
+    assert calls == [] and isinstance(shown, np.ndarray) and shown.dtype == np.uint8
+    assert shown.shape[:2] == live_tab.downscale(person_image).shape[:2] and "Cannot run" not in stats
