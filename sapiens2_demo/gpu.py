@@ -150,10 +150,12 @@ def infer(manager_key: str, frames: list[np.ndarray], jobs: list[Job], batch_siz
 
 
 def _draws_on_device(spec, manager) -> bool:
-    """Where post-processing runs on the device (CUDA), drawing does too, for a task that can."""
+    """Where post-processing runs on the device (CUDA), drawing does too, for a task that can; on a CPU, for
+    a task whose drawing measured faster there."""
     from .pipelines import device_post
 
-    return spec.draw is not None and device_post.use_device_post(manager.device)
+    on_cpu = str(manager.device) == "cpu" and spec.draw_on_cpu
+    return spec.draw is not None and (on_cpu or device_post.use_device_post(manager.device))
 
 
 def answers(manager_key: str, frames: list[np.ndarray], jobs: list[Job], batch_size: int | None = None,

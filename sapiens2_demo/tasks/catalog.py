@@ -240,6 +240,7 @@ register(TaskSpec(
 
 register(TaskSpec(
     "matting", "Matting", "Matting", "matting", ("1b",), run_matting, draw=drawn.draw_matting,
+    draw_on_cpu=True,
     options=(Option("background", "colour", "Background", "radio", ("colour", "transparent", "image")),
              Option("colour", "#00b140", "Background colour", "colour"),
              Option("background_image", None, "Background image (for 'image')", "image")),

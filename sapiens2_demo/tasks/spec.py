@@ -66,6 +66,7 @@ class TaskSpec:
     # draw(frames, manager, size, annotator, **options) -> pictures drawn on the model's device (tasks/drawn.py):
     # a CUDA video whose task writes no per-frame data gets these instead of results drawn on the host
     draw: Callable | None = None
+    draw_on_cpu: bool = False  # use `draw` on a CPU too: it measured faster there (benchmarks/bench_draw.py)
     present: Callable | None = None  # None: the task has no generic image tab (e.g. features)
     export: Callable | None = None
     files: tuple[str, ...] = ()  # what a complete image export holds (the CLI's resume check)

@@ -123,3 +123,13 @@ def test_a_live_frame_is_drawn_on_the_device(person_image, manager, on_device, m
     live_tab.forget_sessions(ctx)
     assert calls == [] and isinstance(shown, np.ndarray) and shown.dtype == np.uint8
     assert shown.shape[:2] == live_tab.downscale(person_image).shape[:2] and "Cannot run" not in stats
+
+
+def test_matting_video_is_drawn_with_torch_on_a_cpu_too(clip, key, tmp_path, monkeypatch):
+    """TaskSpec.draw_on_cpu: matting's drawing path measured faster on a CPU (benchmarks/bench_draw.py)."""
+    from sapiens2_demo.render import matting
+
+    calls = []
+    monkeypatch.setattr(matting.MattingAnnotator, "annotate", lambda self, image, result: calls.append(1))
+    out = process_video(clip, "matting", key, tmp_path, batch_size=2)
+    assert calls == [] and count_frames(out.video) == 6
