@@ -3,7 +3,7 @@
     HF_HUB_OFFLINE=1 YOLO_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False .venv/bin/python benchmarks/bench_video.py \
         [--frames 96] [--tasks pose,seg,normal,pointmap,matting] [--checkpoint-dir /tmp/sapiens2-tiny]
         [--content shapes|photo] [--root DIR] [--batch-size N] [--plain-frames 48] [--no-sequential]
-        [--no-model-only] [--fullsize] [--device auto] [--breakdown] [--profile]
+        [--no-model-only] [--fullsize] [--device auto] [--breakdown] [--profile] [--set detect_every=1]
 
 The clip (written here with PyAV): 1280x720 at 24 fps, moving shapes (tests/videos.py's pattern, what issue 15
 measured on; --content photo: the astronaut photo panning), with a 440 Hz sine AAC track of the same length.
@@ -275,7 +275,10 @@ def video_tab_options() -> dict:
     for name, parameter in inspect.signature(run_video).parameters.items():
         if name in options and parameter.default is not inspect.Parameter.empty:
             options[name] = parameter.default
-    return options
+    return {**options, **OVERRIDES}
+
+
+OVERRIDES: dict = {}  # --set NAME=VALUE: the Video tab's options changed (e.g. detect_every=1)
 
 
 def default_batch(device) -> int:
@@ -767,9 +770,17 @@ def main() -> None:
     parser.add_argument("--plain-frames", type=int, default=48,
                         help="the plain loop runs on the clip's first N frames (its fps is steady; 0: all)")
     parser.add_argument("--no-model-only", action="store_true", help="skip the model-only column")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="change one of the Video tab's options for ours, e.g. --set detect_every=1 (a number "
+                             "or true/false)")
     parser.add_argument("--breakdown", action="store_true", help="time the stages of our path per thread")
     parser.add_argument("--profile", action="store_true", help="cProfile top 15 of our path (one more run)")
     args = parser.parse_args()
+    for item in args.set:
+        name, _, value = item.partition("=")
+        lowered = value.strip().lower()
+        OVERRIDES[name.strip()] = (lowered == "true" if lowered in ("true", "false")
+                                   else float(value) if "." in value else int(value))
     if args.root:
         use_root(args.root)
     import torch
