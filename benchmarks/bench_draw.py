@@ -4,7 +4,7 @@ the model runs (TaskSpec.draw: one uint8 picture back per frame). A script, not 
     HF_HUB_OFFLINE=1 YOLO_OFFLINE=1 .venv/bin/python benchmarks/bench_draw.py [--device cpu|cuda]
         [--checkpoint-dir /tmp/sapiens2-tiny] [--frames 16] [--batch-size 2] [--repeat 3]
 
-Per task (segment, normals with the body-part mask, matting), milliseconds per 1280x720 frame of
+Per task (segment, normals and depth with the body-part mask, matting), milliseconds per 1280x720 frame of
 gpu.answers + drawing, best of --repeat, and the bytes that come back per frame as a multiple of the frame's
 uint8 RGB bytes (what ZeroGPU would pickle). On the CPU the app keeps the host path (device_post.use_device_post
 is CUDA only); this script switches the device path on there to measure it. The machine is shared: the load
@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 
-TASKS = {"segment": {}, "normals": {"remove_background": True}, "matting": {}}
+TASKS = {"segment": {}, "normals": {"remove_background": True}, "pointmap": {"remove_background": True}, "matting": {}}
 
 
 def main() -> None:

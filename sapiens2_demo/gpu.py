@@ -130,12 +130,16 @@ def infer(manager_key: str, frames: list[np.ndarray], jobs: list[Job], batch_siz
         try:
             options = dict(job.options)
             drawing = options.pop("draw", None)  # the renderer's options: only the picture is wanted
+            state = options.pop("draw_state", None)  # where the last call's drawing left off
             annotator = spec.renderer(**drawing) if drawing is not None and _draws_on_device(spec, manager) else None
+            if annotator is not None and state is not None:
+                annotator.state = state
             results = []
             for start in range(0, len(frames), step):
                 batch = frames[start:start + step]
                 if annotator is not None:
                     results += [DrawnFrame(p) for p in spec.draw(batch, manager, job.size, annotator, **options)]
+                    results[-1].state = getattr(annotator, "state", None)
                     continue
                 if spec.follows_frames:  # the batch goes on from the frame before it, in this call or the last
                     options.update(frame_index=job.options.get("frame_index", 0) + start,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -129,6 +130,7 @@ class DrawnFrame:
     """A video frame's finished picture, drawn where the model ran (`TaskSpec.draw`): all that comes back."""
 
     image: np.ndarray  # (H, W, 3) uint8 RGB
+    state: Any = None  # the drawing's state after this frame, where it has one (the depth colour scale)
 
 
 @dataclass

@@ -226,6 +226,7 @@ class VideoJob:
             if spec.draw is not None and spec.name in self._pictures_only:
                 job.options["draw"] = {k: v for k, v in self.options_for(spec).items()
                                        if k in spec.defaults() or k == "opaque"}  # what its renderer reads
+                job.options["draw_state"] = getattr(self._last.get(spec.name), "state", None)
         answers = gpu.answers(self.manager_key, [f.rgb for f in frames], jobs, self.batch_size,
                               compact=not self.frame_exports)
         results = dict(zip(self.tasks, answers))

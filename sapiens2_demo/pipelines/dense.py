@@ -157,6 +157,46 @@ def matting_batch(frames: Frames, manager: ModelManager, size: str = "1b") -> li
     return [MattingResult(alpha=alpha, foreground=foreground) for alpha, foreground in pairs]
 
 
+# -- results left on the device: upload's (3, H, W) uint8 frame tensors in, full-size tensors out ---------------
+# (the CUDA path's processor, forward and device_post arithmetic minus the copy back: tasks/drawn.py draws there)
+def labels_on_device(images, manager: ModelManager, size: str = "0.4b") -> list:
+    """Body-part labels: (H, W) uint8 tensors (label 0 is the background)."""
+    loaded = manager.get(checkpoint("seg", size))
+    logits = forward(loaded, preprocess(loaded, images, "seg"), on_device=True)["logits"]
+    return device_post.segmentation_label_tensors(logits, _tensor_sizes(images))
+
+
+def normals_on_device(images, manager: ModelManager, size: str = "0.4b") -> list:
+    """Unit normals: (H, W, 3) float32 tensors."""
+    loaded = manager.get(checkpoint("normal", size))
+    raw = forward(loaded, preprocess(loaded, images, "normal"), on_device=True)["normals"]
+    return device_post.normal_tensors(raw, _tensor_sizes(images), input_size(loaded.processor))
+
+
+def pointmaps_on_device(images, manager: ModelManager, size: str = "0.4b") -> list:
+    """Metric XYZ: (H, W, 3) float32 tensors (depth = [..., 2])."""
+    loaded = manager.get(checkpoint("pointmap", size))
+    outputs = forward(loaded, preprocess(loaded, images, "pointmap"), on_device=True)
+    scales = outputs.get("scales")
+    if scales is None:
+        import torch
+
+        scales = torch.ones(len(images), device=outputs["pointmaps"].device)
+    return device_post.pointmap_tensors(outputs["pointmaps"], scales.reshape(len(images), -1)[:, 0],
+                                        _tensor_sizes(images), input_size(loaded.processor))
+
+
+def matting_on_device(images, manager: ModelManager, size: str = "1b") -> list[tuple]:
+    """(alpha (H, W), premultiplied foreground (H, W, 3)) float32 tensors in [0, 1]."""
+    loaded = manager.get(checkpoint("matting", size))
+    outputs = forward(loaded, preprocess(loaded, images, "matting"), on_device=True)
+    return device_post.matting_tensors(outputs["foregrounds"], outputs["alphas"], _tensor_sizes(images))
+
+
+def _tensor_sizes(images) -> list[tuple[int, int]]:
+    return [tuple(image.shape[-2:]) for image in images]
+
+
 def _sizes(frames: Frames) -> list[tuple[int, int]]:
     return [frame.shape[:2] for frame in frames]
 

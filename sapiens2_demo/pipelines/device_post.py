@@ -71,17 +71,20 @@ def normal_tensors(maps, image_sizes, input_hw) -> list:
 def pointmaps(maps, scales, image_sizes, input_hw) -> list[np.ndarray]:
     """(B, 3, h, w) canonical pointmaps and (B,) or (B, 1) scales -> per image (H, W, 3) float32 metric
     XYZ: divide by the scale, crop the padding, resize (as postprocess.postprocess_pointmap)."""
+    return to_host(pointmap_tensors(maps, scales, image_sizes, input_hw))
+
+
+def pointmap_tensors(maps, scales, image_sizes, input_hw) -> list:
+    """`pointmaps`, left on the device: (H, W, 3) float32 tensors."""
     import torch
 
     _check_batch(maps, image_sizes, "pointmaps")
     scales = scales.reshape(-1).float()
     if scales.numel() != maps.shape[0]:
         raise ValueError(f"Expected one scale per pointmap ({maps.shape[0]}); got {scales.numel()}.")
-    out = []
     with torch.inference_mode():
-        for item, scale, size in zip(maps, scales, _sizes(image_sizes)):
-            out.append(_hwc(_resize(_crop(item, size, input_hw).float() / scale, size)))
-    return to_host(out)
+        return [_hwc(_resize(_crop(item, size, input_hw).float() / scale, size))
+                for item, scale, size in zip(maps, scales, _sizes(image_sizes))]
 
 
 def matting(foregrounds, alphas, image_sizes) -> list[tuple[np.ndarray, np.ndarray]]:

@@ -63,7 +63,12 @@ def depth_bounds(depth: PointmapResult | np.ndarray, mask: np.ndarray | None = N
     values = depth[valid_depth(depth, mask)]
     if values.size == 0:
         return DepthBounds(NEAR_LIMIT_M, FAR_LIMIT_M)
-    near, far = (float(np.clip(v, NEAR_LIMIT_M, FAR_LIMIT_M)) for v in np.percentile(values, PERCENTILES))
+    return clamped_bounds(*np.percentile(values, PERCENTILES))
+
+
+def clamped_bounds(low: float, high: float) -> DepthBounds:
+    """Bounds from the two percentiles of the valid depth, each clamped to [0.1, 250] m, equal ones widened."""
+    near, far = (float(np.clip(v, NEAR_LIMIT_M, FAR_LIMIT_M)) for v in (low, high))
     if far <= near * (1 + 1e-6):
         near, far = max(near / 1.01, NEAR_LIMIT_M), min(far * 1.01, FAR_LIMIT_M)
     return DepthBounds(near, far)

@@ -38,15 +38,27 @@ class SteadyDepthAnnotator:
         self.depth = DepthAnnotator()
         self.bounds: DepthBounds | None = None
 
-    def annotate(self, frame: np.ndarray, result) -> np.ndarray:
-        new = depth_bounds(result, result.mask)
+    def follow(self, new: DepthBounds) -> DepthBounds:
+        """The running colour scale once a frame whose own bounds are `new` is drawn."""
         if self.bounds is None:
             self.bounds = new
         else:
             a = DEPTH_SMOOTHING
             self.bounds = DepthBounds(near=(1 - a) * self.bounds.near + a * new.near,
                                       far=(1 - a) * self.bounds.far + a * new.far)
-        return self.depth.annotate(frame, result, bounds=self.bounds)
+        return self.bounds
+
+    @property
+    def state(self) -> DepthBounds | None:
+        """What the next frame's drawing starts from (carried across GPU calls when drawn on the device)."""
+        return self.bounds
+
+    @state.setter
+    def state(self, bounds: DepthBounds | None) -> None:
+        self.bounds = bounds
+
+    def annotate(self, frame: np.ndarray, result) -> np.ndarray:
+        return self.depth.annotate(frame, result, bounds=self.follow(depth_bounds(result, result.mask)))
 
 
 def grid(frame: np.ndarray, tiles: list[tuple[str, np.ndarray]]) -> np.ndarray:

@@ -1,6 +1,6 @@
 """The dense annotators' pictures drawn in torch where the tensors are (CUDA video: `tasks/drawn.py`).
 
-Each function takes an annotator of parts.py, normals.py or matting.py for its settings, so both paths read
+Each function takes an annotator of parts.py, normals.py, matting.py or frames.py (depth) for its settings, so both paths read
 one set of options, and repeats its arithmetic: the same float32 steps and round-to-nearest-even, so the
 pictures match the numpy/cv2 ones (cv2.addWeighted may differ by one grey level where it rounds a half).
 Frames are `models.inference.upload`'s (3, H, W) uint8 tensors; pictures come out (H, W, 3) uint8.
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from .depth import FAR_LIMIT_M, NEAR_LIMIT_M, PERCENTILES, DepthBounds, clamped_bounds, colormap_lut
 from .parts import palette
 
 
@@ -20,6 +21,13 @@ def _palette_lut(device: str):
     lut = torch.zeros(256, 3, dtype=torch.float32)
     lut[:len(palette())] = torch.from_numpy(palette().astype("float32"))
     return lut.to(device)
+
+
+@lru_cache(maxsize=4)
+def _colormap_lut(name: str, device: str):
+    import torch
+
+    return torch.from_numpy(colormap_lut(name).copy()).to(device)
 
 
 def _hwc(image):
@@ -64,3 +72,27 @@ def matting(annotator, alpha, foreground):
         raise ValueError("A transparent matte has no opaque picture to draw; draw it on the host.")
     background = torch.from_numpy(background).to(alpha.device)
     return _to_uint8((foreground + (1.0 - alpha[..., None]) * background).clamp_(0, 1) * 255.0)
+
+
+def depth(annotator, points, mask=None):
+    """SteadyDepthAnnotator: inverse depth in the colour map between the running bounds (which take this frame's
+    1st/99th percentiles of the valid depth, two numbers read back), the background grey."""
+    import torch
+
+    z = points[..., 2]
+    valid = torch.isfinite(z) & (z > 0)
+    if mask is not None:
+        valid &= mask
+    values = z[valid].double()
+    if values.numel():
+        low, high = torch.quantile(values, values.new_tensor(PERCENTILES) / 100).tolist()
+        bounds = annotator.follow(clamped_bounds(low, high))
+    else:
+        bounds = annotator.follow(DepthBounds(NEAR_LIMIT_M, FAR_LIMIT_M))  # as depth.depth_bounds
+    inv_far, inv_near = 1.0 / bounds.far, 1.0 / bounds.near
+    # depth.colour_index's float32 steps: 255 * (1/z - 1/far) / (1/near - 1/far), rounded by + 0.5 and truncation
+    index = torch.reciprocal(z.float()).sub_(inv_far).mul_(255.0 / (inv_near - inv_far)).add_(0.5)
+    index = torch.nan_to_num_(index.clamp_(0, 255)).to(torch.uint8)
+    out = _colormap_lut(annotator.depth.cmap, str(z.device))[index.long()]
+    grey = torch.tensor(annotator.depth.background, dtype=torch.uint8, device=z.device)
+    return torch.where(valid[..., None], out, grey)

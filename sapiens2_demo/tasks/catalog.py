@@ -224,7 +224,7 @@ register(TaskSpec(
     files_label="Downloads (.npy, PNG)"))
 
 register(TaskSpec(
-    "pointmap", "Depth & 3D", "Depth", "pointmap", SIZES, run_pointmap, aliases=("depth",),
+    "pointmap", "Depth & 3D", "Depth", "pointmap", SIZES, run_pointmap, aliases=("depth",), draw=drawn.draw_pointmap,
     options=(REMOVE_BACKGROUND,
              Option("max_points", 200_000, "Max points in the cloud", "slider", low=10_000, high=500_000,
                     step=10_000),

@@ -12,33 +12,40 @@ is the task's own renderer (its options, read as the host path reads them).
 from __future__ import annotations
 
 from ..models.inference import upload
-from ..pipelines import on_device
+from ..pipelines import dense
 from ..pipelines.device_post import to_host
 from ..render import on_device as draw
 
 
-def _device(manager, task: str, size: str) -> str:
-    from ..models.registry import checkpoint
-
-    return manager.get(checkpoint(task, size)).device
+def _masks(images, manager, size, remove_background: bool) -> list:
+    """The person masks (body-part label > 0), or None per image."""
+    if not remove_background:
+        return [None] * len(images)
+    return [label > 0 for label in dense.labels_on_device(images, manager, size)]
 
 
 def draw_segment(frames, manager, size, annotator, **_):
-    images = upload(frames, _device(manager, "seg", size))
-    labels = on_device.labels(images, manager, size)
+    images = upload(frames, manager.device)
+    labels = dense.labels_on_device(images, manager, size)
     return to_host([draw.parts(annotator, image, label) for image, label in zip(images, labels)])
 
 
 def draw_normals(frames, manager, size, annotator, *, remove_background: bool = False, **_):
-    images = upload(frames, _device(manager, "normal", size))
-    masks = ([label > 0 for label in on_device.labels(images, manager, size)] if remove_background
-             else [None] * len(images))
-    maps = on_device.normals(images, manager, size)
+    images = upload(frames, manager.device)
+    masks = _masks(images, manager, size, remove_background)
+    maps = dense.normals_on_device(images, manager, size)
     return to_host([draw.normals(annotator, image, normals, mask)
                     for image, normals, mask in zip(images, maps, masks)])
 
 
+def draw_pointmap(frames, manager, size, annotator, *, remove_background: bool = False, **_):
+    images = upload(frames, manager.device)
+    masks = _masks(images, manager, size, remove_background)
+    return to_host([draw.depth(annotator, points, mask)
+                    for points, mask in zip(dense.pointmaps_on_device(images, manager, size), masks)])
+
+
 def draw_matting(frames, manager, size, annotator, **_):
-    images = upload(frames, _device(manager, "matting", size))
+    images = upload(frames, manager.device)
     return to_host([draw.matting(annotator, alpha, foreground)
-                    for alpha, foreground in on_device.matting(images, manager, size)])
+                    for alpha, foreground in dense.matting_on_device(images, manager, size)])

@@ -149,9 +149,12 @@ def live_frame(ctx, frame, task: str = DEFAULT_TASK, size: str = "0.4b", remove_
                 job = make_job(ctx, task, size, {**LIVE_OPTIONS, "remove_background": bool(remove_background)})
                 if tasks.get(task).draw is not None:  # only the picture is wanted: drawn on the GPU where there is one
                     job.options["draw"] = {}  # the live renderer's defaults
+                    job.options["draw_state"] = getattr(session.renderer, "state", None)  # the depth colour scale
                 started = time.perf_counter()
                 result = gpu.answers(ctx.manager_key, [small], [job])[0][0]
                 session.model_s.append(time.perf_counter() - started)
+                if getattr(result, "state", None) is not None:
+                    session.renderer.state = result.state
                 shown = picture(session.renderer, small, result)
         except gr.Error as error:
             return gr.skip(), f"**Cannot run:** {error.message}"
