@@ -240,20 +240,12 @@ def test_a_lost_person_or_nobody_means_detect_again():
     assert follow_people(_posed(np.zeros((0, K, 2)), np.zeros((0, K)))) is None
 
 
-def test_video_runs_the_detector_on_every_nth_frame_only(person_image, manager, monkeypatch):
+def test_video_runs_the_detector_on_every_nth_frame_only(person_image, manager, detector_frames):
     """Nine frames, detect_every=4: the detector on frames 0, 4 and 8 while people are followed; the
     followed frames' boxes come from the keypoints before them."""
     from sapiens2_demo.pipelines import pose as pipeline
 
-    detected = []
-    real = pipeline.detect_batch
-
-    def counting(frames, manager, **kwargs):
-        detected.append(len(frames))
-        return real(frames, manager, **kwargs)
-
-    monkeypatch.setattr(pipeline, "detect_batch", counting)
-    monkeypatch.setattr(pipeline, "FOLLOW_SCORE", -1.0)  # random weights: every keypoint counts as sure
+    detected = detector_frames
     frames = [person_image] * 9
     results = pipeline.follow_pose_batch(frames, manager, detect_every=4, flip_test=False)
     assert len(results) == 9 and sum(detected) == 3

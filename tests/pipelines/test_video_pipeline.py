@@ -37,22 +37,11 @@ def test_static_scene_keeps_stable_track_ids(clip, key, tmp_path, monkeypatch):
     assert out.frames == 10
 
 
-def test_pose_detects_every_nth_frame_of_the_clip_across_batches_and_gpu_calls(clip, key, tmp_path, monkeypatch):
+def test_pose_detects_every_nth_frame_of_the_clip_across_batches_and_gpu_calls(clip, key, tmp_path, detector_frames):
     """10 frames, detect_every=4, batches of 2 frames, GPU calls of 4: the detector on frames 0, 4 and 8 only;
     the cadence and the people followed carry over each batch and call (it used to restart every batch)."""
-    from sapiens2_demo.pipelines import pose as pipeline
-
-    detected = []
-    real = pipeline.detect_batch
-
-    def counting(frames, manager, **kwargs):
-        detected.append(len(frames))
-        return real(frames, manager, **kwargs)
-
-    monkeypatch.setattr(pipeline, "detect_batch", counting)
-    monkeypatch.setattr(pipeline, "FOLLOW_SCORE", -1.0)  # random weights: every keypoint counts as sure
     out = process_video(clip, "pose", key, tmp_path, flip_test=False, detect_every=4, batch_size=2, chunk_size=4)
-    assert out.frames == 10 and sum(detected) == 3
+    assert out.frames == 10 and sum(detector_frames) == 3
     lines = [json.loads(line) for line in open(tmp_path / "pose_frames.jsonl")]
     assert [len(line["people"]) for line in lines] == [len(lines[0]["people"])] * 10
 
