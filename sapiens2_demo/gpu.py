@@ -120,6 +120,11 @@ def infer(manager_key: str, frames: list[np.ndarray], jobs: list[Job], batch_siz
     process boundary at a few bytes per pixel; ignored where nothing crosses one (a local launch: the
     conversion would only cost time).
 
+    Job options the runners do not see: `draw` (the renderer's options) asks for pictures instead of results
+    (`DrawnFrame`s, drawn by `TaskSpec.draw` where the model runs) from a task that can draw there, and
+    `draw_state` is where the last call's drawing left off (`DrawnFrame.state` of its last frame). A task that
+    follows frames (`TaskSpec.follows_frames`) gets `frame_index` and `previous` per batch.
+
     Exceptions come back as values, not raised: ZeroGPU re-raises anything but gr.Error from a worker as a
     bare "ZeroGPU worker error", which would hide our messages. `answers` re-raises them on this side."""
     manager, seg_cache = _STATE[manager_key]

@@ -130,7 +130,7 @@ class DrawnFrame:
     """A video frame's finished picture, drawn where the model ran (`TaskSpec.draw`): all that comes back."""
 
     image: np.ndarray  # (H, W, 3) uint8 RGB
-    state: Any = None  # the drawing's state after this frame, where it has one (the depth colour scale)
+    state: Any = None  # on a call's last frame: the drawing's state, where it has one (the depth colour scale)
 
 
 @dataclass

@@ -217,8 +217,9 @@ class VideoJob:
         return {spec.name: spec.renderer(**self.options_for(spec)) for spec in self.specs}
 
     def _infer(self, frames) -> dict[str, list]:
-        # one GPU call per chunk, the model taking it batch_size frames at a time; on ZeroGPU float16 maps cross
-        # back, unless the per-frame data exports are asked for (those keep full precision: depth in mm)
+        # one GPU call per chunk, the model taking it batch_size frames at a time; a task with nothing to export
+        # per frame gets its pictures drawn where the model runs, when it can; on ZeroGPU other float maps cross
+        # back as float16, unless the per-frame data exports are asked for (those keep full precision: depth in mm)
         jobs = self.jobs()
         for spec, job in zip(self.specs, jobs):
             if spec.follows_frames:  # this chunk goes on from the last one (pose: the people it followed)

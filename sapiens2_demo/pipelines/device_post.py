@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..models.inference import on_cuda
 from ..pose.decode import PeakData, window_half
 from .postprocess import crop_padding
 
@@ -28,7 +29,7 @@ def use_device_post(device) -> bool:
     pointmap 9 vs 56, matting 60 vs 80; pose decode from 308x256x192 heatmaps, 1 person 7 vs 84,
     10 people 95 vs 467 (numpy's argmax is ~5x torch's on a CPU). Other accelerators keep the tested path.
     """
-    return str(device).split(":")[0] == "cuda"
+    return on_cuda(device)
 
 
 # -- dense maps ---------------------------------------------------------------------------------

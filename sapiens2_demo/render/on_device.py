@@ -1,7 +1,7 @@
 """The dense annotators' pictures drawn in torch where the tensors are (CUDA video: `tasks/drawn.py`).
 
-Each function takes an annotator of parts.py, normals.py, matting.py or frames.py (depth) for its settings, so both paths read
-one set of options, and repeats its arithmetic: the same float32 steps and round-to-nearest-even, so the
+Each function takes an annotator of parts.py, normals.py, matting.py or frames.py (depth) for its settings,
+so both paths read one set of options, and repeats its arithmetic: the same float32 steps and rounding, so the
 pictures match the numpy/cv2 ones (cv2.addWeighted may differ by one grey level where it rounds a half).
 Frames are `models.inference.upload`'s (3, H, W) uint8 tensors; pictures come out (H, W, 3) uint8.
 """
