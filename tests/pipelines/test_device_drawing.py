@@ -178,3 +178,54 @@ def test_the_depth_colour_scale_carries_over_gpu_calls(person_image, key, on_dev
         _assert_close(d.image, h, f"depth frame {i}")
     afresh = drawn(frames[2:], None)
     assert (np.abs(afresh[0].image.astype(int) - host[2].astype(int)).max(axis=2) > 1).mean() > 0.05
+
+
+def test_the_torch_twins_draw_what_the_annotators_draw_on_synthetic_maps():
+    """Every option of the four annotators on random maps (no model): equal up to one grey level where cv2 and torch
+    round a half differently; depth equal (same float32 steps) but for pixels whose colour index sits on a rounding
+    edge."""
+    import torch
+
+    from sapiens2_demo.models.inference import upload
+    from sapiens2_demo.render import on_device
+    from sapiens2_demo.render.frames import SteadyDepthAnnotator
+    from sapiens2_demo.render.matting import MattingAnnotator
+    from sapiens2_demo.render.normals import NormalsAnnotator
+    from sapiens2_demo.render.parts import PartsAnnotator
+    from sapiens2_demo.results import MattingResult, NormalsResult, PointmapResult
+
+    rng = np.random.default_rng(0)
+    h, w = 48, 64
+    image = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+    [device_image] = upload([image], "cpu")
+    labels = rng.integers(0, 29, (h, w), dtype=np.uint8)
+    mask = labels > 0
+    for opacity in (0.5, 0.3, 1.0):
+        for skip in (False, True):
+            annotator = PartsAnnotator(opacity=opacity, skip_background=skip)
+            drawn = on_device.parts(annotator, device_image, torch.from_numpy(labels)).numpy()
+            _assert_close(drawn, annotator.annotate(image, labels), f"parts {opacity} {skip}")
+
+    normals = rng.normal(size=(h, w, 3)).astype(np.float32)
+    normals /= np.linalg.norm(normals, axis=2, keepdims=True)
+    for background in ("black", "image"):
+        annotator = NormalsAnnotator(background)
+        drawn = on_device.normals(annotator, device_image, torch.from_numpy(normals), torch.from_numpy(mask)).numpy()
+        np.testing.assert_array_equal(drawn, annotator.annotate(image, NormalsResult(normals=normals, mask=mask)))
+
+    alpha = rng.random((h, w), dtype=np.float32)
+    foreground = (rng.random((h, w, 3), dtype=np.float32) * alpha[..., None]).astype(np.float32)
+    for annotator in (MattingAnnotator("colour", "#3366cc"), MattingAnnotator(image=image[::-1])):
+        drawn = on_device.matting(annotator, torch.from_numpy(alpha), torch.from_numpy(foreground)).numpy()
+        np.testing.assert_array_equal(drawn, annotator.annotate(image, MattingResult(alpha=alpha, foreground=foreground)))
+
+    points = rng.normal(size=(h, w, 3)).astype(np.float32)
+    points[..., 2] = rng.uniform(0.5, 8.0, (h, w))
+    points[0, :5, 2] = [np.nan, np.inf, -1.0, 0.0, 300.0]  # invalid, behind, at the camera, beyond the far limit
+    host, device = SteadyDepthAnnotator(), SteadyDepthAnnotator()
+    for shift in (0.0, 0.7):  # two frames: the running scale moves
+        points[..., 2] += shift
+        expected = host.annotate(image, PointmapResult(points=points, scale=1.0, focal_length=1.0, mask=mask))
+        drawn = on_device.depth(device, torch.from_numpy(points), torch.from_numpy(mask)).numpy()
+        assert (device.state.near, device.state.far) == pytest.approx((host.state.near, host.state.far), rel=1e-6)
+        _assert_close(drawn, expected, f"depth {shift}")
