@@ -82,8 +82,8 @@ def segment_batch(frames: Frames, manager: ModelManager, size: str = "0.4b",
     def compute(batch: Frames) -> list[SegmentationResult]:
         loaded = manager.get(ckpt)
         if use_device_post(loaded.device):
-            logits = forward(loaded, preprocess(loaded, batch, "seg"), on_device=True)["logits"]
-            return [SegmentationResult(labels=labels) for labels in device_post.segmentation_labels(logits, _sizes(batch))]
+            return [SegmentationResult(labels=labels)
+                    for labels in device_post.to_host(labels_on_device(batch, manager, size))]
         logits = forward(loaded, preprocess(loaded, batch, "seg"))["logits"].numpy()
         return [SegmentationResult(labels=upsample_labels(z, f.shape[:2])) for z, f in zip(logits, batch)]
 
@@ -98,12 +98,10 @@ def normals_batch(frames: Frames, manager: ModelManager, size: str = "0.4b",
     if not frames:
         return []
     loaded = manager.get(checkpoint("normal", size))
-    model_hw = input_size(loaded.processor)
     if use_device_post(loaded.device):
-        raw = forward(loaded, preprocess(loaded, frames, "normal"), on_device=True)["normals"]
-        maps = device_post.normals(raw, _sizes(frames), model_hw)
+        maps = device_post.to_host(normals_on_device(frames, manager, size))
     else:
-        raw = forward(loaded, preprocess(loaded, frames, "normal"))["normals"]
+        raw, model_hw = forward(loaded, preprocess(loaded, frames, "normal"))["normals"], input_size(loaded.processor)
         maps = [postprocess_normals(r, f.shape[:2], model_hw) for r, f in zip(raw, frames)]
     return [NormalsResult(normals=n, mask=m) for n, m in zip(maps, _masks(masks, frames))]
 
@@ -128,8 +126,7 @@ def _pointmaps(frames: Frames, manager: ModelManager, size: str, masks) -> list[
     on_device = use_device_post(loaded.device)
     outputs = forward(loaded, preprocess(loaded, frames, "pointmap"), on_device=on_device)
     model_hw = input_size(loaded.processor)
-    scales = outputs.get("scales")
-    scales = [1.0] * len(frames) if scales is None else scales.reshape(len(frames), -1)[:, 0]
+    scales = _scales(outputs, len(frames))
     if on_device:
         maps = device_post.pointmaps(outputs["pointmaps"], scales, _sizes(frames), model_hw)
     else:
@@ -148,8 +145,7 @@ def matting_batch(frames: Frames, manager: ModelManager, size: str = "1b") -> li
         return []
     loaded = manager.get(checkpoint("matting", size))
     if use_device_post(loaded.device):
-        outputs = forward(loaded, preprocess(loaded, frames, "matting"), on_device=True)
-        pairs = device_post.matting(outputs["foregrounds"], outputs["alphas"], _sizes(frames))
+        pairs = device_post.pairs_to_host(matting_on_device(frames, manager, size))
     else:
         outputs = forward(loaded, preprocess(loaded, frames, "matting"))
         pairs = [postprocess_matting(fg, alpha, frame.shape[:2])
@@ -157,48 +153,50 @@ def matting_batch(frames: Frames, manager: ModelManager, size: str = "1b") -> li
     return [MattingResult(alpha=alpha, foreground=foreground) for alpha, foreground in pairs]
 
 
-# -- results left on the device: upload's (3, H, W) uint8 frame tensors in, full-size tensors out ---------------
-# (the CUDA path's processor, forward and device_post arithmetic minus the copy back: tasks/drawn.py draws there)
+# -- results left on the device (CUDA): RGB frames or upload's (3, H, W) uint8 tensors in, full-size tensors out --
+# (the CUDA path of the *_batch functions above is these plus one copy back; tasks/drawn.py draws on them there)
 def labels_on_device(images, manager: ModelManager, size: str = "0.4b") -> list:
     """Body-part labels: (H, W) uint8 tensors (label 0 is the background)."""
     loaded = manager.get(checkpoint("seg", size))
     logits = forward(loaded, preprocess(loaded, images, "seg"), on_device=True)["logits"]
-    return device_post.segmentation_label_tensors(logits, _tensor_sizes(images))
+    return device_post.segmentation_label_tensors(logits, _sizes(images))
 
 
 def normals_on_device(images, manager: ModelManager, size: str = "0.4b") -> list:
     """Unit normals: (H, W, 3) float32 tensors."""
     loaded = manager.get(checkpoint("normal", size))
     raw = forward(loaded, preprocess(loaded, images, "normal"), on_device=True)["normals"]
-    return device_post.normal_tensors(raw, _tensor_sizes(images), input_size(loaded.processor))
+    return device_post.normal_tensors(raw, _sizes(images), input_size(loaded.processor))
 
 
 def pointmaps_on_device(images, manager: ModelManager, size: str = "0.4b") -> list:
     """Metric XYZ: (H, W, 3) float32 tensors (depth = [..., 2])."""
     loaded = manager.get(checkpoint("pointmap", size))
     outputs = forward(loaded, preprocess(loaded, images, "pointmap"), on_device=True)
-    scales = outputs.get("scales")
-    if scales is None:
-        import torch
-
-        scales = torch.ones(len(images), device=outputs["pointmaps"].device)
-    return device_post.pointmap_tensors(outputs["pointmaps"], scales.reshape(len(images), -1)[:, 0],
-                                        _tensor_sizes(images), input_size(loaded.processor))
+    return device_post.pointmap_tensors(outputs["pointmaps"], _scales(outputs, len(images)), _sizes(images),
+                                        input_size(loaded.processor))
 
 
 def matting_on_device(images, manager: ModelManager, size: str = "1b") -> list[tuple]:
     """(alpha (H, W), premultiplied foreground (H, W, 3)) float32 tensors in [0, 1]."""
     loaded = manager.get(checkpoint("matting", size))
     outputs = forward(loaded, preprocess(loaded, images, "matting"), on_device=True)
-    return device_post.matting_tensors(outputs["foregrounds"], outputs["alphas"], _tensor_sizes(images))
+    return device_post.matting_tensors(outputs["foregrounds"], outputs["alphas"], _sizes(images))
 
 
-def _tensor_sizes(images) -> list[tuple[int, int]]:
-    return [tuple(image.shape[-2:]) for image in images]
+def _scales(outputs, count: int):
+    """The pointmap model's scale per frame, a (count,) tensor where the model gives it; 1 otherwise."""
+    import torch
+
+    scales = outputs.get("scales")
+    if scales is None:
+        return torch.ones(count, device=outputs["pointmaps"].device)
+    return scales.reshape(count, -1)[:, 0]
 
 
-def _sizes(frames: Frames) -> list[tuple[int, int]]:
-    return [frame.shape[:2] for frame in frames]
+def _sizes(frames) -> list[tuple[int, int]]:
+    """(H, W) per frame: numpy (H, W, 3) images or `upload`'s (3, H, W) tensors."""
+    return [tuple(f.shape[:2]) if isinstance(f, np.ndarray) else tuple(f.shape[-2:]) for f in frames]
 
 
 def _masks(masks, frames) -> list:

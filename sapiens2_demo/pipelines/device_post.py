@@ -91,8 +91,7 @@ def pointmap_tensors(maps, scales, image_sizes, input_hw) -> list:
 def matting(foregrounds, alphas, image_sizes) -> list[tuple[np.ndarray, np.ndarray]]:
     """(B, 3, h, w) foregrounds and (B, 1, h, w) alphas -> per image (alpha (H, W), premultiplied
     foreground (H, W, 3)), float32, resized together and clipped to [0, 1] (as postprocess_matting)."""
-    host = to_host([t for pair in matting_tensors(foregrounds, alphas, image_sizes) for t in pair])
-    return list(zip(host[0::2], host[1::2]))
+    return pairs_to_host(matting_tensors(foregrounds, alphas, image_sizes))
 
 
 def matting_tensors(foregrounds, alphas, image_sizes) -> list[tuple]:
@@ -203,6 +202,12 @@ def _upsampled_argmax(logits, height: int, width: int):
         best = torch.where(better, values, best)
         labels = torch.where(better, (index + start).to(torch.uint8), labels)
     return labels
+
+
+def pairs_to_host(pairs) -> list[tuple[np.ndarray, np.ndarray]]:
+    """`to_host` of (a, b) tensor pairs of one dtype, in one copy."""
+    host = to_host([t for pair in pairs for t in pair])
+    return list(zip(host[0::2], host[1::2]))
 
 
 def to_host(tensors) -> list[np.ndarray]:
