@@ -1,0 +1,97 @@
+"""BVH (Biovision hierarchy) motion files from a solved skeleton (pose/skeleton3d.py).
+
+HIERARCHY: the root (Hips) with Xposition Yposition Zposition Zrotation Xrotation Yrotation, every other joint
+with Zrotation Xrotation Yrotation, OFFSETs in metres (Y up, facing +Z: what Blender's importer reads with its
+default settings, forward -Z / up Y, at scale 1). MOTION: one line per frame, angles in degrees; a joint's
+rotation is Rz(z) @ Rx(x) @ Ry(y) in the listed order, applied to its offset-child vectors (the usual BVH
+convention), and a joint's position is its parent's plus the parent's accumulated rotation times its OFFSET.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from ..pose.skeleton3d import SolvedMotion
+from ..util import atomic_write, target
+
+ROTATION_CHANNELS = "Zrotation Xrotation Yrotation"
+
+
+def euler_zxy(rotations: np.ndarray) -> np.ndarray:
+    """(..., 3, 3) rotation matrices -> (..., 3) angles (z, x, y) in radians with R = Rz(z) Rx(x) Ry(y).
+    At x = +-90 degrees (gimbal lock) y is set to 0 and z takes the whole turn."""
+    r = np.asarray(rotations, dtype=np.float64)
+    x = np.arcsin(np.clip(r[..., 2, 1], -1.0, 1.0))
+    locked = np.abs(r[..., 2, 1]) > 1 - 1e-9
+    z = np.where(locked, np.arctan2(r[..., 1, 0], r[..., 0, 0]), np.arctan2(-r[..., 0, 1], r[..., 1, 1]))
+    y = np.where(locked, 0.0, np.arctan2(-r[..., 2, 0], r[..., 2, 2]))
+    return np.stack([z, x, y], axis=-1)
+
+
+def _children(motion: SolvedMotion) -> list[list[int]]:
+    children = [[] for _ in motion.names]
+    for i, parent in enumerate(motion.parents):
+        if parent >= 0:
+            children[parent].append(i)
+    return children
+
+
+def _number(value: float) -> str:
+    text = f"{value:.6f}".rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
+
+
+def _vector(values) -> str:
+    return " ".join(_number(float(v)) for v in values)
+
+
+def bvh_text(motion: SolvedMotion, frame_time: float) -> str:
+    """The whole file as text (see the module docstring)."""
+    if not (math.isfinite(frame_time) and frame_time > 0):
+        raise ValueError(f"frame time must be a positive number of seconds, got {frame_time}")
+    children = _children(motion)
+    lines = ["HIERARCHY"]
+
+    def joint(i: int, depth: int) -> None:
+        pad = "  " * depth
+        lines.append(f"{pad}{'ROOT' if motion.parents[i] < 0 else 'JOINT'} {motion.names[i]}")
+        lines.append(pad + "{")
+        lines.append(f"{pad}  OFFSET {_vector(motion.offsets[i])}")
+        channels = f"6 Xposition Yposition Zposition {ROTATION_CHANNELS}" if motion.parents[i] < 0 \
+            else f"3 {ROTATION_CHANNELS}"
+        lines.append(f"{pad}  CHANNELS {channels}")
+        for child in children[i]:
+            joint(child, depth + 1)
+        end = motion.ends[i]
+        if end is None and not children[i]:
+            end = np.zeros(3)  # every leaf needs an End Site
+        if end is not None:
+            lines.extend([f"{pad}  End Site", f"{pad}  {{", f"{pad}    OFFSET {_vector(end)}", f"{pad}  }}"])
+        lines.append(pad + "}")
+
+    joint(0, 0)
+    # Channels in the hierarchy's depth-first order; angles unwrapped over time (adding 360 degrees to one of
+    # the three angles gives the same rotation) so players interpolating between frames never spin around.
+    order = []
+
+    def walk(i: int) -> None:
+        order.append(i)
+        for child in children[i]:
+            walk(child)
+
+    walk(0)
+    angles = np.degrees(np.unwrap(euler_zxy(motion.local[:, order]), axis=0))  # (T, J, 3)
+    values = np.concatenate([motion.root, angles.reshape(len(angles), -1)], axis=1)
+    lines += ["MOTION", f"Frames: {len(values)}", f"Frame Time: {frame_time:.8f}"]
+    lines += [" ".join(_number(v) for v in row) for row in values.tolist()]
+    return "\n".join(lines) + "\n"
+
+
+def write_bvh(motion: SolvedMotion, folder, name: str, frame_time: float) -> Path:
+    text, path = bvh_text(motion, frame_time), target(folder, name)
+    with atomic_write(path) as partial:  # a reader never sees a half-written file
+        partial.write_text(text)
+    return path

@@ -1,0 +1,162 @@
+"""motion.glb: every person's solved skeleton (pose/skeleton3d.py) as glTF 2.0 nodes with animations.
+
+Per person a node `person_<track id>` holds the joint hierarchy: each joint a node whose rest translation is its
+BVH OFFSET, with a small mesh (a sphere at the joint, a rod along each bone it starts) in the 2D skeleton's side
+colours, so viewers draw the skeleton. One animation per person (`track_<id>`): a rotation channel per joint and
+a translation channel for the root, one keyframe per processed video frame (times in seconds, from the video).
+glTF's frame is the skeleton's: Y up, metres, facing +Z. Written as GLB directly (JSON + one binary buffer).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import numpy as np
+
+from ..pose.skeleton3d import SolvedMotion
+from ..util import atomic_write, target
+
+SIDE_COLOURS = {"Left": (0.0, 1.0, 0.0, 1.0), "Right": (1.0, 0.5, 0.0, 1.0), "": (0.2, 0.6, 1.0, 1.0)}
+JOINT_RADIUS, BONE_RADIUS = 0.02, 0.008
+FLOAT, UINT32 = 5126, 5125
+ARRAY_BUFFER, ELEMENT_ARRAY_BUFFER = 34962, 34963
+
+
+def quaternions(rotations: np.ndarray) -> np.ndarray:
+    """(..., 3, 3) rotation matrices -> (..., 4) unit quaternions x, y, z, w (glTF's order), w >= 0 where
+    the largest component allows; call `continuous` for an animation."""
+    r = np.asarray(rotations, dtype=np.float64)
+    m00, m11, m22 = r[..., 0, 0], r[..., 1, 1], r[..., 2, 2]
+    candidates = np.stack([
+        np.stack([1 + m00 - m11 - m22, r[..., 0, 1] + r[..., 1, 0], r[..., 0, 2] + r[..., 2, 0],
+                  r[..., 2, 1] - r[..., 1, 2]], -1),
+        np.stack([r[..., 0, 1] + r[..., 1, 0], 1 - m00 + m11 - m22, r[..., 1, 2] + r[..., 2, 1],
+                  r[..., 0, 2] - r[..., 2, 0]], -1),
+        np.stack([r[..., 0, 2] + r[..., 2, 0], r[..., 1, 2] + r[..., 2, 1], 1 - m00 - m11 + m22,
+                  r[..., 1, 0] - r[..., 0, 1]], -1),
+        np.stack([r[..., 2, 1] - r[..., 1, 2], r[..., 0, 2] - r[..., 2, 0], r[..., 1, 0] - r[..., 0, 1],
+                  1 + m00 + m11 + m22], -1)], -2)  # (..., 4 choices, 4): each 4 q_k q, best where q_k largest
+    best = np.argmax(np.stack([m00 - m11 - m22, m11 - m00 - m22, m22 - m00 - m11, m00 + m11 + m22], -1), -1)
+    q = np.take_along_axis(candidates, best[..., None, None], axis=-2)[..., 0, :]
+    return q / np.linalg.norm(q, axis=-1, keepdims=True)
+
+
+def continuous(q: np.ndarray) -> np.ndarray:
+    """(T, ..., 4) quaternions with signs flipped so consecutive frames are on the same side (q and -q are one
+    rotation; players interpolate the shorter way then)."""
+    q = q.copy()
+    for t in range(1, len(q)):
+        flip = (q[t] * q[t - 1]).sum(-1) < 0
+        q[t][flip] *= -1
+    return q
+
+
+def _side(name: str) -> str:
+    return next((side for side in ("Left", "Right") if name.startswith(side)), "")
+
+
+def _joint_mesh(segments: list[np.ndarray]):
+    """A sphere at the origin and a rod along each segment (joint-local coordinates): vertices, normals, faces."""
+    import trimesh
+
+    parts = [trimesh.creation.icosphere(subdivisions=1, radius=JOINT_RADIUS)]
+    for segment in segments:
+        length = float(np.linalg.norm(segment))
+        if length < 1e-6:
+            continue
+        rod = trimesh.creation.cylinder(radius=BONE_RADIUS, height=length, sections=6)
+        rod.apply_translation([0, 0, length / 2])
+        rod.apply_transform(trimesh.geometry.align_vectors([0, 0, 1], segment / length))
+        parts.append(rod)
+    mesh = trimesh.util.concatenate(parts)
+    return (np.asarray(mesh.vertices, np.float32), np.asarray(mesh.vertex_normals, np.float32),
+            np.asarray(mesh.faces, np.uint32).reshape(-1))
+
+
+class _Buffer:
+    """Binary chunk and its bufferViews/accessors."""
+
+    def __init__(self):
+        self.data, self.views, self.accessors = bytearray(), [], []
+
+    def add(self, array: np.ndarray, kind: str, target: int | None = None, bounds: bool = False) -> int:
+        array = np.ascontiguousarray(array)
+        self.data += b"\0" * (-len(self.data) % 4)
+        view = {"buffer": 0, "byteOffset": len(self.data), "byteLength": array.nbytes}
+        if target is not None:
+            view["target"] = target
+        self.data += array.tobytes()
+        self.views.append(view)
+        accessor = {"bufferView": len(self.views) - 1, "componentType": UINT32 if array.dtype == np.uint32 else FLOAT,
+                    "count": int(len(array)), "type": kind}
+        if bounds:
+            flat = array.reshape(len(array), -1)
+            accessor["min"], accessor["max"] = flat.min(0).tolist(), flat.max(0).tolist()
+        self.accessors.append(accessor)
+        return len(self.accessors) - 1
+
+
+def glb_bytes(people: list[tuple[int, SolvedMotion]], times: np.ndarray) -> bytes:
+    """The GLB for (track id, motion) pairs sharing the video's frame `times` (seconds)."""
+    times = np.asarray(times, np.float32)
+    if not people or len(times) == 0:
+        raise ValueError("no motion to write")
+    buffer = _Buffer()
+    materials = [{"name": side or "centre", "pbrMetallicRoughness": {"baseColorFactor": list(colour),
+                                                                      "metallicFactor": 0.0}}
+                 for side, colour in SIDE_COLOURS.items()]
+    material_of = {side: i for i, side in enumerate(SIDE_COLOURS)}
+    nodes, meshes, animations, roots = [], [], [], []
+    time_accessor = buffer.add((times - times[0])[:, None], "SCALAR", bounds=True)
+    for track_id, motion in people:
+        if len(motion.local) != len(times):
+            raise ValueError(f"{len(motion.local)} frames of motion for {len(times)} frame times")
+        first = len(nodes)
+        children = [[] for _ in motion.names]
+        for i, parent in enumerate(motion.parents):
+            if parent >= 0:
+                children[parent].append(i)
+        rotations = continuous(quaternions(motion.local)).astype(np.float32)  # (T, J, 4)
+        channels, samplers = [], []
+        for i, name in enumerate(motion.names):
+            segments = [motion.offsets[c] for c in children[i]] + ([motion.ends[i]] if motion.ends[i] is not None else [])
+            vertices, normals, faces = _joint_mesh(segments)
+            primitive = {"attributes": {"POSITION": buffer.add(vertices, "VEC3", ARRAY_BUFFER, bounds=True),
+                                        "NORMAL": buffer.add(normals, "VEC3", ARRAY_BUFFER)},
+                         "indices": buffer.add(faces, "SCALAR", ELEMENT_ARRAY_BUFFER),
+                         "material": material_of[_side(name)]}
+            meshes.append({"name": name, "primitives": [primitive]})
+            node = {"name": f"{name}_{track_id}", "mesh": len(meshes) - 1,
+                    "translation": (motion.root[0] if i == 0 else motion.offsets[i]).astype(float).tolist(),
+                    "rotation": rotations[0, i].astype(float).tolist()}
+            if children[i]:
+                node["children"] = [first + c for c in children[i]]
+            nodes.append(node)
+            samplers.append({"input": time_accessor, "output": buffer.add(rotations[:, i], "VEC4"),
+                             "interpolation": "LINEAR"})
+            channels.append({"sampler": len(samplers) - 1, "target": {"node": first + i, "path": "rotation"}})
+        samplers.append({"input": time_accessor, "output": buffer.add(motion.root.astype(np.float32), "VEC3"),
+                         "interpolation": "LINEAR"})
+        channels.append({"sampler": len(samplers) - 1, "target": {"node": first, "path": "translation"}})
+        animations.append({"name": f"track_{track_id}", "channels": channels, "samplers": samplers})
+        nodes.append({"name": f"person_{track_id}", "children": [first]})
+        roots.append(len(nodes) - 1)
+    buffer.data += b"\0" * (-len(buffer.data) % 4)
+    document = {"asset": {"version": "2.0", "generator": "sapiens2_demo"}, "scene": 0,
+                "scenes": [{"nodes": roots}], "nodes": nodes, "meshes": meshes, "materials": materials,
+                "animations": animations, "accessors": buffer.accessors, "bufferViews": buffer.views,
+                "buffers": [{"byteLength": len(buffer.data)}]}
+    text = json.dumps(document, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 4)
+    total = 12 + 8 + len(text) + 8 + len(buffer.data)
+    return (struct.pack("<III", 0x46546C67, 2, total) + struct.pack("<II", len(text), 0x4E4F534A) + text
+            + struct.pack("<II", len(buffer.data), 0x004E4942) + bytes(buffer.data))
+
+
+def write_motion_glb(people: list[tuple[int, SolvedMotion]], times, folder, name: str = "motion.glb") -> Path:
+    data, path = glb_bytes(people, times), target(folder, name)
+    with atomic_write(path) as partial:  # a reader never sees a half-written file
+        partial.write_bytes(data)
+    return path

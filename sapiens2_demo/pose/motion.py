@@ -1,0 +1,133 @@
+"""A video's 3D motion per tracked person: each frame's lifted keypoints smoothed over time in 3D, gaps filled,
+then the skeleton solved (skeleton3d.py) for the mocap files.
+
+`MotionRecorder.add(time, lifted)` takes every processed frame in order (a frame with nobody too: the files
+keep one entry per frame) and returns that frame's smoothed people for `pose_3d.jsonl`; `tracks()` at the end
+gives each track's keypoints over the whole video. Smoothing is the video's One Euro filter (smoothing.py)
+per track, with the same min_cutoff and beta: beta is per pixel/s in the image, so positions are filtered in
+pixel-equivalent units (metres times the person's pixels per metre, measured on their first lifted frame).
+A keypoint the lift could not place in a frame is held by the filter in the JSON lines (marked not measured)
+and, for the skeleton, filled by linear interpolation between the frames that measured it (held before the
+first and after the last). Frames before a person appears and after they leave hold their first/last pose.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .skeleton3d import BODY_KEYPOINTS, CAMERA_TO_SKELETON, SolvedMotion, hand_keypoints, solve
+from .smoothing import MAX_AGE_S, OneEuroFilter
+
+DEFAULT_PIXELS_PER_METRE = 400.0  # when a person's scale cannot be measured (a person ~3 m from a 720p camera)
+MIN_TRACK_FRAMES = 3  # shorter tracks (a tracker's passing guess) get no skeleton
+HAND_MEASURED = 0.5  # a hand joins the skeleton when at least half its keypoint samples were lifted
+
+
+@dataclass
+class _Track:
+    first_seen: float
+    scale: float  # pixels per metre
+    filter: OneEuroFilter | None
+    last_seen: float
+    rows: dict = field(default_factory=dict)  # frame number -> (points (70, 3) NaN = not measured, scores (70,))
+
+
+@dataclass
+class TrackMotion:
+    track_id: int
+    points: np.ndarray  # (T, 70, 3) camera frame, smoothed, gaps filled; NaN = never measured
+    measured: np.ndarray  # (T, 70) bool: lifted in that frame (not filled)
+    present: np.ndarray  # (T,) bool: the person was tracked in that frame
+    failed: int  # frames where the person was tracked but not one body keypoint was lifted
+
+    def solve(self) -> SolvedMotion:
+        """The skeleton in the Y-up frame; hands whose keypoints were lifted often enough. ValueError when the
+        hips or neck were never lifted."""
+        during = self.measured[self.present]
+        hands = tuple(side for side in ("left", "right")
+                      if during.size and during[:, hand_keypoints(side)].mean() >= HAND_MEASURED)
+        return solve(self.points @ CAMERA_TO_SKELETON.T, self.measured, hands)
+
+
+def _pixels_per_metre(keypoints_2d: np.ndarray, points: np.ndarray, available: np.ndarray) -> float | None:
+    """The ratio of the spreads of a person's 2D keypoints and their lifted x, y (RMS about the mean)."""
+    if keypoints_2d is None or available.sum() < 3:
+        return None
+    flat, lifted = np.asarray(keypoints_2d, np.float64)[available], np.asarray(points, np.float64)[available, :2]
+    spread_2d = np.sqrt(((flat - flat.mean(0)) ** 2).sum(1).mean())
+    spread_3d = np.sqrt(((lifted - lifted.mean(0)) ** 2).sum(1).mean())
+    ratio = spread_2d / spread_3d if spread_3d > 1e-6 else np.nan
+    return float(ratio) if np.isfinite(ratio) and ratio > 0 else None
+
+
+class MotionRecorder:
+    def __init__(self, smoothing: bool = True, min_cutoff: float | None = None, beta: float | None = None):
+        self.options = {k: v for k, v in (("min_cutoff", min_cutoff), ("beta", beta)) if v is not None}
+        self.smoothing = smoothing
+        self.times: list[float] = []
+        self._tracks: dict[int, _Track] = {}
+
+    def add(self, time: float, lifted, keypoints_2d: np.ndarray | None = None) -> list[dict]:
+        """One frame: `lifted` a Pose3DResult with track ids (None or empty: nobody); `keypoints_2d` (N, K, 2) the
+        same people's image keypoints (their pixel scale). Returns per person {track_id, points (K, 3) smoothed,
+        NaN where never measured, measured (K,) bool, scores (K,)}."""
+        frame = len(self.times)
+        self.times.append(float(time))
+        people = []
+        if lifted is None or lifted.num_people == 0:
+            return people
+        ids = lifted.track_ids if lifted.track_ids is not None else np.full(lifted.num_people, -1)
+        for person, track_id in enumerate(np.asarray(ids, np.int64).tolist()):
+            points = np.asarray(lifted.points[person], np.float64)
+            available = np.asarray(lifted.available[person], bool) & np.isfinite(points).all(1)
+            scores = np.asarray(lifted.scores[person], np.float32)
+            smoothed = np.where(available[:, None], points, np.nan)
+            if track_id >= 0:
+                track = self._track(track_id, time, points, available,
+                                    None if keypoints_2d is None else keypoints_2d[person])
+                if track.filter is not None and available.any():
+                    out = track.filter(points * track.scale, time, available[:, None]) / track.scale
+                    ever = track.filter.seen.all(axis=1)
+                    smoothed = np.where(ever[:, None], out, np.nan)
+                body = np.where(available[:BODY_KEYPOINTS, None], smoothed[:BODY_KEYPOINTS], np.nan)
+                track.rows[frame] = (body.astype(np.float32), scores[:BODY_KEYPOINTS])
+                track.last_seen = float(time)
+            people.append({"track_id": int(track_id), "points": smoothed, "measured": available, "scores": scores})
+        return people
+
+    def _track(self, track_id: int, time: float, points, available, keypoints_2d) -> _Track:
+        track = self._tracks.get(track_id)
+        if track is not None and time - track.last_seen > MAX_AGE_S and track.filter is not None:
+            track.filter = OneEuroFilter(**self.options)  # back after a while: start the filter afresh
+        if track is None:
+            scale = _pixels_per_metre(keypoints_2d, points, available) or DEFAULT_PIXELS_PER_METRE
+            track = self._tracks[track_id] = _Track(float(time), scale,
+                                                    OneEuroFilter(**self.options) if self.smoothing else None,
+                                                    float(time))
+        return track
+
+    def tracks(self) -> list[TrackMotion]:
+        """Every track seen on at least MIN_TRACK_FRAMES frames, over the whole video (see the module docstring)."""
+        total = len(self.times)
+        found = []
+        for track_id, track in sorted(self._tracks.items()):
+            if len(track.rows) < MIN_TRACK_FRAMES:
+                continue
+            rows = np.asarray(sorted(track.rows))
+            sampled = np.stack([track.rows[r][0] for r in rows]).astype(np.float64)  # (F, 70, 3)
+            measured = np.zeros((total, BODY_KEYPOINTS), bool)
+            measured[rows] = np.isfinite(sampled).all(axis=2)
+            points = np.full((total, BODY_KEYPOINTS, 3), np.nan)
+            frames = np.arange(total)
+            for k in range(BODY_KEYPOINTS):
+                have = rows[measured[rows, k]]
+                if have.size:
+                    values = sampled[np.searchsorted(rows, have), k]
+                    points[:, k] = np.stack([np.interp(frames, have, values[:, a]) for a in range(3)], axis=1)
+            present = np.zeros(total, bool)
+            present[rows] = True
+            failed = int((~measured[rows].any(axis=1)).sum())
+            found.append(TrackMotion(track_id, points.astype(np.float32), measured, present, failed))
+        return found
