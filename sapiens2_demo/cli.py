@@ -52,8 +52,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     pose.add_argument("--keypoint-threshold", type=float, default=0.3,
                       help="keypoint score for 'visible' in COCO/OpenPose exports (default: 0.3)")
     pose.add_argument("--lift-3d", action="store_true",
-                      help="images: also run the depth model and write 3D keypoints in metres (pose_3d.json, "
-                           "pose_3d.glb); videos ignore it")
+                      help="also run the depth model: images get 3D keypoints in metres (pose_3d.json, "
+                           "pose_3d.glb), videos motion capture (pose_3d.jsonl, motion_<id>.bvh per person, motion.glb)")
 
     engine = parser.add_argument_group("engine")
     engine.add_argument("--engine", choices=("local", "ray"), default="local")

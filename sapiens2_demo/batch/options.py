@@ -43,7 +43,7 @@ class BatchOptions:
     nms_iou: float = 0.3
     max_people: int = 20
     keypoint_threshold: float = 0.3
-    lift_3d: bool = False  # pose on images: 3D keypoints from the pointmap (pose_3d.json / .glb); videos ignore it
+    lift_3d: bool = False  # pose: 3D keypoints from the pointmap (images: pose_3d.json / .glb; videos: motion capture)
     remove_background: bool = True  # normals, pointmap (and the features' PCA), as the app does
     threads: int | None = None  # torch threads per model worker (None: torch's default / cores per actor)
 

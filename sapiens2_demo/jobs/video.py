@@ -99,6 +99,7 @@ class VideoJob:
     min_cutoff: float | None = None  # One Euro filter; None = the module defaults (pose/smoothing.py)
     beta: float | None = None
     keypoint_threshold: float = 0.3
+    motion_3d: bool = False  # each frame's pose lifted to 3D, per track: pose_3d.jsonl, motion_<id>.bvh, motion.glb
     # dense
     remove_background: bool = True
     normals_background: str = "black"
@@ -141,6 +142,8 @@ class VideoJob:
         jobs = [spec.job(self.size, self.options_for(spec)) for spec in self.specs]
         for job in jobs:
             job.options["detect_every"] = self.detect_every
+            if self.motion_3d and "lift_3d" in job.options:
+                job.options["lift_3d"] = True  # each frame's pointmap, inside the same GPU call
         return jobs
 
     # -- the run ---------------------------------------------------------------------------------------
@@ -188,6 +191,7 @@ class VideoJob:
             writer.finish()
             sink.close()
             files = [rendered] + [path for e in exports.values() for path in e.close()]
+            notes += [note for e in exports.values() for note in getattr(e, "notes", [])]
             finished = True
         finally:
             decoder.stop()
@@ -258,6 +262,8 @@ class VideoJob:
             else:
                 result.track_ids = self._tracker.update(result.boxes, result.box_scores, frame.rgb.shape[:2])
             self._previous_ids = result.track_ids
+            if result.lifted is not None:
+                result.lifted.track_ids = result.track_ids
             if self._smoother is not None and result.num_people:
                 result.keypoints = self._smoother.smooth(result.track_ids, result.keypoints, frame.time,
                                                          result.keypoint_scores)

@@ -25,8 +25,10 @@ from sapiens2_demo import gpu
 from sapiens2_demo.jobs.video import process_video
 from sapiens2_demo.models.manager import ModelManager
 tiny, clip, out, task, exports = sys.argv[1:6]
+task, _, option = task.partition(":")  # e.g. pose:motion_3d, pose with that option on
 manager = ModelManager(checkpoint_dir=tiny, device="cpu", dtype="float32", detector=tiny + "/yolov8n-random.pt")
-result = process_video(clip, task, gpu.register(manager), out, frame_exports=exports == "1", max_people=2)
+result = process_video(clip, task, gpu.register(manager), out, frame_exports=exports == "1", max_people=2,
+                       **({option: True} if option else {}))
 print("FILES", json.dumps([str(p) for p in result.files]))
 """
 
@@ -50,7 +52,7 @@ def clip(tmp_path_factory):
     return make_video(tmp_path_factory.mktemp("zerogpu-clip") / "clip.mp4", frames=FRAMES, size=SIZE, fps=20)
 
 
-@pytest.mark.parametrize("task", ["segment", "normals", "pointmap", "matting", "pose"])
+@pytest.mark.parametrize("task", ["segment", "normals", "pointmap", "matting", "pose", "pose:motion_3d"])
 def test_one_gpu_call_per_chunk_and_few_bytes_per_frame(tiny_dir, clip, tmp_path, task):
     log, _ = run(tiny_dir, clip, tmp_path / "out", task, zerogpu=True)
     calls = DONE.findall(log)

@@ -1,0 +1,129 @@
+"""A video's motion capture downloads (pose with "3D motion"): written frame by frame, finished at the end.
+
+- pose_3d.jsonl: one JSON line per processed frame: `frame`, `time` (s), `people`: [{`track_id` (-1 = not tracked
+  yet), `keypoints` (308 x [x, y, z] metres, camera frame, smoothed; null where never lifted), `scores` (308),
+  `measured` (308 x 0/1: 1 = lifted in this frame, 0 = held from earlier frames, or null)}];
+- motion_<track id>.bvh: the person's skeleton and its rotations, one frame per processed frame (export/bvh.py);
+- motion.glb: every person's skeleton with one animation each (export/motion_gltf.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..pose.motion import MIN_TRACK_FRAMES, MotionRecorder
+from .bvh import write_bvh
+from .motion_gltf import write_motion_glb
+from .video import JsonLinesWriter
+
+DECIMALS = 5
+
+
+def _values(array: np.ndarray, decimals: int) -> list:
+    """Rounded floats as nested lists, None where not finite (JSON has no NaN)."""
+    values = np.round(np.asarray(array, np.float64), decimals).astype(object)
+    values[~np.isfinite(np.asarray(array, np.float64))] = None
+    return values.tolist()
+
+
+def person_document(person: dict) -> dict:
+    points = np.asarray(person["points"], np.float64)
+    return {"track_id": person["track_id"], "keypoints": _values(points, DECIMALS),
+            "scores": _values(person["scores"], 4), "measured": np.asarray(person["measured"], np.int8).tolist()}
+
+
+class MotionVideoExport:
+    """add(index, time, pose_result) per processed frame (a PoseResult with `lifted` and `track_ids`), then close()
+    -> the files written, or abort(). `notes` says what was written, for whom, and what was filled."""
+
+    def __init__(self, folder: Path, *, fps: float, smoothing: bool = True, min_cutoff: float | None = None,
+                 beta: float | None = None, tracking: bool = True, **_):
+        self.folder, self.fps, self.tracking = Path(folder), float(fps), tracking
+        self.lines = JsonLinesWriter(self.folder / "pose_3d.jsonl")
+        self.recorder = MotionRecorder(smoothing=smoothing, min_cutoff=min_cutoff, beta=beta)
+        self.notes: list[str] = []
+        self._written: list[Path] = []
+        self._unlifted = 0  # frames with people but no lift at all (the pointmap model not run)
+
+    @property
+    def path(self) -> Path:
+        return self.lines.path
+
+    def add(self, index: int, time: float, frame, result) -> None:
+        lifted = getattr(result, "lifted", None)
+        if lifted is None and result.num_people:
+            self._unlifted += 1
+        keypoints = result.keypoints if lifted is not None and lifted.num_people == result.num_people else None
+        people = self.recorder.add(time, lifted, keypoints)
+        self.lines.add({"frame": int(index), "time": round(float(time), 6),
+                        "people": [person_document(p) for p in people]})
+
+    def close(self) -> list[Path]:
+        self.lines.close()
+        files = [self.lines.path]
+        solved = []
+        for track in self.recorder.tracks():
+            try:
+                solved.append((track.track_id, track.solve()))
+            except ValueError as error:
+                self.notes.append(f"3D motion: no skeleton for person {track.track_id}: {error}.")
+                continue
+            if track.failed:
+                self.notes.append(f"3D motion: person {track.track_id}'s lift failed on {track.failed} of "
+                                  f"{int(track.present.sum())} frames; those frames are filled by interpolation "
+                                  '(and have "measured" 0 in pose_3d.jsonl).')
+        for track_id, motion in solved:
+            self._written.append(write_bvh(motion, self.folder, f"motion_{track_id}.bvh", 1.0 / self.fps))
+            missing = [name for name, seen in zip(motion.names, motion.seen) if not seen]
+            if missing:
+                self.notes.append(f"3D motion: person {track_id}: {', '.join(missing)} never placed in 3D "
+                                  "(rest pose, default bone lengths).")
+        if solved:
+            self._written.append(write_motion_glb(solved, self.recorder.times, self.folder))
+            self.notes.insert(0, f"3D motion: {len(solved)} person(s) in {len(self.recorder.times)} frames at "
+                                 f"{self.fps:.2f} frames/s: motion_<id>.bvh each and motion.glb (metres, Y up; "
+                                 "positions in the camera's frame).")
+        else:
+            why = ("tracking is off" if not self.tracking else
+                   f"nobody was tracked on at least {MIN_TRACK_FRAMES} frames with hips and neck placed in 3D")
+            self.notes.insert(0, f"3D motion: no BVH or motion.glb written: {why} (pose_3d.jsonl has every frame).")
+        if self._unlifted:
+            self.notes.append(f"3D motion: {self._unlifted} frames with people were not lifted.")
+        return files + self._written
+
+    def abort(self) -> None:
+        self.lines.abort()
+        for path in self._written:
+            path.unlink(missing_ok=True)
+
+
+class PoseWithMotion:
+    """The pose video downloads and, beside them, the motion capture's (one add / close / abort for both)."""
+
+    def __init__(self, pose, motion: MotionVideoExport):
+        self.pose, self.motion = pose, motion
+
+    @property
+    def notes(self) -> list[str]:
+        return self.motion.notes
+
+    def add(self, index: int, time: float, frame, result) -> None:
+        self.pose.add(index, time, frame, result)
+        self.motion.add(index, time, frame, result)
+
+    def close(self) -> list[Path]:
+        return self.pose.close() + self.motion.close()
+
+    def abort(self) -> None:
+        self.pose.abort()
+        self.motion.abort()
+
+
+def pose_video_export(folder, *, motion_3d: bool = False, **options):
+    """The pose task's video downloads: the 2D JSON lines, and with `motion_3d` the mocap files too."""
+    from .video import PoseVideoExport
+
+    pose = PoseVideoExport(folder, **options)
+    return PoseWithMotion(pose, MotionVideoExport(folder, **options)) if motion_3d else pose

@@ -1,0 +1,93 @@
+"""Pose video with "3D motion": each frame lifted in its GPU call, per track id, into pose_3d.jsonl, a BVH per
+person and motion.glb. The tiny random-weight models place nothing sensible, so one test stands in for the lift
+(a walking skeleton per frame, the real tracking, smoothing and writers around it) and one keeps the real models
+(a clear note, no broken file)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from sapiens2_demo import gpu
+from sapiens2_demo.jobs.video import process_video
+from tests.unit.test_mocap_export import forward_kinematics, read_bvh, walking_keypoints
+from tests.videos import make_video
+
+FRAMES, FPS = 12, 10
+
+
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory):
+    return make_video(tmp_path_factory.mktemp("clip") / "clip.mp4", frames=FRAMES, size=(160, 120), fps=FPS)
+
+
+@pytest.fixture()
+def key(manager):
+    return gpu.register(manager)
+
+
+@pytest.fixture()
+def one_walker(monkeypatch):
+    """One person box on every frame, and a lift that places the synthetic walker's keypoints of that frame
+    (found by the frame's time in the clip: its index, from the calls made so far)."""
+    from sapiens2_demo.pipelines import pose as pipeline
+    from sapiens2_demo.pose import lift
+    from sapiens2_demo.pose.lift import Pose3DResult
+
+    box, score = np.array([[20, 10, 140, 115]], np.float32), np.array([0.9], np.float32)
+    monkeypatch.setattr(pipeline, "find_people", lambda image, *a, **k: (box.copy(), score.copy(), []))
+    walker = walking_keypoints(FRAMES, FPS).astype(np.float32)
+    calls = []
+
+    def fake_lift(pose, pointmap, mask=None, **_):
+        frame = len(calls)
+        calls.append(frame)
+        points = walker[frame][None].repeat(pose.num_people, 0)
+        available = np.isfinite(points).all(2)
+        if frame == 5:
+            available[:] = False  # a frame whose lift fails: filled, and said so
+        return Pose3DResult(points=np.where(available[..., None], points, np.nan), scores=pose.keypoint_scores,
+                            available=available)
+
+    monkeypatch.setattr(lift, "lift_keypoints", fake_lift)
+    return walker
+
+
+def test_one_person_gives_one_bvh_at_the_video_rate(clip, key, tmp_path, one_walker):
+    out = process_video(clip, "pose", key, tmp_path, motion_3d=True, flip_test=False, detect_every=1,
+                        smoothing=False, batch_size=2, chunk_size=4)
+    names = sorted(p.name for p in out.files)
+    assert [n for n in names if n.endswith(".bvh")] == ["motion_1.bvh"] and "motion.glb" in names
+    lines = [json.loads(line) for line in open(tmp_path / "pose_3d.jsonl")]
+    assert len(lines) == FRAMES and all(len(line["people"]) == 1 for line in lines)
+    person = lines[0]["people"][0]
+    assert person["track_id"] == 1 and len(person["keypoints"]) == 308 and len(person["measured"]) == 308
+    assert sum(lines[5]["people"][0]["measured"]) == 0 and sum(lines[4]["people"][0]["measured"]) > 60
+    assert any("lift failed on 1 of 12 frames" in note for note in out.notes), out.notes
+    bvh = read_bvh((tmp_path / "motion_1.bvh").read_text())
+    assert len(bvh["frames"]) == FRAMES and bvh["frame_time"] == pytest.approx(1 / FPS, abs=1e-7)
+    positions, _ = forward_kinematics(bvh)
+    hips = one_walker[:, [9, 10]].mean(1) * [1, -1, -1]  # camera frame -> Y up
+    measured = [t for t in range(FRAMES) if t != 5]
+    assert np.abs(positions[measured, 0] - hips[measured]).max() < 0.01
+    # the failed frame is filled between its neighbours
+    assert np.allclose(positions[5, 0], (hips[4] + hips[6]) / 2, atol=1e-4)
+
+
+def test_random_weights_give_a_note_and_no_broken_file(clip, key, tmp_path):
+    out = process_video(clip, "pose", key, tmp_path, motion_3d=True, flip_test=False)
+    lines = [json.loads(line) for line in open(tmp_path / "pose_3d.jsonl")]
+    assert len(lines) == FRAMES
+    written = {p.name for p in out.files}
+    assert any(note.startswith("3D motion:") for note in out.notes), out.notes
+    for name in written:  # whatever was written opens
+        if name.endswith(".bvh"):
+            assert len(read_bvh((tmp_path / name).read_text())["frames"]) == FRAMES
+    if not any(name.endswith(".bvh") for name in written):
+        assert "motion.glb" not in written and not list(tmp_path.glob(".*.partial"))
+        assert any("no BVH or motion.glb written" in note for note in out.notes)
+
+
+def test_motion_off_writes_no_3d_file(clip, key, tmp_path):
+    out = process_video(clip, "pose", key, tmp_path, flip_test=False)
+    assert not {"pose_3d.jsonl", "motion.glb"} & {p.name for p in out.files}
