@@ -46,6 +46,7 @@ class SegmentationResult:
 class NormalsResult:
     normals: np.ndarray  # (H, W, 3) float32 unit vectors, x y z
     mask: np.ndarray | None = None  # (H, W) bool foreground, when background removal was used
+    steady: object | None = None  # video "steady over time": the filter's state after this frame (pipelines/steady.py)
 
 
 @dataclass
@@ -54,6 +55,7 @@ class PointmapResult:
     scale: float  # canonical / actual focal length ratio predicted by the model
     focal_length: float  # fx in model-input pixels = input width / scale
     mask: np.ndarray | None = None  # (H, W) bool foreground, when background removal was used
+    steady: object | None = None  # video "steady over time": the filter's state after this frame (pipelines/steady.py)
 
     @property
     def depth(self) -> np.ndarray:

@@ -104,6 +104,7 @@ class VideoJob:
     remove_background: bool = True
     normals_background: str = "black"
     raw_normals: bool = False
+    temporal_smoothing: bool = False  # normals, depth: steady over time (pipelines/steady.py)
     frame_exports: bool = False  # the heavy per-frame downloads (label / depth PNG zips, normals, alpha videos)
     # matting
     matting_background: str = "colour"
@@ -144,6 +145,9 @@ class VideoJob:
             job.options["detect_every"] = self.detect_every
             if self.motion_3d and "lift_3d" in job.options:
                 job.options["lift_3d"] = True  # each frame's pointmap, inside the same GPU call
+        for spec, job in zip(self.specs, jobs):
+            if self.temporal_smoothing and spec.steady:
+                job.options["temporal_smoothing"] = True
         return jobs
 
     # -- the run ---------------------------------------------------------------------------------------
@@ -227,8 +231,12 @@ class VideoJob:
         jobs = self.jobs()
         for spec, job in zip(self.specs, jobs):
             if spec.follows_frames:  # this chunk goes on from the last one (pose: the people it followed)
-                job.options.update(frame_index=self._done, previous=self._last.get(spec.name))
-            if spec.draw is not None and spec.name in self._pictures_only:
+                previous = self._last.get(spec.name)
+                if spec.carry is not None and previous is not None:
+                    previous = spec.carry(previous)
+                job.options.update(frame_index=self._done, previous=previous)
+            steady = self.temporal_smoothing and spec.steady  # its filter's state comes back with the results
+            if spec.draw is not None and spec.name in self._pictures_only and not steady:
                 job.options["draw"] = {k: v for k, v in self.options_for(spec).items()
                                        if k in spec.defaults() or k == "opaque"}  # what its renderer reads
                 job.options["draw_state"] = getattr(self._last.get(spec.name), "state", None)

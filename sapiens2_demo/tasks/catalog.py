@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..export import mocap_video, task_files
 from ..export import video as video_files
-from ..pipelines import dense
+from ..pipelines import dense, steady
 from . import drawn, present
 from .spec import Option, TaskSpec, register
 
@@ -76,14 +76,23 @@ def run_segment(frames, manager, size, *, seg_cache=None, **_):
     return dense.segment_batch(frames, manager, size, cache=seg_cache)
 
 
-def run_normals(frames, manager, size, *, seg_cache=None, remove_background: bool = False, **_):
+def run_normals(frames, manager, size, *, seg_cache=None, remove_background: bool = False,
+                temporal_smoothing: bool = False, previous=None, **_):
+    """temporal_smoothing (video): the maps filtered over time, going on from `previous` (pipelines/steady.py)."""
     masks = _person_masks(frames, manager, size, seg_cache, remove_background)
-    return dense.normals_batch(frames, manager, size, masks=masks)
+    results = dense.normals_batch(frames, manager, size, masks=masks)
+    if temporal_smoothing:
+        results = steady.steady_results(frames, results, "normals", manager.device, previous, unit=True)
+    return results
 
 
-def run_pointmap(frames, manager, size, *, seg_cache=None, remove_background: bool = False, **_):
+def run_pointmap(frames, manager, size, *, seg_cache=None, remove_background: bool = False,
+                 temporal_smoothing: bool = False, previous=None, **_):
     masks = _person_masks(frames, manager, size, seg_cache, remove_background)
-    return dense.pointmap_batch(frames, manager, size, masks=masks, cache=_image_cache(frames, seg_cache))
+    results = dense.pointmap_batch(frames, manager, size, masks=masks, cache=_image_cache(frames, seg_cache))
+    if temporal_smoothing:
+        results = steady.steady_results(frames, results, "points", manager.device, previous)
+    return results
 
 
 def run_matting(frames, manager, size, *, seg_cache=None, **_):
@@ -218,7 +227,8 @@ register(TaskSpec(
     options=(REMOVE_BACKGROUND,
              Option("background", "black", "Background", "radio", (("black", "black"), ("original image", "image"))),
              Option("png_bits", 16, "PNG bit depth", "radio", (8, 16))),
-    uses_mask=True, renderer=normals_renderer, present=present.present_normals, export=task_files.export_normals,
+    uses_mask=True, follows_frames=True, carry=steady.carried, steady=True,  # video: temporal_smoothing
+    renderer=normals_renderer, present=present.present_normals, export=task_files.export_normals,
     files=("normals.npy", "normals16.png"), video_export=normals_video_export, live=True, in_all=True,
     button="Estimate normals", outputs=("slider",), result_label="Image / normals",
     files_label="Downloads (.npy, PNG)"))
@@ -230,7 +240,8 @@ register(TaskSpec(
                     step=10_000),
              Option("max_faces", 300_000, "Max faces in the surface mesh", "slider", low=10_000, high=1_000_000,
                     step=10_000)),
-    uses_mask=True, renderer=depth_renderer, present=present.present_pointmap, export=task_files.export_pointmap,
+    uses_mask=True, follows_frames=True, carry=steady.carried, steady=True,  # video: temporal_smoothing
+    renderer=depth_renderer, present=present.present_pointmap, export=task_files.export_pointmap,
     files=("depth_mm.png", "depth_m.npy"), optional_files=("person.ply", "person.glb", "person_mesh.glb"),
     video_export=on_request(video_files.DepthVideoExport), live=True, in_all=True, button="Estimate depth & 3D",
     outputs=("slider", "model3d"), result_label="Image / depth (turbo inverse depth, colour bar in metres)",

@@ -62,6 +62,10 @@ class TaskSpec:
     # run also takes frame_index (of frames[0] in the video) and previous (the result of the frame before), so a
     # video's frames carry work over across batches and GPU calls (pose follows people between detections)
     follows_frames: bool = False
+    # (the last result of a video chunk) -> what the next chunk's run gets as `previous` (default: the result
+    # itself), so a task sends back into the next GPU call only what it goes on from
+    carry: Callable | None = None
+    steady: bool = False  # its maps can be filtered over time on video (`temporal_smoothing`, pipelines/steady.py)
     renderer: Callable | None = None
     # draw(frames, manager, size, annotator, **options) -> pictures drawn on the model's device (tasks/drawn.py):
     # a CUDA video whose task writes no per-frame data gets these instead of results drawn on the host

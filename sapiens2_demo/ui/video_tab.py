@@ -32,6 +32,7 @@ def run_video(ctx, video, task: str = DEFAULT_TASK, size: str = "0.4b", stride: 
               beta: float = 0.05, remove_background: bool = True, raw_normals: bool = False,
               matting_background: str = "colour", colour: str = "#00b140", background_image=None,
               frame_exports: bool = False, batch_size: int = 0, detect_every: int = DETECT_EVERY,
+              motion_3d: bool = False, temporal_smoothing: bool = False,
               request: gr.Request = None, progress=gr.Progress()):
     """Generator: yields nothing visible until the end (progress goes to the bar), then the outputs."""
     with user_errors("Video"):
@@ -46,7 +47,8 @@ def run_video(ctx, video, task: str = DEFAULT_TASK, size: str = "0.4b", stride: 
                        min_cutoff=min_cutoff, beta=beta, remove_background=remove_background,
                        raw_normals=raw_normals, matting_background=matting_background, colour=colour,
                        background_image=background, frame_exports=bool(frame_exports),
-                       detect_every=int(detect_every))
+                       detect_every=int(detect_every), motion_3d=bool(motion_3d),
+                       temporal_smoothing=bool(temporal_smoothing))
         steps = job.run()
         progress(0, desc="Reading the video...")
         try:
@@ -62,6 +64,13 @@ def run_video(ctx, video, task: str = DEFAULT_TASK, size: str = "0.4b", stride: 
     yield str(out.video), [str(path) for path in out.files], notes_markdown(out.notes)
 
 
+def motion_viewer(files):
+    """The 3D viewer after a run: motion.glb when the run wrote one, shown; else hidden."""
+    paths = [getattr(f, "path", None) or getattr(f, "name", None) or f for f in files or []]
+    found = next((str(p) for p in paths if str(p).endswith("motion.glb")), None)
+    return gr.Model3D(value=found, visible=found is not None)
+
+
 def build_video_tab(ctx) -> None:
     def video_handler(video, task: str = DEFAULT_TASK, size: str = "0.4b", stride: int = 1,
                       detection_threshold: float = 0.3, max_people: int = 20, tracking: bool = True,
@@ -69,11 +78,12 @@ def build_video_tab(ctx) -> None:
                       remove_background: bool = True, raw_normals: bool = False,
                       matting_background: str = "colour", colour: str = "#00b140", background_image=None,
                       frame_exports: bool = False, batch_size: int = 0, detect_every: int = DETECT_EVERY,
+                      motion_3d: bool = False, temporal_smoothing: bool = False,
                       request: gr.Request = None, progress=gr.Progress()):
         yield from run_video(ctx, video, task, size, stride, detection_threshold, max_people, tracking, smoothing,
                              min_cutoff, beta, remove_background, raw_normals, matting_background, colour,
-                             background_image, frame_exports, batch_size, detect_every, request=request,
-                             progress=progress)
+                             background_image, frame_exports, batch_size, detect_every, motion_3d,
+                             temporal_smoothing, request=request, progress=progress)
 
     limits = VideoLimits()
     with gr.Tab("Video", id="video", elem_id="tab-video"):
@@ -100,8 +110,12 @@ def build_video_tab(ctx) -> None:
                     smoothing = gr.Checkbox(True, label="Smooth keypoints over time (One Euro filter)")
                     min_cutoff = gr.Slider(0.01, 5.0, 0.2, step=0.01, label="Smoothing: min cutoff (Hz; lower = smoother)")
                     beta = gr.Slider(0.0, 1.0, 0.05, step=0.005, label="Smoothing: beta (higher = less lag on fast moves)")
+                    motion = gr.Checkbox(False, label="3D motion: lift each frame to 3D with the depth model; a BVH "
+                                         "per person and an animated motion.glb", elem_id="video-motion-3d")
                 with gr.Accordion("Normals, depth and matting options", open=False):
                     fg = gr.Checkbox(True, label="Remove background (normals, depth)")
+                    steady = gr.Checkbox(False, label="Steady over time (normals, depth): no flicker where the scene "
+                                         "is still", elem_id="video-steady")
                     raw = gr.Checkbox(False, label="Also export the raw normal maps (float16 .npy per frame)")
                     mode = gr.Radio(["colour", "transparent", "image"], value="colour", label="Matting background")
                     colour = gr.ColorPicker("#00b140", label="Matting background colour")
@@ -119,9 +133,13 @@ def build_video_tab(ctx) -> None:
             with gr.Column():
                 rendered = gr.Video(label="Result (with the input's audio)", interactive=False, elem_id="video-output")
                 files = gr.File(label="Downloads", file_count="multiple", elem_id="video-files")
+                viewer = gr.Model3D(label="3D motion (motion.glb: the first person's animation plays)",
+                                    clear_color=(0.1, 0.1, 0.1, 1.0), visible=False, elem_id="video-motion")
                 info = gr.Markdown(elem_classes=["notes"])
         note()
         inputs = [video, task, size, stride, det_thr, max_people, tracking, smoothing, min_cutoff, beta, fg, raw,
-                  mode, colour, bg_img, exports, gr.Number(0, visible=False), every]  # batch_size: API only
+                  mode, colour, bg_img, exports, gr.Number(0, visible=False), every, motion, steady]  # batch_size: API only
         event = btn.click(video_handler, inputs, [rendered, files, info], api_name="video", concurrency_id="video")
+        # the 3D viewer is filled from the returned files: the endpoint's return values stay as they are
+        event.then(motion_viewer, files, viewer, api_visibility="private", show_progress="hidden")
         stop.click(None, None, None, cancels=[event])

@@ -53,6 +53,17 @@ def test_pose_exports_have_one_line_per_frame_with_track_ids(client, clip):
     assert {p["track_id"] for line in lines for p in line["people"]} == {1}  # the whole-image box: one track
 
 
+def test_motion_3d_and_steady_options_through_the_api(client, clip):
+    """`motion_3d` adds pose_3d.jsonl (a line per frame) and says what it made of the random-weight people;
+    `temporal_smoothing` keeps depth's per-frame exports (one PNG per frame)."""
+    _, files, notes = _video(client, clip, "pose", max_people=2, motion_3d=True)
+    lines = open(next(p for p in files if p.endswith("pose_3d.jsonl"))).read().splitlines()
+    assert len(lines) == 12 and "3D motion:" in notes
+    _, files, notes = _video(client, clip, "pointmap", frame_exports=True, temporal_smoothing=True)
+    with zipfile.ZipFile(next(p for p in files if p.endswith("depth_mm.zip"))) as zf:
+        assert len(zf.namelist()) == 12
+
+
 def test_label_and_depth_zips_are_lossless_per_frame(client, clip):
     _, files, _ = _video(client, clip, "segment", frame_exports=True)
     with zipfile.ZipFile(next(p for p in files if p.endswith("body_parts_labels.zip"))) as zf:

@@ -1,0 +1,124 @@
+"""Steady over time: a per-pixel filter for video normals and depth that removes frame-to-frame flicker where
+the scene is still and follows it at once where it moves.
+
+Each pixel's output is an exponential moving average of the model's maps, y = y_prev + a * (x - y_prev), with
+a = STILL_WEIGHT where the input frame did not change and a = 1 (a reset: the frame's own value) where it did.
+"Changed" is read from the input frames, not the outputs: the grey frame, averaged over DOWNSCALE x DOWNSCALE
+blocks (so sensor noise averages out), differs from the previous frame's by more than CHANGE_LEVELS grey levels,
+grown by one block on every side (the model's maps smear an edge over a few pixels). The person mask
+(background removal) is smoothed the same way and thresholded at one half. Normals are renormalised.
+
+Runs in torch on the model's device; the filter's state (the last output, mask weight and block-averaged
+frame) rides on the last result of every batch (`steady`), so the next batch, GPU call or chunk goes on from it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+STILL_WEIGHT = 0.2  # the new frame's share where the scene is still: noise std / ~3, flicker / ~6 (white noise)
+DOWNSCALE = 4  # pixels per block side for change detection
+CHANGE_LEVELS = 6.0  # a block whose mean grey level moved by more than this (0-255) changed
+
+
+@dataclass
+class SteadyState:
+    """Where the filter left off (numpy, so it crosses GPU calls): small next to a chunk's results."""
+
+    grey: np.ndarray  # (h, w) float32: the last frame, grey, block-averaged
+    value: np.ndarray  # (H, W, C) float32: the last output
+    weight: np.ndarray | None  # (H, W) float32: the smoothed person mask, None without background removal
+
+
+@dataclass
+class SteadyCarry:
+    """What the next chunk needs of the last result (not its maps: they are in the state)."""
+
+    steady: SteadyState | None
+
+
+def carried(result) -> SteadyCarry | None:
+    """The last result of a chunk reduced to the filter's state (TaskSpec.carry)."""
+    state = getattr(result, "steady", None)
+    return None if state is None else SteadyCarry(state)
+
+
+def _blocks(frame, device):
+    """(H, W, 3) uint8 -> (h, w) float32 grey, DOWNSCALE-block means (partial blocks at the edges count)."""
+    import torch
+    import torch.nn.functional as F
+
+    rgb = torch.as_tensor(np.ascontiguousarray(frame[..., :3])).to(device).permute(2, 0, 1).float()
+    grey = (0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2])[None, None]
+    return F.avg_pool2d(grey, DOWNSCALE, ceil_mode=True, count_include_pad=False)[0, 0]
+
+
+def _moving(grey, previous, shape):
+    """(H, W) bool: where the scene changed since the previous frame (see the module docstring)."""
+    import torch.nn.functional as F
+
+    changed = ((grey - previous).abs() > CHANGE_LEVELS).float()[None, None]
+    grown = F.max_pool2d(changed, 3, stride=1, padding=1)
+    full = F.interpolate(grown, scale_factor=DOWNSCALE, mode="nearest")[0, 0, :shape[0], :shape[1]]
+    return full > 0
+
+
+class SteadyFilter:
+    """`step(frame, value, mask) -> (value, mask)` frame by frame, in order; `state` where it left off."""
+
+    def __init__(self, device, state: SteadyState | None = None, unit: bool = False):
+        self.device, self.unit = device, unit
+        self._grey = self._value = self._weight = None
+        if state is not None:
+            import torch
+
+            self._grey = torch.as_tensor(state.grey).to(device)
+            self._value = torch.as_tensor(state.value).to(device)
+            self._weight = None if state.weight is None else torch.as_tensor(state.weight).to(device)
+
+    def step(self, frame: np.ndarray, value: np.ndarray, mask: np.ndarray | None):
+        """frame (H, W, 3) uint8, value (H, W, C) float32, mask (H, W) bool or None -> filtered numpy copies."""
+        import torch
+
+        grey = _blocks(frame, self.device)
+        x = torch.as_tensor(np.asarray(value, np.float32)).to(self.device)
+        m = None if mask is None else torch.as_tensor(np.asarray(mask, bool)).to(self.device).float()
+        if self._value is None or self._value.shape != x.shape or self._grey.shape != grey.shape:
+            out, weight = x.clone(), m  # the first frame (or a new size): nothing to blend with
+        else:
+            still = ~_moving(grey, self._grey, x.shape[:2]) & torch.isfinite(self._value).all(-1)
+            share = torch.where(still, STILL_WEIGHT, 1.0)[..., None]
+            blend = self._value + STILL_WEIGHT * (x - self._value)
+            out = torch.where(still[..., None] & torch.isfinite(blend), blend, x)  # a reset is the frame's own value
+            if self.unit:
+                out = out / out.norm(dim=-1, keepdim=True).clamp_min(1e-6)
+            weight = m
+            if m is not None and self._weight is not None:
+                weight = self._weight + share[..., 0] * (m - self._weight)
+        self._grey, self._value, self._weight = grey, out, weight
+        kept = None if weight is None else (weight >= 0.5).cpu().numpy()
+        return out.cpu().numpy(), kept
+
+    @property
+    def state(self) -> SteadyState | None:
+        if self._value is None:
+            return None
+        return SteadyState(grey=self._grey.cpu().numpy(), value=self._value.cpu().numpy(),
+                           weight=None if self._weight is None else self._weight.cpu().numpy())
+
+
+def steady_results(frames: list[np.ndarray], results: list, field: str, device, previous=None,
+                   unit: bool = False) -> list:
+    """New results with `field` (normals / points) and `mask` filtered over the frames in order, going on from
+    `previous` (the last result of the batch before, or its SteadyCarry); the last carries the state."""
+    flt = SteadyFilter(device, getattr(previous, "steady", None), unit=unit)
+    steady = []
+    for frame, result in zip(frames, results):
+        value, mask = flt.step(frame, getattr(result, field), result.mask)
+        steady.append(dataclasses.replace(result, **{field: value, "mask": mask}))
+    if steady:
+        steady[-1].steady = flt.state
+    return steady
