@@ -347,7 +347,8 @@ def test_features_task_writes_the_features_tabs_files(data, tiny_dir, tmp_path):
 
 def test_surface_mesh_and_lift_3d(data, tiny_dir, tmp_path):
     """`--tasks pointmap` writes the surface mesh beside the clouds; `--lift-3d` adds pose_3d.json (308 x 4 per
-    person) to pose's files, and a video in the same run is not lifted."""
+    person) to pose's files, and a video in the same run gets its motion capture (pose_3d.jsonl, a line per
+    frame; the random-weight people give no skeleton, which the files do not pretend)."""
     import trimesh
 
     out = tmp_path / "lifted"
@@ -366,7 +367,9 @@ def test_surface_mesh_and_lift_3d(data, tiny_dir, tmp_path):
     records = by_name(this_run(out / "manifest.jsonl"), data)
     assert "people/hopper/pose/pose_3d.json" in records["people/hopper.png"].outputs
     video_pose = {p.rsplit("/", 1)[-1] for p in records[VIDEO].outputs if "/pose/" in p}
-    assert "pose_coco_wholebody.jsonl" in video_pose and not any("pose_3d" in p for p in video_pose)
+    assert {"pose_coco_wholebody.jsonl", "pose_3d.jsonl"} <= video_pose
+    lines = (out / "clips" / "walk" / "pose" / "pose_3d.jsonl").read_text().splitlines()
+    assert len(lines) == 4 and all(json.loads(line)["frame"] == i for i, line in enumerate(lines))
 
 
 def test_rerun_with_lift_3d_redoes_images_done_without_it(data, tiny_dir, tmp_path):
