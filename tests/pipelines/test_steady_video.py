@@ -112,4 +112,4 @@ def test_the_state_crosses_as_numpy_and_goes_on():
     second = SteadyFilter("cpu", first.state)
     rest = [second.step(f, v, m) for f, v, m in zip(frames[3:], values[3:], masks[3:])]
     for (a, ma), (b, mb) in zip(whole[3:], rest):
-        assert np.allclose(a, b) and np.array_equal(ma, mb)
+        assert np.allclose(a, b, atol=2e-3) and np.array_equal(ma, mb)  # the state crosses as float16

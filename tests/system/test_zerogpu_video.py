@@ -52,7 +52,8 @@ def clip(tmp_path_factory):
     return make_video(tmp_path_factory.mktemp("zerogpu-clip") / "clip.mp4", frames=FRAMES, size=SIZE, fps=20)
 
 
-@pytest.mark.parametrize("task", ["segment", "normals", "pointmap", "matting", "pose", "pose:motion_3d"])
+@pytest.mark.parametrize("task", ["segment", "normals", "pointmap", "matting", "pose", "pose:motion_3d",
+                                  "pointmap:temporal_smoothing"])
 def test_one_gpu_call_per_chunk_and_few_bytes_per_frame(tiny_dir, clip, tmp_path, task):
     log, _ = run(tiny_dir, clip, tmp_path / "out", task, zerogpu=True)
     calls = DONE.findall(log)

@@ -280,3 +280,34 @@ def test_a_person_never_lifted_gets_no_skeleton():
     [track] = record(keypoints).tracks()
     with pytest.raises(ValueError, match="hips and neck"):
         track.solve()
+
+
+def test_recorder_smooths_jitter_in_3d_with_the_video_filter():
+    """A still person whose lifted depth jitters by 2 cm: the One Euro filter (the video defaults, in pixel-
+    equivalent units: the person's 2D spread over their 3D spread) cuts the jitter; unlifted keypoints are held
+    and marked, never-lifted ones stay NaN."""
+    from sapiens2_demo.pose.lift import Pose3DResult
+    from sapiens2_demo.pose.motion import MotionRecorder
+
+    rng = np.random.default_rng(3)
+    still = walking_keypoints(1)[0]
+    body = np.isfinite(still).all(1)
+    recorder = MotionRecorder()
+    outputs, inputs = [], []
+    for t in range(60):
+        noisy = still + rng.normal(0, 0.02, still.shape) * [0.2, 0.2, 1.0]
+        available = body.copy()
+        available[0] = t % 2 == 0  # the nose lifted every other frame
+        projected = 500 * noisy[:, :2] / noisy[:, 2:3] + [320, 240]  # f = 500 px: ~125 px per metre at 4 m
+        lifted = Pose3DResult(points=np.where(available[:, None], noisy, np.nan)[None].astype(np.float32),
+                              scores=np.full((1, NUM_KEYPOINTS), 0.9, np.float32), available=available[None],
+                              track_ids=np.array([1]))
+        [person] = recorder.add(t / 30, lifted, projected[None])
+        outputs.append(person["points"])
+        inputs.append(noisy)
+        assert person["measured"][0] == (t % 2 == 0) and np.isfinite(person["points"][0]).all()
+        assert np.isnan(person["points"][~body]).all()
+    jitter_in = np.std(np.array(inputs)[20:, body, 2], axis=0).mean()
+    jitter_out = np.std(np.array(outputs)[20:, body, 2], axis=0).mean()
+    assert jitter_out * 2.5 < jitter_in, (jitter_in, jitter_out)
+    assert 100 < recorder._tracks[1].scale < 160  # pixels per metre, from the person's own spreads
