@@ -12,7 +12,8 @@ supersede earlier ones; a line cut short by a crash is ignored when read.
 
 Resume: an image is complete when every task folder holds all the files its task description names (`files`)
 and those the run's options add (BatchOptions.required_files: pose_3d.json with --lift-3d); a video when,
-for every task, the latest `ok` line that ran it lists its files and they all still exist. Files are written
+for every task, the latest `ok` line that ran it lists its files, they all still exist and they include those
+the run's options add (BatchOptions.required_video_files: pose_3d.jsonl with --lift-3d). Files are written
 into a hidden temporary folder and renamed into place, the expected ones last, so a crash never leaves a
 complete-looking set with a partial file in it.
 """
@@ -107,24 +108,29 @@ def _names(name: str, spec) -> bool:
         return False
 
 
-def _video_task_outputs(item: InputItem, task: str, output_dir: Path, records: list[Record]) -> list[str] | None:
-    """The files the latest ok run of `task` on this video wrote, if they are all still there."""
+def _video_task_outputs(item: InputItem, task: str, output_dir: Path, records: list[Record],
+                        needed: tuple[str, ...] = ()) -> list[str] | None:
+    """The files the latest ok run of `task` on this video wrote, if they are all still there and hold `needed`."""
     spec = task_specs.get(task)
     for record in reversed(records):
         if any(_names(name, spec) for name in record.tasks or []):
             mine = [p for p in record.outputs if p.startswith(f"{item.name}/{spec.out_folder}/")]
-            return mine if mine and all((output_dir / p).is_file() for p in mine) else None
+            held = {p.rsplit("/", 1)[-1] for p in mine}
+            complete = mine and set(needed) <= held and all((output_dir / p).is_file() for p in mine)
+            return mine if complete else None
     return None
 
 
 def complete_outputs(item: InputItem, tasks, output_dir: Path, previous: dict[str, list[Record]],
-                     required: Callable[[str], tuple[str, ...]] | None = None) -> list[str] | None:
+                     required: Callable[[str], tuple[str, ...]] | None = None,
+                     video_required: Callable[[str], tuple[str, ...]] | None = None) -> list[str] | None:
     """The outputs (relative to DIR) when `item` is complete for every task, else None. `required(task)`: the
-    files a complete image export of the task holds under the run's options (default: the task's `files`)."""
+    files a complete image export of the task holds under the run's options (default: the task's `files`);
+    `video_required(task)`: the files a video's downloads must hold under them (default: none)."""
     folder = item.folder(output_dir)
     if item.kind == "video":
         records = previous.get(str(item.path), [])
-        per_task = [_video_task_outputs(item, task, output_dir, records)
+        per_task = [_video_task_outputs(item, task, output_dir, records, video_required(task) if video_required else ())
                     for task in tasks if task_specs.get(task).video]  # e.g. features are per image
         return None if not per_task or None in per_task else [p for paths in per_task for p in paths]
     outputs = []

@@ -66,6 +66,13 @@ class BatchOptions:
                  for name in names if name not in spec.files]
         return tuple(spec.files) + tuple(dict.fromkeys(extra))
 
+    def required_video_files(self, task: str) -> tuple[str, ...]:
+        """What a video's downloads of `task` must hold because of this run's options (pose_3d.jsonl with
+        lift_3d), so a re-run with the option redoes the videos done without it."""
+        on = self.task_options()
+        return tuple(name for option, names in task_specs.get(task).video_option_files.items() if on.get(option)
+                     for name in names)
+
     @property
     def lifts(self) -> bool:
         """Pose lifts to 3D: it also runs the pointmap model, masked with the body-part segmentation."""

@@ -32,7 +32,7 @@ def run(inputs: list[str], output: str | Path, options: BatchOptions, *, engine:
     pending, complete = [], []
     for item in items:
         found = None if overwrite else complete_outputs(item, options.tasks, output_dir, previous,
-                                                     options.required_files)
+                                                     options.required_files, options.required_video_files)
         if found is None:
             pending.append(item)
         else:

@@ -141,11 +141,10 @@ class VideoJob:
     def jobs(self):
         """Each task's GPU job; video-only pipeline options ride along (a runner takes or ignores them)."""
         jobs = [spec.job(self.size, self.options_for(spec)) for spec in self.specs]
-        for job in jobs:
+        for spec, job in zip(self.specs, jobs):
             job.options["detect_every"] = self.detect_every
             if self.motion_3d and "lift_3d" in job.options:
                 job.options["lift_3d"] = True  # each frame's pointmap, inside the same GPU call
-        for spec, job in zip(self.specs, jobs):
             if self.temporal_smoothing and spec.steady:
                 job.options["temporal_smoothing"] = True
         return jobs
@@ -232,8 +231,7 @@ class VideoJob:
         for spec, job in zip(self.specs, jobs):
             if spec.follows_frames:  # this chunk goes on from the last one (pose: the people it followed)
                 previous = self._last.get(spec.name)
-                if spec.carry is not None and previous is not None:
-                    previous = spec.carry(previous)
+                previous = spec.carry(previous) if spec.carry is not None and previous is not None else previous
                 job.options.update(frame_index=self._done, previous=previous)
             steady = self.temporal_smoothing and spec.steady  # its filter's state comes back with the results
             if spec.draw is not None and spec.name in self._pictures_only and not steady:

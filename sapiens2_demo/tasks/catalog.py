@@ -206,6 +206,7 @@ register(TaskSpec(
     files=("pose_sapiens2.json", "pose_coco17.json", "pose_openpose_keypoints.json", "pose_coco_wholebody.json"),
     optional_files=("pose_3d.json", "pose_3d.glb"), all_options={"lift_3d": True}, model3d_files=("pose_3d.glb",),
     option_files={"lift_3d": ("pose_3d.json",)},  # the .glb only when a joint has a depth
+    video_option_files={"lift_3d": ("pose_3d.jsonl",)},  # the BVH and .glb only when someone is solved
     video_export=mocap_video.pose_video_export, live=True, in_all=True, button="Estimate pose",
     outputs=("image",), result_label="Keypoints",
     files_label="Downloads (official JSON, COCO-17, OpenPose, COCO-WholeBody; 3D keypoints when lifted)",

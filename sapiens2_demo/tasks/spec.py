@@ -76,6 +76,7 @@ class TaskSpec:
     files: tuple[str, ...] = ()  # what a complete image export holds (the CLI's resume check)
     optional_files: tuple[str, ...] = ()  # written only when there is something to write
     option_files: dict = field(default_factory=dict, hash=False)  # option -> files always written when it is on
+    video_option_files: dict = field(default_factory=dict, hash=False)  # the same for a video's downloads
     video_export: Callable | None = None
     video: bool = True  # runs on videos
     live: bool = False  # offered in the Live tab

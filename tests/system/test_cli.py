@@ -391,3 +391,18 @@ def test_rerun_with_lift_3d_redoes_images_done_without_it(data, tiny_dir, tmp_pa
         assert code == 0 and "0 ok, 0 failed, 1 skipped" in stdout, (flags, stdout)
     skipped = by_name(this_run(out / "manifest.jsonl", before), data)["people/hopper.png"]
     assert skipped.status == "skipped" and "hopper/pose/pose_3d.json" in skipped.outputs
+
+
+def test_rerun_with_lift_3d_redoes_videos_done_without_it(data, tiny_dir, tmp_path):
+    """The same for a video: done without --lift-3d it has no pose_3d.jsonl, so a run with the flag redoes it;
+    after that it is skipped."""
+    out = tmp_path / "relift_video"
+    video = [data / VIDEO]
+    lines = out / "walk" / "pose" / "pose_3d.jsonl"
+    code, stdout, _ = run_cli(cli_args(tiny_dir, video, out, "--tasks", "pose", "-q"))
+    assert code == 0 and "1 ok, 0 failed, 0 skipped" in stdout and not lines.exists()
+    code, stdout, _ = run_cli(cli_args(tiny_dir, video, out, "--tasks", "pose", "--lift-3d", "-q"))
+    assert code == 0 and "1 ok, 0 failed, 0 skipped" in stdout, stdout
+    assert len(lines.read_text().splitlines()) == 4
+    code, stdout, _ = run_cli(cli_args(tiny_dir, video, out, "--tasks", "pose", "--lift-3d", "-q"))
+    assert code == 0 and "0 ok, 0 failed, 1 skipped" in stdout, stdout
