@@ -71,8 +71,15 @@ def _joint_mesh(segments: list[np.ndarray]):
         rod.apply_transform(trimesh.geometry.align_vectors([0, 0, 1], segment / length))
         parts.append(rod)
     mesh = trimesh.util.concatenate(parts)
-    return (np.asarray(mesh.vertices, np.float32), np.asarray(mesh.vertex_normals, np.float32),
-            np.asarray(mesh.faces, np.uint32).reshape(-1))
+    vertices, faces = np.asarray(mesh.vertices, np.float64), np.asarray(mesh.faces, np.int64)
+    # vertex normals: the area-weighted mean of the faces' (trimesh's own wants scipy, or logs a traceback)
+    corners = vertices[faces]
+    face_normals = np.cross(corners[:, 1] - corners[:, 0], corners[:, 2] - corners[:, 0])
+    normals = np.zeros_like(vertices)
+    for k in range(3):
+        np.add.at(normals, faces[:, k], face_normals)
+    normals /= np.maximum(np.linalg.norm(normals, axis=1, keepdims=True), 1e-12)
+    return vertices.astype(np.float32), normals.astype(np.float32), faces.astype(np.uint32).reshape(-1)
 
 
 class _Buffer:
