@@ -84,12 +84,58 @@ def still_clip(out: Path, frames: int = 24) -> Path:
     return out
 
 
-def flicker(zip_path: Path) -> float:
+def depth_frames(zip_path: Path) -> np.ndarray:
     from PIL import Image
 
     with zipfile.ZipFile(zip_path) as zf:
-        frames = np.stack([np.asarray(Image.open(io.BytesIO(zf.read(n))), np.float64) for n in sorted(zf.namelist())])
+        return np.stack([np.asarray(Image.open(io.BytesIO(zf.read(n))), np.float64) for n in sorted(zf.namelist())])
+
+
+def flicker(frames: np.ndarray) -> float:
     return float(np.abs(np.diff(frames[3:], axis=0)).mean())
+
+
+def figure(frames: dict, path: Path) -> None:
+    """Before/after: a depth frame and its change from the frame before, without and with the option."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    t = len(frames[False]) // 2
+    fig, axes = plt.subplots(2, 2, figsize=(7, 5.6), constrained_layout=True)
+    depth_range = np.percentile(frames[False][t][frames[False][t] > 0], [2, 98])
+    for row, steady in enumerate((False, True)):
+        label = "steady over time" if steady else "as the model gives it"
+        image = axes[row, 0].imshow(frames[steady][t], cmap="turbo", vmin=depth_range[0], vmax=depth_range[1])
+        axes[row, 0].set_title(f"depth (mm), {label}", fontsize=9)
+        change = np.abs(frames[steady][t] - frames[steady][t - 1])
+        shown = axes[row, 1].imshow(change, cmap="magma", vmin=0, vmax=60)
+        axes[row, 1].set_title(f"change from the frame before: mean {change.mean():.1f} mm", fontsize=9)
+        for ax in axes[row]:
+            ax.axis("off")
+    fig.colorbar(image, ax=axes[:, 0], shrink=0.6)
+    fig.colorbar(shown, ax=axes[:, 1], shrink=0.6)
+    fig.suptitle("A still clip with sensor noise (tiny random-weight checkpoints)", fontsize=10)
+    fig.savefig(path, dpi=100)
+
+
+def speed(clip: Path, key: str, batch: int, tmp: Path) -> None:
+    from sapiens2_demo.jobs.video import process_video
+
+    for task, options in RUNS.values():  # warm-up: models loaded, first calls paid
+        process_video(clip, task, key, tmp / "warm", batch_size=batch, **options)
+    seconds, frames = {name: [] for name in RUNS}, {}
+    for name in [*RUNS, *reversed(RUNS)]:
+        task, options = RUNS[name]
+        started = time.perf_counter()
+        out = process_video(clip, task, key, tmp / name.replace(" ", ""), batch_size=batch, **options)
+        seconds[name].append(time.perf_counter() - started)
+        frames[name] = out.frames
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    for name in RUNS:
+        mean = sum(seconds[name]) / len(seconds[name])
+        print(f"  {name:18s} {frames[name] / mean:6.2f} frames/s  ({', '.join(f'{s:.1f}' for s in seconds[name])} s)")
 
 
 def main() -> None:
@@ -98,6 +144,8 @@ def main() -> None:
     parser.add_argument("--frames", type=int, default=48)
     parser.add_argument("--checkpoint-dir", type=Path, default=Path("/tmp/sapiens2-tiny"))
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--figure", type=Path, help="also write the before/after picture of the flicker here")
+    parser.add_argument("--no-speed", action="store_true", help="only the flicker figures")
     args = parser.parse_args()
 
     from sapiens2_demo import gpu
@@ -108,29 +156,19 @@ def main() -> None:
     batch = default_batch_size(manager.device)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        clip = cut(args.clip, args.frames, tmp / "clip.mp4")
-        for task, options in RUNS.values():  # warm-up: models loaded, first calls paid
-            process_video(clip, task, key, tmp / "warm", batch_size=batch, **options)
-        seconds = {name: [] for name in RUNS}
-        frames = {}
-        for name in [*RUNS, *reversed(RUNS)]:
-            task, options = RUNS[name]
-            started = time.perf_counter()
-            out = process_video(clip, task, key, tmp / name.replace(" ", ""), batch_size=batch, **options)
-            seconds[name].append(time.perf_counter() - started)
-            frames[name] = out.frames
-        print(f"clip: {args.clip.name}, {args.frames} frames; device {manager.device}, batch {batch}; "
-              f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-        for name in RUNS:
-            mean = sum(seconds[name]) / len(seconds[name])
-            print(f"  {name:18s} {frames[name] / mean:6.2f} frames/s  ({', '.join(f'{s:.1f}' for s in seconds[name])} s)")
+        if not args.no_speed:
+            speed(cut(args.clip, args.frames, tmp / "clip.mp4"), key, batch, tmp)
+            print(f"  (clip: {args.clip.name}, {args.frames} frames; device {manager.device}, batch {batch})")
 
         still = still_clip(tmp / "still.mp4")
-        values = {}
+        frames = {}
         for steady in (False, True):
             out = process_video(still, "pointmap", key, tmp / f"steady{steady}", batch_size=batch,
                                 frame_exports=True, temporal_smoothing=steady)
-            values[steady] = flicker(next(p for p in out.files if p.name == "depth_mm.zip"))
+            frames[steady] = depth_frames(next(p for p in out.files if p.name == "depth_mm.zip"))
+        values = {steady: flicker(maps) for steady, maps in frames.items()}
+        if args.figure:
+            figure(frames, args.figure)
         print(f"still clip (24 frames, noise 2 grey levels): depth frame-to-frame change {values[False]:.1f} mm "
               f"-> {values[True]:.1f} mm with temporal_smoothing ({values[False] / max(values[True], 1e-9):.1f}x "
               "less)")
