@@ -39,3 +39,4 @@ bench: setup
 	$(OFFLINE) $(PY) benchmarks/bench_endpoints.py
 	$(OFFLINE) $(PY) benchmarks/bench_gpu.py
 	$(OFFLINE) $(PY) benchmarks/bench_batch.py
+	$(OFFLINE) $(PY) benchmarks/bench_mocap.py
