@@ -91,3 +91,15 @@ def test_random_weights_give_a_note_and_no_broken_file(clip, key, tmp_path):
 def test_motion_off_writes_no_3d_file(clip, key, tmp_path):
     out = process_video(clip, "pose", key, tmp_path, flip_test=False)
     assert not {"pose_3d.jsonl", "motion.glb"} & {p.name for p in out.files}
+
+
+def test_nobody_in_the_clip_gives_a_note_and_empty_lines(clip, key, tmp_path, monkeypatch):
+    from sapiens2_demo.pipelines import pose as pipeline
+
+    nobody = (np.zeros((0, 4), np.float32), np.zeros(0, np.float32), [])
+    monkeypatch.setattr(pipeline, "find_people", lambda image, *a, **k: nobody)
+    out = process_video(clip, "pose", key, tmp_path, motion_3d=True, flip_test=False)
+    lines = [json.loads(line) for line in open(tmp_path / "pose_3d.jsonl")]
+    assert [line["people"] for line in lines] == [[]] * FRAMES
+    assert not {p.name for p in out.files} & {"motion.glb"} and not list(tmp_path.glob("*.bvh"))
+    assert any("no BVH or motion.glb written: nobody was tracked" in note for note in out.notes), out.notes
