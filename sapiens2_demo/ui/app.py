@@ -33,3 +33,18 @@ def build_app(ctx: AppContext) -> gr.Blocks:
         demo.unload(forget_session)
     demo.sapiens2_context = ctx  # for tests and tools that inspect the running app
     return demo
+
+
+# A failed run leaves the outputs as they were (or empty): the toast names the task and says what to do, so the
+# red "Error" badge gradio lays over each output panel is hidden. Download lists are outputs: gradio 6.31 gives
+# every row of a list of two or more files a remove button, even when the list is not interactive.
+CSS = """
+[data-testid="status-tracker"]:has(> .error) { display: none !important; }
+[id$="-files"] .label-clear-button { display: none !important; }
+"""
+
+
+def launch_options() -> dict:
+    """The page's settings for demo.launch: the style above, and the Live tab's start button named for what it
+    does (gradio's webcam stream button says "Record", which sounds like saving a video)."""
+    return {"css": CSS, "i18n": gr.I18n(en={"common.record": "Start webcam", "common.stop_recording": "Stop webcam"})}
