@@ -44,7 +44,25 @@ CSS = """
 """
 
 
+# The Live tab's stream buttons named for what they do: gradio's say "Record", which sounds like saving a video
+# (its translation keys cannot be overridden in 6.31, so the page renames the button's text when it appears).
+LIVE_BUTTONS_JS = """
+() => {
+  const names = {"Record": "Start webcam", "Stop Recording": "Stop webcam"};
+  const rename = () => {
+    const root = document.getElementById("live-camera");
+    if (!root) return;
+    const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      const name = names[node.textContent.trim()];
+      if (name && node.parentElement.closest("button")) node.textContent = name;
+    }
+  };
+  new MutationObserver(rename).observe(document.body, {childList: true, subtree: true, characterData: true});
+}
+"""
+
+
 def launch_options() -> dict:
-    """The page's settings for demo.launch: the style above, and the Live tab's start button named for what it
-    does (gradio's webcam stream button says "Record", which sounds like saving a video)."""
-    return {"css": CSS, "i18n": gr.I18n(en={"common.record": "Start webcam", "common.stop_recording": "Stop webcam"})}
+    """The page's settings for demo.launch: the style and the Live button names above."""
+    return {"css": CSS, "js": LIVE_BUTTONS_JS}

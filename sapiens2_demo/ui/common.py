@@ -49,41 +49,42 @@ def visitor_message(error: CheckpointUnavailable) -> str:
     task = TASKS.get(family)
     title = task.title if task else family
     if task is not None and len(task.sizes) > 1:
-        return (f"Choose another size: this server does not have the {size} {title} model "
-                f"({found.group(0)}).")
+        return f"This server does not have the {size} {title} model ({found.group(0)}); choose another size."
     return f"This server does not have the {title} model ({found.group(0)}); the other tabs keep working."
 
 
 @contextlib.contextmanager
 def user_errors(task_title: str):
-    """Turn expected failures into a gr.Error a visitor can act on (the toast's title names the task); the
-    operator's detail (paths, flags, the exception) goes to the server log."""
+    """Turn expected failures into a gr.Error a visitor can act on, its message led by the task's name (gradio
+    6.31's toast shows only "Error" as its title); the operator's detail (paths, flags, the exception) goes to
+    the server log."""
+    def refuse(message: str, title: str):
+        return gr.Error(f"{task_title}: {message}", title=f"{task_title}: {title}", print_exception=False)
+
     try:
         yield
     except gr.Error:
         raise
     except CheckpointUnavailable as error:
         log.warning("%s: a model could not be loaded: %s", task_title, error)
-        raise gr.Error(visitor_message(error), title=f"{task_title}: model not available",
-                       print_exception=False) from None
+        raise refuse(visitor_message(error), "model not available") from None
     except ImageError as error:
         log.info("%s: refused the input: %s", task_title, error)
-        raise gr.Error(str(error), title=f"{task_title}: cannot use this file", print_exception=False) from None
+        raise refuse(str(error), "cannot use this file") from None
     except (UnknownCheckpoint, ValueError) as error:
         log.info("%s: refused the request: %s", task_title, error)
-        raise gr.Error(str(error), title=f"{task_title}: cannot run", print_exception=False) from None
+        raise refuse(str(error), "cannot run") from None
     except MemoryError:
         log.exception("%s ran out of memory", task_title)
-        raise gr.Error("Ran out of memory. Try a smaller model size or a smaller image.",
-                       title=f"{task_title}: out of memory", print_exception=False) from None
+        raise refuse("Ran out of memory. Try a smaller model size or a smaller image.", "out of memory") from None
     except Exception as error:  # noqa: BLE001 - the app must keep serving
         if type(error).__name__ == "OutOfMemoryError":  # torch.cuda.OutOfMemoryError
             log.warning("%s: %s", task_title, error)
-            raise gr.Error("The GPU ran out of memory. Try a smaller model size or a smaller image.",
-                           title=f"{task_title}: out of memory", print_exception=False) from None
+            raise refuse("The GPU ran out of memory. Try a smaller model size or a smaller image.",
+                         "out of memory") from None
         log.exception("%s failed", task_title)
-        raise gr.Error("Something went wrong on the server; it has been logged. Try again, or another image; "
-                       "the other tabs keep working.", title=f"{task_title}: failed", print_exception=False) from None
+        raise refuse("Something went wrong on the server; it has been logged. Try again, or another image; the "
+                     "other tabs keep working.", "failed") from None
 
 
 def check_upload(path):
@@ -95,7 +96,9 @@ def check_upload(path):
         load_image(path)
     except ImageError as error:
         log.info("refused an upload: %s", error)
-        gr.Warning(str(error), title="Not an image we can read")
+        message = str(error)
+        gr.Warning(f"This file is not an image we can read: {message[:1].lower()}{message[1:]}",
+                   title="Not an image we can read")
         return None
     return gr.skip()
 
@@ -121,7 +124,7 @@ def task_tab(title: str, tab_id: str, scales=(1, 1)):
         with gr.Row():
             with gr.Column(scale=scales[0]) as inputs:
                 img = image_in()
-                img.upload(check_upload, img, img, api_visibility="private", show_progress="hidden", queue=False)
+                img.upload(check_upload, img, img, api_visibility="private", show_progress="hidden")
             with gr.Column(scale=scales[1]):
                 results = gr.Column()
                 info = gr.Markdown(elem_classes=["notes"])

@@ -66,9 +66,9 @@ def build_features_tab(ctx: AppContext, task_tab, run) -> Callable:
                                    interactive=False, visible=False, elem_id="features-similarity")
             files = gr.File(label="Downloads (CLS embedding .npy, patch features .npy, PCA PNG)",
                             file_count="multiple", interactive=False, elem_id="features-files")
-        image2.upload(check_upload, image2, image2, api_visibility="private", show_progress="hidden", queue=False)
+        image2.upload(check_upload, image2, image2, api_visibility="private", show_progress="hidden")
         image2.change(lambda second: [gr.update(visible=second is not None)] * 2, image2, [slider2, similarity],
-                      api_visibility="private", show_progress="hidden", queue=False)
+                      api_visibility="private", show_progress="hidden")
         btn.click(features, [tab.img, image2, size_dropdown, use_mask],
                   [slider, slider2, similarity, files, tab.info], api_name=spec.name, concurrency_id=spec.family,
                   show_progress_on=[slider])

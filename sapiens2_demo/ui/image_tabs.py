@@ -63,7 +63,7 @@ def _widget(option, ctx):
         return gr.ColorPicker(option.default, label=option.label)
     if option.kind == "image":
         picture = ImageUpload(type="filepath", label=option.label, sources=["upload", "clipboard"])
-        picture.upload(check_upload, picture, picture, api_visibility="private", show_progress="hidden", queue=False)
+        picture.upload(check_upload, picture, picture, api_visibility="private", show_progress="hidden")
         return picture
     raise ValueError(f"Unknown option kind {option.kind!r}")
 
@@ -197,7 +197,7 @@ def build_task_tab(ctx, spec) -> None:
         if option.shown_when is not None:
             name, value = option.shown_when
             by_name[name].change(lambda chosen, value=value: gr.update(visible=chosen == value), by_name[name],
-                                 by_name[option.name], api_visibility="private", show_progress="hidden", queue=False)
+                                 by_name[option.name], api_visibility="private", show_progress="hidden")
     inputs = [tab.img] + ([size] if len(spec.sizes) > 1 else []) + [by_name[o.name] for o in spec.options]
     model = gr.State()  # the 3D model the run made: the viewer's input (not the downloads box)
     event = btn.click(make_handler(ctx, spec), inputs, [*shown, files, tab.info, model], api_name=spec.name,
