@@ -9,7 +9,7 @@ from .. import tasks
 from ..jobs.image import AppContext
 from .common import session_of, task_tab
 from .features_tab import build_features_tab
-from .image_tabs import build_all_tab, build_task_tab, run_request
+from .image_tabs import SHOWN_MODELS, build_all_tab, build_task_tab, run_request
 from .live_tab import build_live_tab
 from .video_tab import build_video_tab
 
@@ -29,6 +29,7 @@ def build_app(ctx: AppContext) -> gr.Blocks:
 
         def forget_session(request: gr.Request):
             ctx.outputs.delete_session(session_of(request))
+            SHOWN_MODELS.forget(session_of(request))
 
         demo.unload(forget_session)
     demo.sapiens2_context = ctx  # for tests and tools that inspect the running app

@@ -96,9 +96,7 @@ def check_upload(path):
         load_image(path)
     except ImageError as error:
         log.info("refused an upload: %s", error)
-        message = str(error)
-        gr.Warning(f"This file is not an image we can read: {message[:1].lower()}{message[1:]}",
-                   title="Not an image we can read")
+        gr.Warning(str(error), title="Not an image we can read")  # the loader's words are the visitor's
         return None
     return gr.skip()
 

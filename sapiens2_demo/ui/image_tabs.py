@@ -9,6 +9,7 @@ in order, each with its default, so gradio_client calls them by name: `client.pr
 from __future__ import annotations
 
 import inspect
+import threading
 
 import gradio as gr
 
@@ -102,8 +103,9 @@ def make_handler(ctx, spec):
         # the render first, then the downloads: what the user looks at does not wait for the files
         for out in stream_request(ctx, spec.title, image_jobs.stream_task, image, request, progress,
                                   task=spec.name, **chosen):
+            SHOWN_MODELS.put(session_of(request), spec.name, str(out.model3d) if out.model3d else None)
             yield (*[result_value(kind, out) for kind in spec.outputs], [str(p) for p in out.files],
-                   notes_markdown(out.notes), str(out.model3d) if out.model3d else None)
+                   notes_markdown(out.notes))
 
     kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
     defaults = {"size": spec.default_size(), **spec.defaults()}
@@ -160,18 +162,47 @@ def has_viewer(spec) -> bool:
     return "model3d" in spec.outputs or spec.viewer_file is not None
 
 
-def viewer_shown(path: str | None):
-    """The first step after a run: show the (empty) 3D viewer when the run made a model, else hide it."""
-    return gr.Model3D(visible=path is not None)
+class ShownModels:
+    """The 3D model each session's last run of a tab made: the input of that tab's viewer steps. Kept here rather
+    than in a gr.State output of the endpoint: gradio 6.31's MCP server drops State outputs twice, so every tool
+    call of such an endpoint fails (IndexError)."""
+
+    def __init__(self):
+        self._paths: dict[tuple, str | None] = {}
+        self._lock = threading.Lock()
+
+    def put(self, session: str | None, tab: str, path: str | None) -> None:
+        with self._lock:
+            self._paths[(session, tab)] = path
+
+    def get(self, session: str | None, tab: str) -> str | None:
+        with self._lock:
+            return self._paths.get((session, tab))
+
+    def forget(self, session: str | None) -> None:
+        with self._lock:
+            for key in [key for key in self._paths if key[0] == session]:
+                del self._paths[key]
 
 
-def viewer_value(path: str | None):
-    """The second step: the model itself.
+SHOWN_MODELS = ShownModels()
 
-    Two plain steps, fed from state: gradio 6.31's Model3D draws nothing when its value changes again while its
-    renderer is still loading (a generator's None-then-path, the same path twice), or when the value arrives in the
-    update that makes a hidden viewer visible. So the streamed endpoint never touches the visible viewer."""
-    return gr.Model3D(value=path)
+
+def viewer_steps(spec):
+    """The two plain steps that fill a tab's 3D viewer after a run, from the model the run recorded: first show
+    the (empty) viewer, or hide it when the run made no model; then give it the model.
+
+    gradio 6.31's Model3D draws nothing when its value changes again while its renderer is still loading (a
+    generator's None-then-path, the same path twice), or when the value comes in the update that makes a hidden
+    viewer visible; so the streamed endpoint never touches the visible viewer, and the value comes last, alone."""
+
+    def shown(request: gr.Request):
+        return gr.Model3D(visible=SHOWN_MODELS.get(session_of(request), spec.name) is not None)
+
+    def model(request: gr.Request):
+        return gr.Model3D(value=SHOWN_MODELS.get(session_of(request), spec.name))
+
+    return shown, model
 
 
 def build_task_tab(ctx, spec) -> None:
@@ -199,12 +230,12 @@ def build_task_tab(ctx, spec) -> None:
             by_name[name].change(lambda chosen, value=value: gr.update(visible=chosen == value), by_name[name],
                                  by_name[option.name], api_visibility="private", show_progress="hidden")
     inputs = [tab.img] + ([size] if len(spec.sizes) > 1 else []) + [by_name[o.name] for o in spec.options]
-    model = gr.State()  # the 3D model the run made: the viewer's input (not the downloads box)
-    event = btn.click(make_handler(ctx, spec), inputs, [*shown, files, tab.info, model], api_name=spec.name,
+    event = btn.click(make_handler(ctx, spec), inputs, [*shown, files, tab.info], api_name=spec.name,
                       concurrency_id=spec.family, show_progress_on=shown[:1] or None)
     if viewer is not None:  # a failed run leaves the viewer as it was
-        event.success(viewer_shown, model, viewer, api_visibility="private", show_progress="hidden").then(
-            viewer_value, model, viewer, api_visibility="private", show_progress="hidden")
+        show, fill = viewer_steps(spec)
+        event.success(show, None, viewer, api_visibility="private", show_progress="hidden").then(
+            fill, None, viewer, api_visibility="private", show_progress="hidden")
 
 
 def build_all_tab(ctx) -> None:
