@@ -114,6 +114,7 @@ def make_handler(ctx, spec):
         + [inspect.Parameter(name, kind, default=defaults[name]) for name in names]
         + [inspect.Parameter("request", kind, default=None, annotation=gr.Request),
            inspect.Parameter("progress", kind, default=gr.Progress())])
+    handler.__annotations__ = {"request": gr.Request}  # gradio finds the request by type hint, not the signature
     handler.__name__ = spec.name
     handler.__doc__ = endpoint_doc(spec, names)
     return handler
