@@ -40,11 +40,13 @@ def run_request(ctx, title: str, fn, image, request, progress, **kwargs):
     return out
 
 
-def option_widget(option, ctx):
-    """The gradio component for one task option (hidden until its `shown_when` choice is made)."""
+def option_widget(option, ctx, defaults: dict | None = None):
+    """The gradio component for one task option; one with `shown_when` shows only while that choice is made
+    (`defaults`: the task's option defaults, the choices at start)."""
     widget = _widget(option, ctx)
     if option.shown_when is not None:
-        widget.visible = False
+        name, value = option.shown_when
+        widget.visible = (defaults or {}).get(name) == value
     return widget
 
 
@@ -210,11 +212,11 @@ def build_task_tab(ctx, spec) -> None:
     with task_tab(spec.title, spec.name) as tab:
         with tab.inputs:
             size = size_menu(ctx.manager, [spec.family], spec.sizes)
-            plain = [option_widget(o, ctx) for o in spec.options if not o.advanced]
+            plain = [option_widget(o, ctx, spec.defaults()) for o in spec.options if not o.advanced]
             advanced = [o for o in spec.options if o.advanced]
             if advanced:
                 with gr.Accordion("Options", open=False):
-                    advanced = [option_widget(o, ctx) for o in advanced]
+                    advanced = [option_widget(o, ctx, spec.defaults()) for o in advanced]
             btn = gr.Button(spec.button, variant="primary")
         with tab.results:
             shown = [result_widget(kind, spec) for kind in spec.outputs]
