@@ -264,6 +264,7 @@ def build_all_tab(ctx) -> None:
                              label="Model size (a task with one size always uses it)")
             btn = gr.Button("Run every task", variant="primary")
         with tab.results:
-            gallery = gr.Gallery(label="All tasks", columns=3, height="auto", format="png", elem_id="all-output")
+            gallery = gr.Gallery(label="All tasks", columns=3, height="auto", format="png", object_fit="contain",
+                                 elem_id="all-output")  # contain: the depth tile keeps its colour bar
             files = gr.File(label="Download everything (.zip)", interactive=False, elem_id="all-files")
     btn.click(all_tasks, [tab.img, size], [gallery, files, tab.info], api_name="all", concurrency_id="all")
