@@ -154,7 +154,8 @@ def depth_colorbar(bounds: DepthBounds, height: int, width: int | None = None, c
     height = max(int(height), 64)
     fontsize = float(np.clip(height / 30.0, 7.0, 40.0))
     width = int(width or round(fontsize * 6.5))
-    top, bottom = round(fontsize * 0.6), height - round(fontsize * 1.6)  # room for the first label and the "m"
+    # the top 7 % stays clear (an image viewer's toolbar sits there), the bottom holds the "m"
+    top, bottom = max(round(fontsize * 0.6), round(height * 0.07)), height - round(fontsize * 1.6)
     left, right = round(width * 0.08), round(width * 0.30)
     canvas = np.full((height, width, 3), 255, np.uint8)
     rows = np.linspace(255, 0, bottom - top).round().astype(np.uint8)  # row 0 = t 1 = near
