@@ -44,8 +44,8 @@ def size_menu(manager, families, sizes, label: str = "Model size", value: str | 
     family that has it can load it. Every size stays a valid value, so the API accepts what it always did."""
     reasons = {}
     for size in sizes:
-        for family in families:
-            if size in TASKS[family].sizes:
+        for family in families:  # a family the registry does not know (a model-free task) loads nothing
+            if family in TASKS and size in TASKS[family].sizes:
                 reason = unavailable_reason(manager, family, size)
                 if reason is not None:
                     reasons[size] = reason
