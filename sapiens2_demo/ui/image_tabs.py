@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import threading
+from collections import OrderedDict
 
 import gradio as gr
 
@@ -170,13 +171,18 @@ class ShownModels:
     than in a gr.State output of the endpoint: gradio 6.31's MCP server drops State outputs twice, so every tool
     call of such an endpoint fails (IndexError)."""
 
+    MAX_ENTRIES = 4096  # API clients never close their session: the oldest entries go beyond this
+
     def __init__(self):
-        self._paths: dict[tuple, str | None] = {}
+        self._paths: OrderedDict[tuple, str | None] = OrderedDict()
         self._lock = threading.Lock()
 
     def put(self, session: str | None, tab: str, path: str | None) -> None:
         with self._lock:
             self._paths[(session, tab)] = path
+            self._paths.move_to_end((session, tab))
+            while len(self._paths) > self.MAX_ENTRIES:
+                self._paths.popitem(last=False)
 
     def get(self, session: str | None, tab: str) -> str | None:
         with self._lock:
