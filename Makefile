@@ -1,17 +1,24 @@
 # Two entry points: `make run` (set up + launch) and `make test` (set up + test). Both create .venv if missing.
+# `make run` installs requirements.txt (the app); `make test` also requirements-dev.txt (tests, checks, Ray).
 VENV ?= .venv
 PY := $(VENV)/bin/python
 OFFLINE := HF_HUB_OFFLINE=1 YOLO_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False
 TINY_DIR ?= /tmp/sapiens2-tiny
 
-.PHONY: setup run run-tiny lint test browser-deps bench
+.PHONY: setup setup-dev run run-tiny lint test browser-deps bench
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --disable-pip-version-check -q -r requirements.txt
 	touch $@
 
+$(VENV)/.installed-dev: $(VENV)/.installed requirements-dev.txt
+	$(PY) -m pip install --disable-pip-version-check -q -r requirements-dev.txt
+	touch $@
+
 setup: $(VENV)/.installed
+
+setup-dev: $(VENV)/.installed-dev
 
 run: setup  ## launch on http://127.0.0.1:7860 (pass flags with ARGS="--checkpoint-dir DIR")
 	$(PY) app.py $(ARGS)
@@ -23,14 +30,14 @@ run-tiny: setup  ## launch on tiny random-weight checkpoints: works offline, out
 browser-deps:  ## Debian's chromium for the Playwright test (root only; otherwise that test is skipped)
 	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || echo "chromium not installed: the browser test will be skipped"; }
 
-lint: setup  ## ruff, and the layers contract (pyproject.toml): lower layers never import higher ones
+lint: setup-dev  ## ruff, and the layers contract (pyproject.toml): lower layers never import higher ones
 	$(VENV)/bin/ruff check --no-cache .
 	$(VENV)/bin/lint-imports
 
-test: setup browser-deps lint
+test: setup-dev browser-deps lint
 	$(OFFLINE) $(PY) -m pytest -q $(PYTEST_ARGS)
 
-bench: setup
+bench: setup-dev
 	$(OFFLINE) $(PY) benchmarks/bench_pose.py
 	$(OFFLINE) $(PY) benchmarks/bench_dense.py
 	$(OFFLINE) $(PY) benchmarks/bench_app.py

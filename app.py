@@ -6,6 +6,7 @@ Nothing heavy happens at start-up: models load on the first request that needs t
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import logging
 import os
 
@@ -34,6 +35,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--max-file-size", default=None,
                         help="upload limit enforced by gradio, e.g. 50mb (default: SAPIENS2_MAX_UPLOAD_MB, 25 MB)")
     parser.add_argument("--share", action="store_true", help="create a public gradio.live link (off by default)")
+    parser.add_argument("--mcp", action=argparse.BooleanOptionalAction,
+                        default=env("SAPIENS2_MCP", "1" if on_space else "0") == "1",
+                        help="also serve the task endpoints as MCP tools at /gradio_api/mcp/ (on by default on a "
+                             "Space; needs the mcp package: pip install 'gradio[mcp]')")
     parser.add_argument("--compile", action="store_true", default=env("SAPIENS2_COMPILE") == "1",
                         help="torch.compile each model at load (warmed up there); pays off on CUDA")
     parser.add_argument("--preload", default=env("SAPIENS2_PRELOAD", SPACE_PRELOAD if on_space else ""),
@@ -72,14 +77,24 @@ def main(argv=None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # gradio's own health checks
     args = parse_args(argv)
+    if args.mcp and importlib.util.find_spec("mcp") is None:
+        raise SystemExit("sapiens2 demo: --mcp (SAPIENS2_MCP=1) needs the mcp package: pip install 'gradio[mcp]'")
     from sapiens2_demo.models.manager import CheckpointUnavailable
 
     try:
         demo = create_app(args)
     except (ValueError, CheckpointUnavailable) as error:  # a bad or missing --preload checkpoint: say so
         raise SystemExit(f"sapiens2 demo: {error}") from None
-    demo.launch(server_name=args.host, server_port=args.port, share=args.share,
-                max_file_size=args.max_file_size, show_error=True)
+    launch(demo, args, share=args.share)
+
+
+def launch(demo, args: argparse.Namespace, **kwargs):
+    """demo.launch with this app's settings (also how the tests start it): the page's style, the upload limit,
+    and the MCP server when asked for."""
+    from sapiens2_demo.ui.app import launch_options
+
+    return demo.launch(server_name=args.host, server_port=args.port, max_file_size=args.max_file_size,
+                       show_error=True, mcp_server=args.mcp, **launch_options(), **kwargs)
 
 
 if __name__ == "__main__":

@@ -54,10 +54,9 @@ def launch_app(checkpoint_dir, detector, *flags):
     import app
 
     args = app.parse_args(["--checkpoint-dir", str(checkpoint_dir), "--detector", str(detector), "--device", "cpu",
-                           "--port", str(free_port()), *map(str, flags)])
+                           "--host", "127.0.0.1", "--port", str(free_port()), *map(str, flags)])
     demo = app.create_app(args)
-    demo.launch(server_name="127.0.0.1", server_port=args.port, prevent_thread_lock=True, quiet=True,
-                max_file_size=args.max_file_size)
+    app.launch(demo, args, prevent_thread_lock=True, quiet=True)
     return demo, f"http://127.0.0.1:{args.port}/"
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -24,6 +25,9 @@ def run(inputs: list[str], output: str | Path, options: BatchOptions, *, engine:
     """
     if engine not in ENGINES:
         raise ValueError(f"Unknown engine {engine!r}; choose local or ray.")
+    if engine == "ray" and importlib.util.find_spec("ray") is None:  # an extra: the app and a Space do without it
+        raise ValueError("--engine ray needs Ray Data, which is not installed: pip install 'ray[data]==2.60.0' "
+                         "(or pip install -r requirements-dev.txt); --engine local needs nothing more.")
     output_dir = resolve_path(output)
     items = discover(inputs, output_dir)
     manifest = Manifest(output_dir)

@@ -143,17 +143,19 @@ def _format_metres(value: float) -> str:
 @lru_cache(maxsize=16)
 def depth_colorbar(bounds: DepthBounds, height: int, width: int | None = None, cmap: str = "turbo") -> np.ndarray:
     """(height, width, 3) uint8 RGB colour scale in metres: near (top) to far (bottom), white background, with
-    tick labels right of the strip and "m" above it. Drawn with PIL (a few ms; matplotlib took ~70 ms), read-only
-    and cached: a request shows it beside both sides of its slider.
+    tick labels right of the strip and "m" below it (an image viewer's toolbar covers the top right corner).
+    Labels are 1/30 of the height, so they stay readable where the picture is shown small (a gallery tile).
+    Drawn with PIL (a few ms; matplotlib took ~70 ms), read-only and cached: a request shows it beside both sides of its slider.
 
     Tick positions follow the inverse-depth colouring, so equal steps in metres are not evenly spaced.
     """
     from PIL import Image, ImageDraw, ImageFont
 
     height = max(int(height), 64)
-    fontsize = float(np.clip(height / 45.0, 7.0, 16.0))
+    fontsize = float(np.clip(height / 30.0, 7.0, 40.0))
     width = int(width or round(fontsize * 6.5))
-    top, bottom = round(fontsize * 1.6), height - round(fontsize * 0.6)  # room for the "m" and the last label
+    # the top 7 % stays clear (an image viewer's toolbar sits there), the bottom holds the "m"
+    top, bottom = max(round(fontsize * 0.6), round(height * 0.07)), height - round(fontsize * 1.6)
     left, right = round(width * 0.08), round(width * 0.30)
     canvas = np.full((height, width, 3), 255, np.uint8)
     rows = np.linspace(255, 0, bottom - top).round().astype(np.uint8)  # row 0 = t 1 = near
@@ -167,7 +169,7 @@ def depth_colorbar(bounds: DepthBounds, height: int, width: int | None = None, c
         y = bottom - 1 - position * (bar_px - 1)
         draw.line([(right, y), (right + fontsize * 0.35, y)], fill=(0, 0, 0), width=1)
         draw.text((right + fontsize * 0.5, y), _format_metres(value), fill=(0, 0, 0), font=font, anchor="lm")
-    draw.text(((left + right) / 2, top - fontsize * 0.3), "m", fill=(0, 0, 0), font=font, anchor="mb")
+    draw.text(((left + right) / 2, bottom + fontsize * 0.3), "m", fill=(0, 0, 0), font=font, anchor="mt")
     rgb = np.asarray(picture).copy()
     rgb.setflags(write=False)
     return rgb

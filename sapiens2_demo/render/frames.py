@@ -62,18 +62,19 @@ class SteadyDepthAnnotator:
 
 
 def grid(frame: np.ndarray, tiles: list[tuple[str, np.ndarray]]) -> np.ndarray:
-    """The input and up to five pictures as a 2 x 3 grid of half-size tiles, each titled."""
-    tiles = [_titled(frame, "Input")] + [_titled(picture, title) for title, picture in tiles]
+    """The input and up to five pictures as a 2 x 3 grid of half-size tiles, each titled (after the downscale,
+    so a title is readable at the grid's size)."""
     h, w = frame.shape[:2]
     th, tw = max(2, h // 2), max(2, w // 2)
-    tiles = [cv2.resize(t, (tw, th), interpolation=cv2.INTER_AREA) for t in tiles]
+    tiles = [_titled(cv2.resize(np.ascontiguousarray(t[..., :3]), (tw, th), interpolation=cv2.INTER_AREA), title)
+             for title, t in [("Input", frame), *tiles]]
     tiles += [np.zeros((th, tw, 3), np.uint8)] * (6 - len(tiles))
     return np.vstack([np.hstack(tiles[:3]), np.hstack(tiles[3:6])])
 
 
 def _titled(image: np.ndarray, title: str) -> np.ndarray:
     out = np.ascontiguousarray(image[..., :3]).copy()
-    scale = max(min(out.shape[:2]) / 400.0, 0.4)
+    scale = max(min(out.shape[:2]) / 200.0, 0.5)  # ~1/9 of a 180 px tile's height (a 640x360 clip's grid)
     thickness = max(1, round(scale * 2))
     cv2.putText(out, title, (8, int(24 * scale) + 4), cv2.FONT_HERSHEY_SIMPLEX, scale, (0, 0, 0), thickness + 2,
                 cv2.LINE_AA)

@@ -210,7 +210,11 @@ register(TaskSpec(
     video_export=mocap_video.pose_video_export, live=True, in_all=True, button="Estimate pose",
     outputs=("image",), result_label="Keypoints",
     files_label="Downloads (official JSON, COCO-17, OpenPose, COCO-WholeBody; 3D keypoints when lifted)",
-    viewer_file="pose_3d.glb", viewer_label="3D skeleton (metres, camera frame)"))
+    viewer_file="pose_3d.glb", viewer_label="3D skeleton (metres, camera frame)",
+    description="Whole-body 2D pose of every person in an image: 308 keypoints per person (body, feet, hands, "
+                "face), found with a person detector. Gives the skeleton drawing and the keypoints as the official "
+                "Sapiens2 JSON, COCO-17, OpenPose BODY_25 and COCO-WholeBody files; with lift_3d, also 3D keypoints "
+                "in metres (pose_3d.json) and a 3D skeleton (pose_3d.glb)."))
 
 register(TaskSpec(
     "segment", "Body parts", "Body parts", "seg", SIZES, run_segment, aliases=("seg", "body_parts"), folder="seg",
@@ -220,7 +224,10 @@ register(TaskSpec(
     renderer=segment_renderer, present=present.present_segment, export=task_files.export_segment,
     files=("body_parts_labels.png", "body_parts_colors.png"), video_export=on_request(video_files.LabelsVideoExport),
     live=True, in_all=True, button="Segment body parts", outputs=("slider", "legend"),
-    result_label="Image / body parts", files_label="Downloads (class-id PNG, colour PNG)"))
+    result_label="Image / body parts", files_label="Downloads (class-id PNG, colour PNG)",
+    description="Body-part segmentation of the people in an image: 29 classes (face, hair, arms, hands, legs, "
+                "clothing...). Gives the input and the coloured overlay, a legend of the classes present with their "
+                "pixel shares, a class-id PNG and a colour PNG."))
 
 register(TaskSpec(
     "normals", "Normals", "Normals", "normal", SIZES, run_normals, aliases=("normal",), folder="normal",
@@ -232,7 +239,9 @@ register(TaskSpec(
     renderer=normals_renderer, present=present.present_normals, export=task_files.export_normals,
     files=("normals.npy", "normals16.png"), video_export=normals_video_export, live=True, in_all=True,
     button="Estimate normals", outputs=("slider",), result_label="Image / normals",
-    files_label="Downloads (.npy, PNG)"))
+    files_label="Downloads (.npy, PNG)",
+    description="Surface normals of the people in an image (one unit vector per pixel, camera frame). Gives the "
+                "input and the normal map as colours, the normals as .npy (float) and a 16- or 8-bit PNG."))
 
 register(TaskSpec(
     "pointmap", "Depth & 3D", "Depth", "pointmap", SIZES, run_pointmap, aliases=("depth",), draw=drawn.draw_pointmap,
@@ -248,18 +257,24 @@ register(TaskSpec(
     outputs=("slider", "model3d"), result_label="Image / depth (turbo inverse depth, colour bar in metres)",
     model3d_label="3D view (surface mesh; point clouds in the downloads)",
     model3d_files=("person_mesh.glb", "person.glb"),  # the mesh; the cloud when no face is left
-    files_label="Downloads (depth PNG mm, .npy m, point cloud .ply / .glb, surface mesh .glb)"))
+    files_label="Downloads (depth PNG mm, .npy m, point cloud .ply / .glb, surface mesh .glb)",
+    description="Metric depth and 3D shape of the people in an image (a pointmap: one 3D point per pixel). Gives "
+                "the input and the depth as colours with a scale in metres, a coloured 3D surface mesh "
+                "(person_mesh.glb), the depth as a PNG in millimetres and .npy in metres, and the point cloud as "
+                ".ply and .glb."))
 
 register(TaskSpec(
     "matting", "Matting", "Matting", "matting", ("1b",), run_matting, draw=drawn.draw_matting,
     draw_on_cpu=True,
     options=(Option("background", "colour", "Background", "radio", ("colour", "transparent", "image")),
-             Option("colour", "#00b140", "Background colour", "colour"),
-             Option("background_image", None, "Background image (for 'image')", "image")),
+             Option("colour", "#00b140", "Background colour", "colour", shown_when=("background", "colour")),
+             Option("background_image", None, "Background image", "image", shown_when=("background", "image"))),
     validate=check_matting_background, renderer=matting_renderer, present=present.present_matting, export=task_files.export_matting,
     files=("matting_rgba.png", "matting_alpha.png"), video_export=on_request(video_files.MattingVideoExport), in_all=True,
     button="Matte", outputs=("slider",), result_label="Image / composite",
-    files_label="Downloads (RGBA PNG, alpha PNG)"))
+    files_label="Downloads (RGBA PNG, alpha PNG)",
+    description="Cuts the people out of an image (alpha matting). Gives the input and the people composited over a "
+                "colour, an image or transparency, the cut-out as an RGBA PNG and the alpha matte as a PNG."))
 
 register(TaskSpec(
     "features", "Features", "Features", "pretrain", SIZES, run_features, aliases=("pretrain",),

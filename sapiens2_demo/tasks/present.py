@@ -25,6 +25,13 @@ def present_pose(image, result, *, keypoint_threshold: float = 0.3, show_face: b
     return TaskOutput(main=drawing, notes=notes)
 
 
+def swatch(rgb) -> str:
+    """A legend's colour sample, large enough to match against the overlay."""
+    r, g, b = (int(v) for v in rgb)
+    return (f'<span style="display:inline-block;width:2.4em;height:1.2em;vertical-align:middle;border-radius:3px;'
+            f'background:rgb({r},{g},{b});border:1px solid rgba(0,0,0,0.35)"></span>')
+
+
 def present_segment(image, result, *, opacity: float = 0.5, show_names: bool = False,
                     **_) -> TaskOutput:
     from ..render.parts import PartNamesAnnotator, PartsAnnotator, parts_legend
@@ -33,8 +40,7 @@ def present_segment(image, result, *, opacity: float = 0.5, show_names: bool = F
     if show_names:
         overlay = PartNamesAnnotator().annotate(overlay, result)
     entries = sorted(parts_legend(result), key=lambda entry: -entry.share)  # biggest parts first
-    legend = [[entry.name.replace("_", " "), f'<span style="color:rgb{tuple(entry.rgb)}">&#9632;</span>',
-               round(100 * entry.share, 2)] for entry in entries]
+    legend = [[entry.name.replace("_", " "), swatch(entry.rgb), round(100 * entry.share, 2)] for entry in entries]
     return TaskOutput(main=overlay, before_after=(image.rgb, overlay), notes=list(image.notes), legend=legend)
 
 

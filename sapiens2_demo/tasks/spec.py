@@ -30,6 +30,7 @@ class Option:
     step: float = 0.05
     advanced: bool = False  # inside the tab's "Options" accordion
     model: str | None = None
+    shown_when: tuple[str, Any] | None = None  # (option, value): a tab shows this control only then
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,7 @@ class TaskSpec:
     files_label: str = "Downloads"
     items: Callable | None = None  # (job, n_frames) -> model items, for the GPU-time estimate
     validate: Callable | None = None  # (options) -> None or ValueError: checked before any model work
+    description: str = ""  # what the endpoint gives, for API docs and MCP tool descriptions
 
     @property
     def out_folder(self) -> str:

@@ -9,7 +9,7 @@ from .. import tasks
 from ..jobs.image import AppContext
 from .common import session_of, task_tab
 from .features_tab import build_features_tab
-from .image_tabs import build_all_tab, build_task_tab, run_request
+from .image_tabs import SHOWN_MODELS, build_all_tab, build_task_tab, run_request
 from .live_tab import build_live_tab
 from .video_tab import build_video_tab
 
@@ -29,7 +29,41 @@ def build_app(ctx: AppContext) -> gr.Blocks:
 
         def forget_session(request: gr.Request):
             ctx.outputs.delete_session(session_of(request))
+            SHOWN_MODELS.forget(session_of(request))
 
         demo.unload(forget_session)
     demo.sapiens2_context = ctx  # for tests and tools that inspect the running app
     return demo
+
+
+# A failed run leaves the outputs as they were (or empty): the toast names the task and says what to do, so the
+# red "Error" badge gradio lays over each output panel is hidden. Download lists are outputs: gradio 6.31 gives
+# every row of a list of two or more files a remove button, even when the list is not interactive.
+CSS = """
+[data-testid="status-tracker"]:has(> .error) { display: none !important; }
+[id$="-files"] .label-clear-button { display: none !important; }
+"""
+
+
+# The Live tab's stream buttons named for what they do: gradio's say "Record", which sounds like saving a video
+# (its translation keys cannot be overridden in 6.31, so the page renames the button's text when it appears).
+LIVE_BUTTONS_JS = """
+() => {
+  const names = {"Record": "Start webcam", "Stop Recording": "Stop webcam"};
+  const rename = () => {
+    const root = document.getElementById("live-camera");
+    if (!root) return;
+    const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      const name = names[node.textContent.trim()];
+      if (name && node.parentElement.closest("button")) node.textContent = name;
+    }
+  };
+  new MutationObserver(rename).observe(document.body, {childList: true, subtree: true, characterData: true});
+}
+"""
+
+
+def launch_options() -> dict:
+    """The page's settings for demo.launch: the style and the Live button names above."""
+    return {"css": CSS, "js": LIVE_BUTTONS_JS}

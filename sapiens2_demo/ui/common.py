@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
 import gradio as gr
 
-from ..media.image import ImageError
+from ..media.image import ImageError, load_image
 from ..models.manager import CheckpointUnavailable
-from ..models.registry import ACCEPTABLE_USE, LICENSE_URL, UnknownCheckpoint
+from ..models.registry import ACCEPTABLE_USE, LICENSE_URL, TASKS, UnknownCheckpoint
 from ..results import TaskOutput
 
 log = logging.getLogger(__name__)
@@ -35,25 +36,69 @@ class ImageUpload(gr.Image):
         return payload.path
 
 
+CHECKPOINT_NAME = re.compile(r"facebook/sapiens2-([a-z]+)-([0-9.]+b)")
+
+
+def visitor_message(error: CheckpointUnavailable) -> str:
+    """What a visitor can do about a model the server cannot load (the operator's detail goes to the log)."""
+    found = CHECKPOINT_NAME.search(str(error))
+    if found is None:  # the person detector
+        return ("The person detector is not available on this server. Enter person boxes under Options to "
+                "skip it; the other tabs keep working.")
+    family, size = found.groups()
+    task = TASKS.get(family)
+    title = task.title if task else family
+    if task is not None and len(task.sizes) > 1:
+        return f"This server does not have the {size} {title} model ({found.group(0)}); choose another size."
+    return f"This server does not have the {title} model ({found.group(0)}); the other tabs keep working."
+
+
 @contextlib.contextmanager
 def user_errors(task_title: str):
-    """Turn expected failures into a clear gr.Error; log unexpected ones and say so plainly."""
+    """Turn expected failures into a gr.Error a visitor can act on, its message led by the task's name (gradio
+    6.31's toast shows only "Error" as its title); the operator's detail (paths, flags, the exception) goes to
+    the server log."""
+    def refuse(message: str, title: str):
+        return gr.Error(f"{task_title}: {message}", title=f"{task_title}: {title}", print_exception=False)
+
     try:
         yield
     except gr.Error:
         raise
-    except (ImageError, UnknownCheckpoint, CheckpointUnavailable, ValueError) as error:
-        raise gr.Error(str(error), title=f"{task_title}: cannot run", print_exception=False) from None
+    except CheckpointUnavailable as error:
+        log.warning("%s: a model could not be loaded: %s", task_title, error)
+        raise refuse(visitor_message(error), "model not available") from None
+    except ImageError as error:
+        log.info("%s: refused the input: %s", task_title, error)
+        raise refuse(str(error), "cannot use this file") from None
+    except (UnknownCheckpoint, ValueError) as error:
+        log.info("%s: refused the request: %s", task_title, error)
+        raise refuse(str(error), "cannot run") from None
     except MemoryError:
-        raise gr.Error("Ran out of memory. Try a smaller model size or a smaller image.",
-                       title=f"{task_title}: out of memory") from None
+        log.exception("%s ran out of memory", task_title)
+        raise refuse("Ran out of memory. Try a smaller model size or a smaller image.", "out of memory") from None
     except Exception as error:  # noqa: BLE001 - the app must keep serving
         if type(error).__name__ == "OutOfMemoryError":  # torch.cuda.OutOfMemoryError
-            raise gr.Error("The GPU ran out of memory. Try a smaller model size or a smaller image.",
-                           title=f"{task_title}: out of memory") from None
+            log.warning("%s: %s", task_title, error)
+            raise refuse("The GPU ran out of memory. Try a smaller model size or a smaller image.",
+                         "out of memory") from None
         log.exception("%s failed", task_title)
-        raise gr.Error(f"Something went wrong ({type(error).__name__}); the server log has details. "
-                       "Other tabs keep working.", title=f"{task_title}: failed") from None
+        raise refuse("Something went wrong on the server; it has been logged. Try again, or another image; the "
+                     "other tabs keep working.", "failed") from None
+
+
+def check_upload(path):
+    """An upload's quick check (the image input's upload event): a file we cannot read is cleared at once,
+    with a warning that says why, instead of showing a broken picture until a run fails."""
+    if path is None:
+        return gr.skip()
+    try:
+        load_image(path)
+    except ImageError as error:
+        log.info("refused an upload: %s", error)
+        gr.Warning(str(error), title="Not an image we can read")  # the loader's words are the visitor's
+        return None
+    return gr.skip()
 
 
 def note() -> None:
@@ -77,6 +122,7 @@ def task_tab(title: str, tab_id: str, scales=(1, 1)):
         with gr.Row():
             with gr.Column(scale=scales[0]) as inputs:
                 img = image_in()
+                img.upload(check_upload, img, img, api_visibility="private", show_progress="hidden")
             with gr.Column(scale=scales[1]):
                 results = gr.Column()
                 info = gr.Markdown(elem_classes=["notes"])

@@ -21,10 +21,25 @@ def build_features_tab(ctx: AppContext, task_tab, run) -> Callable:
     Returns the endpoint's handler."""
     import gradio as gr
 
-    from .common import ImageUpload, user_errors
+    from .common import ImageUpload, check_upload, user_errors
+    from .sizes import size_menu
 
     def features(image, image2=None, size: str = "0.4b", use_mask: bool = True,
                  request: gr.Request = None, progress=gr.Progress()):
+        """Sapiens2 backbone features of an image (the pretrained model, no task head): the CLS embedding and
+        the patch features, shown as PCA colours; with a second image, the joint PCA colours of both and the
+        cosine similarity of their CLS embeddings.
+
+        Args:
+            image: the input picture (JPEG, PNG, WebP; up to 50 megapixels)
+            image2: an optional second picture to compare with the first
+            size: model size, one of 0.4b, 0.8b, 1b, 5b (facebook/sapiens2-pretrain-<size>; default '0.4b')
+            use_mask: fit the PCA colours on the person only, found with the body-part model (true or false)
+
+        Returns:
+            the image and its PCA colours; the second image and its colours (or nothing); the similarity (or
+            nothing); the downloads (CLS embedding .npy, patch features .npy, PCA PNG); notes (Markdown)
+        """
         with user_errors("Features"):
             second = load_second_image(image2)
         out = run("Features", run_features, image, request, progress, image2=second, size=size,
@@ -35,8 +50,8 @@ def build_features_tab(ctx: AppContext, task_tab, run) -> Callable:
     with task_tab("Features", "features") as tab:
         with tab.inputs:
             spec = tasks.get("features")
-            size_dropdown = gr.Dropdown(list(spec.sizes), value=spec.default_size(),
-                                        label=f"Model size (facebook/sapiens2-{spec.family})")
+            size_dropdown = size_menu(ctx.manager, [spec.family], spec.sizes,
+                                      label=f"Model size (facebook/sapiens2-{spec.family})")
             image2 = ImageUpload(type="filepath", label="Second image (optional): one joint PCA and the "
                                  "similarity of the two", sources=["upload", "clipboard"])
             use_mask = gr.Checkbox(True, label="Fit the colours on the person only (body-part segmentation)")
@@ -44,12 +59,17 @@ def build_features_tab(ctx: AppContext, task_tab, run) -> Callable:
         with tab.results:
             slider = gr.ImageSlider(label="Image / PCA colours of the patch features", format="png",
                                     interactive=False, elem_id="features-output")
+            # the second image's results only show when there is a second image
             slider2 = gr.ImageSlider(label="Second image / joint PCA colours", format="png", interactive=False,
-                                     elem_id="features-output2")
+                                     visible=False, elem_id="features-output2")
             similarity = gr.Number(label="Cosine similarity of the CLS embeddings", precision=4,
-                                   interactive=False, elem_id="features-similarity")
+                                   interactive=False, visible=False, elem_id="features-similarity")
             files = gr.File(label="Downloads (CLS embedding .npy, patch features .npy, PCA PNG)",
-                            file_count="multiple", elem_id="features-files")
+                            file_count="multiple", interactive=False, elem_id="features-files")
+        image2.upload(check_upload, image2, image2, api_visibility="private", show_progress="hidden")
+        image2.change(lambda second: [gr.update(visible=second is not None)] * 2, image2, [slider2, similarity],
+                      api_visibility="private", show_progress="hidden")
         btn.click(features, [tab.img, image2, size_dropdown, use_mask],
-                  [slider, slider2, similarity, files, tab.info], api_name=spec.name, concurrency_id=spec.family)
+                  [slider, slider2, similarity, files, tab.info], api_name=spec.name, concurrency_id=spec.family,
+                  show_progress_on=[slider])
     return features

@@ -9,7 +9,8 @@ in order, each with its default, so gradio_client calls them by name: `client.pr
 from __future__ import annotations
 
 import inspect
-from pathlib import Path
+import threading
+from collections import OrderedDict
 
 import gradio as gr
 
@@ -17,7 +18,8 @@ from .. import tasks
 from ..jobs import image as image_jobs
 from ..media.image import ImageError, load_image
 from ..util import notes_markdown
-from .common import ImageUpload, as_display_files, session_of, task_tab, user_errors
+from .common import ImageUpload, as_display_files, check_upload, session_of, task_tab, user_errors
+from .sizes import size_menu
 
 
 def stream_request(ctx, title: str, stream, image, request, progress, **kwargs):
@@ -39,12 +41,17 @@ def run_request(ctx, title: str, fn, image, request, progress, **kwargs):
     return out
 
 
-def size_choice(spec, label: str = "Model size"):
-    return gr.Dropdown(list(spec.sizes), value=spec.default_size(), label=label, interactive=len(spec.sizes) > 1)
+def option_widget(option, ctx, defaults: dict | None = None):
+    """The gradio component for one task option; one with `shown_when` shows only while that choice is made
+    (`defaults`: the task's option defaults, the choices at start)."""
+    widget = _widget(option, ctx)
+    if option.shown_when is not None:
+        name, value = option.shown_when
+        widget.visible = (defaults or {}).get(name) == value
+    return widget
 
 
-def option_widget(option, ctx):
-    """The gradio component for one task option."""
+def _widget(option, ctx):
     if option.kind == "checkbox":
         return gr.Checkbox(option.default, label=option.label)
     if option.kind == "slider":
@@ -59,7 +66,9 @@ def option_widget(option, ctx):
     if option.kind == "colour":
         return gr.ColorPicker(option.default, label=option.label)
     if option.kind == "image":
-        return ImageUpload(type="filepath", label=option.label)
+        picture = ImageUpload(type="filepath", label=option.label, sources=["upload", "clipboard"])
+        picture.upload(check_upload, picture, picture, api_visibility="private", show_progress="hidden")
+        return picture
     raise ValueError(f"Unknown option kind {option.kind!r}")
 
 
@@ -72,8 +81,8 @@ def result_widget(kind: str, spec):
     if kind == "legend":
         return gr.Dataframe(headers=["class", "colour", "share %"], label="Classes present", interactive=False,
                             datatype=["str", "html", "number"])
-    if kind == "model3d":
-        return gr.Model3D(label=spec.model3d_label, clear_color=(0.1, 0.1, 0.1, 1.0), elem_id=f"{spec.name}-3d")
+    if kind == "model3d":  # the endpoint's return value only: the tab shows the model in its own viewer
+        return gr.Model3D(label=spec.model3d_label, visible=False, elem_id=f"{spec.name}-3d")
     raise ValueError(f"Unknown output kind {kind!r}")
 
 
@@ -97,6 +106,7 @@ def make_handler(ctx, spec):
         # the render first, then the downloads: what the user looks at does not wait for the files
         for out in stream_request(ctx, spec.title, image_jobs.stream_task, image, request, progress,
                                   task=spec.name, **chosen):
+            SHOWN_MODELS.put(session_of(request), spec.name, str(out.model3d) if out.model3d else None)
             yield (*[result_value(kind, out) for kind in spec.outputs], [str(p) for p in out.files],
                    notes_markdown(out.notes))
 
@@ -107,53 +117,160 @@ def make_handler(ctx, spec):
         + [inspect.Parameter(name, kind, default=defaults[name]) for name in names]
         + [inspect.Parameter("request", kind, default=None, annotation=gr.Request),
            inspect.Parameter("progress", kind, default=gr.Progress())])
+    handler.__annotations__ = {"request": gr.Request}  # gradio finds the request by type hint, not the signature
     handler.__name__ = spec.name
+    handler.__doc__ = endpoint_doc(spec, names)
     return handler
 
 
-def viewer_value(spec, files):
-    """The extra 3D viewer after a run: the first returned file named `spec.viewer_file`, shown; else hidden."""
-    paths = [getattr(f, "path", None) or getattr(f, "name", None) or f for f in files or []]
-    found = next((str(p) for p in paths if Path(str(p)).name == spec.viewer_file), None)
-    return gr.Model3D(value=found, visible=found is not None)
+OUTPUT_DOCS = {"image": "the rendered picture", "slider": "the input and the rendered picture",
+               "legend": "a table of the classes present (name, colour, share %)",
+               "model3d": "the 3D model shown in the viewer (.glb)"}
+
+
+def option_doc(option) -> str:
+    """One parameter's line for the API docs and MCP: the label, the choices or range, the default."""
+    if option.kind in ("radio", "dropdown"):
+        values = [choice[1] if isinstance(choice, tuple) else choice for choice in option.choices]
+        allowed = f"one of {', '.join(map(repr, values))}"
+    elif option.kind == "slider":
+        allowed = f"{option.low:g} to {option.high:g}"
+    elif option.kind == "image":
+        allowed = "an image file"
+    elif option.kind == "checkbox":
+        allowed = "true or false"
+    else:
+        allowed = "text" if option.kind == "text" else "a colour like '#00b140'"
+    shown = f"; used when {option.shown_when[0]} is {option.shown_when[1]!r}" if option.shown_when else ""
+    return f"{option.label} ({allowed}; default {option.default!r}{shown})"
+
+
+def endpoint_doc(spec, names: list[str]) -> str:
+    """The handler's docstring: gradio shows it in the API page and serves it as the MCP tool's description."""
+    options = {option.name: option for option in spec.options}
+    lines = [spec.description or spec.title, "", "Args:",
+             "    image: the input picture of one or more people (JPEG, PNG, WebP; up to 50 megapixels)"]
+    for name in names:
+        if name == "size":
+            lines.append(f"    size: model size, one of {', '.join(spec.sizes)} (facebook/sapiens2-{spec.family}-"
+                         "<size>; larger is more accurate and slower; default "
+                         f"{spec.default_size()!r})")
+        else:
+            lines.append(f"    {name}: {option_doc(options[name])}")
+    returns = [OUTPUT_DOCS[kind] for kind in spec.outputs]
+    lines += ["", "Returns:", f"    {', '.join(returns)}; the downloads (a list of files); notes (Markdown)"]
+    return "\n".join(lines)
+
+
+def has_viewer(spec) -> bool:
+    return "model3d" in spec.outputs or spec.viewer_file is not None
+
+
+class ShownModels:
+    """The 3D model each session's last run of a tab made: the input of that tab's viewer steps. Kept here rather
+    than in a gr.State output of the endpoint: gradio 6.31's MCP server drops State outputs twice, so every tool
+    call of such an endpoint fails (IndexError)."""
+
+    MAX_ENTRIES = 4096  # API clients never close their session: the oldest entries go beyond this
+
+    def __init__(self):
+        self._paths: OrderedDict[tuple, str | None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def put(self, session: str | None, tab: str, path: str | None) -> None:
+        with self._lock:
+            self._paths[(session, tab)] = path
+            self._paths.move_to_end((session, tab))
+            while len(self._paths) > self.MAX_ENTRIES:
+                self._paths.popitem(last=False)
+
+    def get(self, session: str | None, tab: str) -> str | None:
+        with self._lock:
+            return self._paths.get((session, tab))
+
+    def forget(self, session: str | None) -> None:
+        with self._lock:
+            for key in [key for key in self._paths if key[0] == session]:
+                del self._paths[key]
+
+
+SHOWN_MODELS = ShownModels()
+
+
+def viewer_steps(tab: str):
+    """The two plain steps that fill a tab's 3D viewer after a run, from the model the run recorded: first show
+    the (empty) viewer, or hide it when the run made no model; then give it the model.
+
+    gradio 6.31's Model3D draws nothing when its value changes again while its renderer is still loading (a
+    generator's None-then-path, the same path twice), or when the value comes in the update that makes a hidden
+    viewer visible; so the streamed endpoint never touches the visible viewer, and the value comes last, alone."""
+
+    def shown(request: gr.Request):
+        return gr.Model3D(visible=SHOWN_MODELS.get(session_of(request), tab) is not None)
+
+    def model(request: gr.Request):
+        return gr.Model3D(value=SHOWN_MODELS.get(session_of(request), tab))
+
+    return shown, model
 
 
 def build_task_tab(ctx, spec) -> None:
     with task_tab(spec.title, spec.name) as tab:
         with tab.inputs:
-            size = size_choice(spec)
-            plain = [option_widget(o, ctx) for o in spec.options if not o.advanced]
+            size = size_menu(ctx.manager, [spec.family], spec.sizes)
+            plain = [option_widget(o, ctx, spec.defaults()) for o in spec.options if not o.advanced]
             advanced = [o for o in spec.options if o.advanced]
             if advanced:
                 with gr.Accordion("Options", open=False):
-                    advanced = [option_widget(o, ctx) for o in advanced]
+                    advanced = [option_widget(o, ctx, spec.defaults()) for o in advanced]
             btn = gr.Button(spec.button, variant="primary")
         with tab.results:
             shown = [result_widget(kind, spec) for kind in spec.outputs]
-            files = gr.File(label=spec.files_label, file_count="multiple", elem_id=f"{spec.name}-files")
-            viewer = (gr.Model3D(label=spec.viewer_label, clear_color=(0.1, 0.1, 0.1, 1.0), visible=False,
-                                 elem_id=f"{spec.name}-viewer") if spec.viewer_file else None)
+            viewer = (gr.Model3D(label=spec.viewer_label if spec.viewer_file else spec.model3d_label,
+                                 clear_color=(0.1, 0.1, 0.1, 1.0), visible=False, interactive=False,
+                                 elem_id=f"{spec.name}-viewer") if has_viewer(spec) else None)
+            files = gr.File(label=spec.files_label, file_count="multiple", interactive=False,
+                            elem_id=f"{spec.name}-files")
     by_name = dict(zip([o.name for o in spec.options if not o.advanced], plain))
     by_name.update(zip([o.name for o in spec.options if o.advanced], advanced))
+    for option in spec.options:  # controls that apply only to one choice of another option
+        if option.shown_when is not None:
+            name, value = option.shown_when
+            by_name[name].change(lambda chosen, value=value: gr.update(visible=chosen == value), by_name[name],
+                                 by_name[option.name], api_visibility="private", show_progress="hidden")
     inputs = [tab.img] + ([size] if len(spec.sizes) > 1 else []) + [by_name[o.name] for o in spec.options]
     event = btn.click(make_handler(ctx, spec), inputs, [*shown, files, tab.info], api_name=spec.name,
-                      concurrency_id=spec.family)
-    if viewer is not None:  # filled from the returned files: the endpoint's return values stay as they are
-        event.then(lambda paths: viewer_value(spec, paths), files, viewer, api_visibility="private",
-                   show_progress="hidden")
+                      concurrency_id=spec.family, show_progress_on=shown[:1] or None)
+    if viewer is not None:  # a failed run leaves the viewer as it was
+        show, fill = viewer_steps(spec.name)
+        event.success(show, None, viewer, api_visibility="private", show_progress="hidden").then(
+            fill, None, viewer, api_visibility="private", show_progress="hidden")
 
 
 def build_all_tab(ctx) -> None:
     def all_tasks(image, size: str = "0.4b", request: gr.Request = None, progress=gr.Progress()):
+        """Every Sapiens2 task on one image at once: pose (lifted to 3D), body parts, normals, depth & 3D and
+        matting, sharing one body-part segmentation.
+
+        Args:
+            image: the input picture of one or more people (JPEG, PNG, WebP; up to 50 megapixels)
+            size: model size for every task that has it, one of 0.4b, 0.8b, 1b, 5b (matting is always 1b)
+
+        Returns:
+            a gallery of the renders (input first, captioned by task); one .zip of every task's downloads;
+            notes (Markdown)
+        """
         for out in stream_request(ctx, "All tasks", image_jobs.stream_all, image, request, progress, size=size):
             yield out.gallery, (str(out.files[0]) if out.files else None), notes_markdown(out.notes)
 
     with task_tab("All tasks", "all", scales=(1, 2)) as tab:
         with tab.inputs:
-            size = gr.Dropdown(list(tasks.specs(in_all=True)[0].sizes), value="0.4b",
-                               label="Model size (a task with one size always uses it)")
+            chosen = tasks.specs(in_all=True)
+            size = size_menu(ctx.manager, [spec.family for spec in chosen], max((s.sizes for s in chosen), key=len),
+                             label="Model size (a task with one size always uses it)")
             btn = gr.Button("Run every task", variant="primary")
         with tab.results:
-            gallery = gr.Gallery(label="All tasks", columns=3, height="auto", format="png", elem_id="all-output")
-            files = gr.File(label="Download everything (.zip)", elem_id="all-files")
+            gallery = gr.Gallery(label="All tasks", columns=3, height="auto", format="png", object_fit="contain",
+                                 elem_id="all-output")  # contain: the depth tile keeps its colour bar
+            files = gr.File(label="Download everything (.zip)", interactive=False, elem_id="all-files")
     btn.click(all_tasks, [tab.img, size], [gallery, files, tab.info], api_name="all", concurrency_id="all")

@@ -32,6 +32,7 @@ from ..jobs.image import make_job
 from ..render.frames import picture
 from ..util import as_rgb_uint8, fit_longest_side
 from .common import note, user_errors
+from .sizes import size_menu
 
 STREAM_EVERY_S = 0.1  # the browser sends a frame this often (10 fps at most)
 TIME_LIMIT_S = int(os.environ.get("SAPIENS2_LIVE_TIME_LIMIT_S", "180"))  # a stream then stops; start it again
@@ -169,6 +170,17 @@ def live_frame(ctx, frame, task: str = DEFAULT_TASK, size: str = "0.4b", remove_
 def build_live_tab(ctx) -> None:
     def live(frame, task: str = DEFAULT_TASK, size: str = "0.4b", remove_background: bool = False,
              request: gr.Request = None):
+        """One webcam frame through a Sapiens2 model, rendered back (the Live tab streams frames to it).
+
+        Args:
+            frame: the picture (a camera frame; downscaled to 640 px on the longest side)
+            task: one of 'pose', 'segment', 'normals', 'pointmap'
+            size: model size, one of 0.4b, 0.8b, 1b, 5b
+            remove_background: normals and depth: only the person, found with the body-part model
+
+        Returns:
+            the rendered frame; the frames-per-second statistics (Markdown)
+        """
         return live_frame(ctx, frame, task, size, remove_background, request=request)
 
     with gr.Tab("Live", id="live", elem_id="tab-live"):
@@ -183,7 +195,7 @@ def build_live_tab(ctx) -> None:
                                   webcam_options=CAMERA, elem_id="live-camera")
                 task = gr.Radio([(spec.short, spec.name) for spec in tasks.specs(live=True)],
                                 value=tasks.names(live=True)[0], label="Task")
-                size = gr.Dropdown(list(SIZES), value=SIZES[0], label="Model size")
+                size = size_menu(ctx.manager, [spec.family for spec in tasks.specs(live=True)], SIZES)
                 background = gr.Checkbox(False, label="Remove background (normals, depth: runs body parts too)")
             with gr.Column():
                 shown = gr.Image(label="Live result", format="jpeg", interactive=False, elem_id="live-output")

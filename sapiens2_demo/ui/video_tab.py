@@ -15,7 +15,9 @@ from ..jobs.video import DETECT_EVERY, VideoJob, VideoLimits, default_batch_size
 from ..media.image import load_image
 from ..media.video import VideoError
 from ..util import notes_markdown
-from .common import ASSETS, note, user_errors
+from .common import ASSETS, note, session_of, user_errors
+from .image_tabs import SHOWN_MODELS, viewer_steps
+from .sizes import size_menu
 
 log = logging.getLogger(__name__)
 
@@ -61,25 +63,49 @@ def run_video(ctx, video, task: str = DEFAULT_TASK, size: str = "0.4b", stride: 
                 progress((update.done, update.total), desc=update.describe(), unit="frames")
         finally:
             steps.close()  # a cancelled request lands here: the partial files are removed
+    motion = next((str(path) for path in out.files if path.name == "motion.glb"), None)
+    SHOWN_MODELS.put(session_of(request), "video", motion)
     yield str(out.video), [str(path) for path in out.files], notes_markdown(out.notes)
 
 
-def motion_viewer(files):
-    """The 3D viewer after a run: motion.glb when the run wrote one, shown; else hidden."""
-    paths = [getattr(f, "path", None) or getattr(f, "name", None) or f for f in files or []]
-    found = next((str(p) for p in paths if str(p).endswith("motion.glb")), None)
-    return gr.Model3D(value=found, visible=found is not None)
-
-
 def build_video_tab(ctx) -> None:
-    def video_handler(video, task: str = DEFAULT_TASK, size: str = "0.4b", stride: int = 1,
-                      detection_threshold: float = 0.3, max_people: int = 20, tracking: bool = True,
+    def video(video, task: str = DEFAULT_TASK, size: str = "0.4b", stride: int = 1,
+              detection_threshold: float = 0.3, max_people: int = 20, tracking: bool = True,
                       smoothing: bool = True, min_cutoff: float = 0.2, beta: float = 0.05,
                       remove_background: bool = True, raw_normals: bool = False,
                       matting_background: str = "colour", colour: str = "#00b140", background_image=None,
                       frame_exports: bool = False, batch_size: int = 0, detect_every: int = DETECT_EVERY,
                       motion_3d: bool = False, temporal_smoothing: bool = False,
                       request: gr.Request = None, progress=gr.Progress()):
+        """Runs one Sapiens2 task (or all of them, as a grid) on every frame of a video and renders it back with
+        the input's audio; pose follows people across frames (track ids, smoothing).
+
+        Args:
+            video: the input video (mp4, mov, webm, mkv, avi; the first 60 s are processed)
+            task: one of 'pose', 'segment', 'normals', 'pointmap', 'matting', or 'all' (a grid of every task)
+            size: model size, one of 0.4b, 0.8b, 1b, 5b (a task with one size always uses it)
+            stride: process every Nth frame (1 = every frame)
+            detection_threshold: pose: the person detector's score threshold (0.05 to 0.95)
+            max_people: pose: the most people per frame
+            tracking: pose: keep each person's id across frames (true or false)
+            smoothing: pose: smooth keypoints over time with a One Euro filter (true or false)
+            min_cutoff: pose smoothing: minimum cutoff in Hz (lower = smoother)
+            beta: pose smoothing: speed coefficient (higher = less lag on fast moves)
+            remove_background: normals and depth: only the person, found with the body-part model
+            raw_normals: normals: also export the raw normal maps (float16 .npy per frame)
+            matting_background: matting: one of 'colour', 'transparent', 'image'
+            colour: matting: the background colour, like '#00b140'
+            background_image: matting: the background picture when matting_background is 'image'
+            frame_exports: also export per-frame data (label and depth PNG zips, normals .npy, alpha videos)
+            batch_size: frames per model call (0 = the server's default)
+            detect_every: pose: run the person detector every Nth frame (boxes follow the keypoints between)
+            motion_3d: pose: lift every frame to 3D with the depth model; writes pose_3d.jsonl, a BVH per person
+                and an animated motion.glb (true or false)
+            temporal_smoothing: normals and depth: steady over time, no flicker where the scene is still
+
+        Returns:
+            the rendered video; the downloads (a list of files); notes (Markdown)
+        """
         yield from run_video(ctx, video, task, size, stride, detection_threshold, max_people, tracking, smoothing,
                              min_cutoff, beta, remove_background, raw_normals, matting_background, colour,
                              background_image, frame_exports, batch_size, detect_every, motion_3d,
@@ -89,17 +115,17 @@ def build_video_tab(ctx) -> None:
     with gr.Tab("Video", id="video", elem_id="tab-video"):
         with gr.Row():
             with gr.Column():
-                video = gr.Video(label="Video (mp4, mov, webm, mkv, avi)", sources=["upload"], include_audio=True,
+                clip = gr.Video(label="Video (mp4, mov, webm, mkv, avi)", sources=["upload"], include_audio=True,
                                  elem_id="video-input")
                 choices = [(spec.short, spec.name) for spec in tasks.specs(video=True)] + [("All tasks (grid)", "all")]
                 task = gr.Radio(choices, value=choices[0][1], label="Task")
-                gr.Examples(VIDEO_EXAMPLES, [video, task], label="Example clips", elem_id="video-examples",
+                gr.Examples(VIDEO_EXAMPLES, [clip, task], label="Example clips", elem_id="video-examples",
                             example_labels=["Astronaut, slow pan (pose)", "Grace Hopper, slow zoom (body parts)"])
                 gr.Markdown("<small>The example clips are made from the public-domain photos of the image tabs "
-                            "(NASA, US Navy) by `assets/make_example_videos.py`: a camera panning and zooming over "
-                            "a still photo, so the person moves in the frame (no real motion).</small>")
-                size = gr.Dropdown(list(SIZES), value=SIZES[0],
-                                   label="Model size (a task with one size always uses it)")
+                            "(NASA, US Navy): a camera panning and zooming over a still photo, so the person moves "
+                            "in the frame (no real motion).</small>")
+                size = size_menu(ctx.manager, [spec.family for spec in tasks.specs(video=True)], SIZES,
+                                 label="Model size (a task with one size always uses it)")
                 stride = gr.Slider(1, 10, 1, step=1, label="Process every Nth frame")
                 with gr.Accordion("Pose options", open=False):
                     det_thr = gr.Slider(0.05, 0.95, 0.3, step=0.05, label="Detection threshold")
@@ -119,27 +145,38 @@ def build_video_tab(ctx) -> None:
                     raw = gr.Checkbox(False, label="Also export the raw normal maps (float16 .npy per frame)")
                     mode = gr.Radio(["colour", "transparent", "image"], value="colour", label="Matting background")
                     colour = gr.ColorPicker("#00b140", label="Matting background colour")
-                    bg_img = gr.Image(type="filepath", label="Matting background image (for 'image')",
-                                      sources=["upload"])
+                    bg_img = gr.Image(type="filepath", label="Matting background image", sources=["upload"],
+                                      visible=False)
                 exports = gr.Checkbox(False, label="Also export per-frame data: body-part label and depth PNG zips, "
                                       "normals .npy, matting alpha and transparent videos (slower: a file per frame "
                                       "or two more videos to encode)")
                 with gr.Row():
                     btn = gr.Button("Process video", variant="primary")
-                    stop = gr.Button("Stop", variant="stop")
+                    stop = gr.Button("Stop", variant="secondary", interactive=False)  # only while a video runs
                 gr.Markdown(f"<small>Limits: the first {limits.max_seconds:g} s are processed, frames are downscaled "
                             f"to {limits.max_side} px on the longest side, uploads up to "
                             f"{limits.max_bytes // 2**20} MB.</small>")
             with gr.Column():
                 rendered = gr.Video(label="Result (with the input's audio)", interactive=False, elem_id="video-output")
-                files = gr.File(label="Downloads", file_count="multiple", elem_id="video-files")
+                files = gr.File(label="Downloads", file_count="multiple", interactive=False, elem_id="video-files")
                 viewer = gr.Model3D(label="3D motion (motion.glb: the first person's animation plays)",
                                     clear_color=(0.1, 0.1, 0.1, 1.0), visible=False, elem_id="video-motion")
                 info = gr.Markdown(elem_classes=["notes"])
         note()
-        inputs = [video, task, size, stride, det_thr, max_people, tracking, smoothing, min_cutoff, beta, fg, raw,
+        inputs = [clip, task, size, stride, det_thr, max_people, tracking, smoothing, min_cutoff, beta, fg, raw,
                   mode, colour, bg_img, exports, gr.Number(0, visible=False), every, motion, steady]  # batch_size: API only
-        event = btn.click(video_handler, inputs, [rendered, files, info], api_name="video", concurrency_id="video")
-        # the 3D viewer is filled from the returned files: the endpoint's return values stay as they are
-        event.then(motion_viewer, files, viewer, api_visibility="private", show_progress="hidden")
-        stop.click(None, None, None, cancels=[event])
+        for control, value in ((colour, "colour"), (bg_img, "image")):  # the matting choice's own control
+            mode.change(lambda chosen, value=value: gr.update(visible=chosen == value), mode, control,
+                        api_visibility="private", show_progress="hidden", queue=False)
+        btn.click(lambda: gr.update(interactive=True), None, stop, api_visibility="private", show_progress="hidden",
+                  queue=False)
+        event = btn.click(video, inputs, [rendered, files, info], api_name="video", concurrency_id="video",
+                          show_progress_on=[rendered])
+        event.then(lambda: gr.update(interactive=False), None, stop, api_visibility="private", show_progress="hidden",
+                   queue=False)
+        # the 3D viewer is filled from the model the run recorded, in two plain steps (see viewer_steps)
+        show, fill = viewer_steps("video")
+        event.success(show, None, viewer, api_visibility="private", show_progress="hidden").then(
+            fill, None, viewer, api_visibility="private", show_progress="hidden")
+        stop.click(lambda: gr.update(interactive=False), None, stop, cancels=[event], api_visibility="private",
+                   queue=False)

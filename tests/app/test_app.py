@@ -167,15 +167,21 @@ def test_pose_skeleton_viewer_is_not_an_api_endpoint(client):
     assert not api["unnamed_endpoints"]
 
 
-def test_skeleton_viewer_shows_the_returned_glb_or_hides():
-    from sapiens2_demo import tasks
-    from sapiens2_demo.ui.image_tabs import viewer_value
+def test_viewer_steps_show_the_sessions_last_model_or_hide():
+    from types import SimpleNamespace
 
-    spec = tasks.get("pose")
-    shown = viewer_value(spec, ["/x/pose_coco17.json", "/x/pose_3d.glb"])
-    assert shown.visible is True and shown.value["path"].endswith("pose_3d.glb")
-    assert viewer_value(spec, ["/x/pose_coco17.json"]).visible is False
-    assert viewer_value(spec, None).visible is False
+    from sapiens2_demo import tasks
+    from sapiens2_demo.ui.image_tabs import SHOWN_MODELS, viewer_steps
+
+    show, fill = viewer_steps(tasks.get("pose"))
+    request = SimpleNamespace(session_hash="viewer-test")
+    SHOWN_MODELS.put("viewer-test", "pose", "/x/pose_3d.glb")
+    SHOWN_MODELS.put("someone-else", "pose", None)
+    assert show(request).visible is True and fill(request).value["path"].endswith("pose_3d.glb")
+    SHOWN_MODELS.put("viewer-test", "pose", None)  # a run with no 3D model hides the viewer
+    assert show(request).visible is False
+    SHOWN_MODELS.forget("viewer-test")
+    assert SHOWN_MODELS.get("viewer-test", "pose") is None and show(request).visible is False
 
 
 def test_bad_upload_is_a_clear_error_and_app_survives(client, tmp_path):

@@ -63,8 +63,7 @@ def test_missing_checkpoint_is_named_and_other_tabs_keep_working(partial_app):
     client = Client(url, verbose=False)
     with pytest.raises(Exception) as info:
         client.predict(handle_file(str(ASSETS / "camera.jpg")), api_name="/matting")
-    assert "facebook/sapiens2-matting-1b" in str(info.value)
-    assert "--checkpoint-dir" in str(info.value)
+    assert "facebook/sapiens2-matting-1b" in str(info.value)  # named for the visitor; the how-to is in the log
     slider, *_ = client.predict(handle_file(str(ASSETS / "camera.jpg")), api_name="/segment")
     assert slider
 

@@ -1,0 +1,98 @@
+"""Errors are written for the visitor (what to do, named by task; no exception names, flags or server paths) and
+the operator's detail goes to the server log; the size menus mark what this server cannot load."""
+
+import logging
+
+import pytest
+
+from tests.conftest import ASSETS
+
+OPERATOR_WORDS = ("--checkpoint-dir", "SAPIENS2_", "<DIR>", "OSError", "Error:", "Traceback", "/tmp/")
+
+
+def assert_for_visitors(message: str) -> None:
+    for word in OPERATOR_WORDS:
+        assert word not in message, (word, message)
+
+
+def test_a_size_this_server_lacks(client, caplog):
+    from gradio_client import handle_file
+
+    caplog.set_level(logging.INFO, logger="sapiens2_demo")
+    with pytest.raises(Exception) as info:
+        client.predict(handle_file(str(ASSETS / "camera.jpg")), size="0.8b", api_name="/segment")
+    message = str(info.value)
+    assert "Body parts: This server does not have the 0.8b Body parts model (facebook/sapiens2-seg-0.8b); " \
+           "choose another size." in message
+    assert_for_visitors(message)
+    logged = "\n".join(record.getMessage() for record in caplog.records)
+    assert "Could not load facebook/sapiens2-seg-0.8b" in logged and "--checkpoint-dir" in logged
+    assert "sapiens2-seg-0.8b" in logged and "looked for" in logged  # the folder the operator should fill
+
+
+def test_an_unexpected_failure_is_logged_with_its_traceback(client, caplog, monkeypatch):
+    from gradio_client import handle_file
+
+    from sapiens2_demo.tasks import TaskSpec
+
+    def broken(*args, **kwargs):
+        raise KeyError("colour_table")
+
+    monkeypatch.setattr(TaskSpec, "check", broken)  # a bug in the request's first step (the app runs here)
+    caplog.set_level(logging.INFO, logger="sapiens2_demo")
+    with pytest.raises(Exception) as info:
+        client.predict(handle_file(str(ASSETS / "camera.jpg")), remove_background=False, api_name="/normals")
+    message = str(info.value)
+    assert "Normals: Something went wrong on the server; it has been logged." in message, message
+    assert "KeyError" not in message and "colour_table" not in message
+    assert_for_visitors(message)
+    failures = [record for record in caplog.records if record.getMessage() == "Normals failed"]
+    assert failures and failures[0].exc_info and failures[0].exc_info[0] is KeyError
+
+
+def test_a_bad_upload_says_why_and_names_the_task(client, tmp_path):
+    from gradio_client import handle_file
+
+    bogus = tmp_path / "photo.jpg"
+    bogus.write_text("this is not an image")
+    with pytest.raises(Exception) as info:
+        client.predict(handle_file(str(bogus)), api_name="/pose")
+    message = str(info.value)
+    assert "Pose: This file is not a supported image" in message
+    assert_for_visitors(message)
+
+
+@pytest.mark.parametrize("detail,expected", [
+    ("Could not load facebook/sapiens2-matting-1b at revision main (looked for /data/x/sapiens2-matting-1b): "
+     "OSError: nope. To use a local copy ... --checkpoint-dir <DIR>",
+     "This server does not have the Matting model (facebook/sapiens2-matting-1b); the other tabs keep working."),
+    ("Could not load facebook/sapiens2-pose-5b at revision main: OSError: offline. ... --checkpoint-dir <DIR>",
+     "This server does not have the 5b Pose model (facebook/sapiens2-pose-5b); choose another size."),
+    ("Could not load the person detector 'yolo26n.pt': FileNotFoundError: offline. Pass --detector PATH",
+     "The person detector is not available on this server. Enter person boxes under Options to skip it; the "
+     "other tabs keep working."),
+])
+def test_checkpoint_messages_for_visitors(detail, expected):
+    from sapiens2_demo.models.manager import CheckpointUnavailable
+    from sapiens2_demo.ui.common import visitor_message
+
+    assert visitor_message(CheckpointUnavailable(detail)) == expected
+    assert_for_visitors(expected)
+
+
+def test_size_menus_mark_what_this_server_cannot_load(tiny_dir, monkeypatch):
+    from sapiens2_demo.models.manager import ModelManager
+    from sapiens2_demo.ui.sizes import size_menu, unavailable_reason
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    manager = ModelManager(checkpoint_dir=tiny_dir, device="cpu", dtype="float32",
+                           memory_budget_bytes=8 * 2**30)
+    assert unavailable_reason(manager, "seg", "0.4b") is None  # on disk
+    assert unavailable_reason(manager, "seg", "0.8b") == "not on this server"  # offline, not on disk or cached
+    assert unavailable_reason(manager, "seg", "5b") == "too large for this server's memory"  # 20 GB in float32
+    menu = size_menu(manager, ["pose", "seg"], ("0.4b", "0.8b", "1b", "5b"))
+    assert menu.choices == [("0.4b", "0.4b"), ("0.8b (not on this server)", "0.8b"),
+                            ("1b (not on this server)", "1b"), ("5b (too large for this server's memory)", "5b")]
+    assert menu.value == "0.4b"
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")  # online: the hub has every size
+    assert unavailable_reason(manager, "seg", "0.8b") is None
