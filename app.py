@@ -34,8 +34,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--max-file-size", default=None,
                         help="upload limit enforced by gradio, e.g. 50mb (default: SAPIENS2_MAX_UPLOAD_MB, 25 MB)")
     parser.add_argument("--share", action="store_true", help="create a public gradio.live link (off by default)")
-    parser.add_argument("--compile", action="store_true", default=env("SAPIENS2_COMPILE") == "1",
-                        help="torch.compile each model at load (warmed up there); pays off on CUDA")
+    parser.add_argument("--compile", nargs="?", const="on", default=env("SAPIENS2_COMPILE", "auto"),
+                        choices=("auto", "on", "off", "1", "0"),
+                        help="regional torch.compile of each model at load, warmed up there, cached on disk "
+                             "(default auto: on for CUDA, off elsewhere; ZeroGPU: ahead of time)")
     parser.add_argument("--preload", default=env("SAPIENS2_PRELOAD", SPACE_PRELOAD if on_space else ""),
                         help="checkpoints to load at start, in the main process, e.g. seg:0.4b,pose:1b (ZeroGPU: "
                              "the GPU workers inherit them; others load on first use, in the call)")

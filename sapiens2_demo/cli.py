@@ -37,6 +37,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     model.add_argument("--device", default=None, help="auto, cpu, cuda, cuda:1, mps (default: auto)")
     model.add_argument("--dtype", default=None,
                        help="auto, float32, bfloat16 or float16 (default: auto: bfloat16 on CUDA, else float32)")
+    model.add_argument("--compile", default=None, choices=("auto", "on", "off"),
+                       help="regional torch.compile at load, cached on disk (default: SAPIENS2_COMPILE, else auto: "
+                            "on for CUDA, off elsewhere)")
     model.add_argument("--batch-size", type=int, default=8, help="images per model call (default: 8)")
     model.add_argument("--threads", type=int, default=None,
                        help="torch threads per model worker (default: all cores locally, a share per Ray actor)")
@@ -75,7 +78,8 @@ def options_from(args: argparse.Namespace):
                         detector=args.detector, device=args.device, dtype=args.dtype, batch_size=args.batch_size,
                         flip_test=args.flip_test, detection_threshold=args.detection_threshold, nms_iou=args.nms_iou,
                         max_people=args.max_people, keypoint_threshold=args.keypoint_threshold,
-                        lift_3d=args.lift_3d, remove_background=not args.keep_background, threads=args.threads)
+                        lift_3d=args.lift_3d, remove_background=not args.keep_background, threads=args.threads,
+                        compile=args.compile)
 
 
 def main(argv: list[str] | None = None) -> int:
