@@ -58,10 +58,12 @@ def create_app(args: argparse.Namespace):
     budget = int(args.model_budget_gb * 2**30) if args.model_budget_gb else None
     manager = ModelManager(checkpoint_dir=args.checkpoint_dir, device=args.device, dtype=args.dtype,
                            memory_budget_bytes=budget, detector=args.detector, compile=args.compile)
-    if args.preload:
-        from sapiens2_demo.gpu import preload
+    from sapiens2_demo import gpu
 
-        preload(manager, args.preload)
+    gpu.use_ahead_of_time(manager)  # ZeroGPU: compiled ahead of time after the preload, not at each load
+    if args.preload:
+        gpu.preload(manager, args.preload)
+        gpu.compile_ahead(manager)
     demo = build_app(AppContext(manager=manager, max_people=args.max_people))
     demo.queue(max_size=args.queue_size, default_concurrency_limit=args.concurrency)
     return demo

@@ -140,6 +140,11 @@ class ModelManager:
         path = self.checkpoint_dir / ckpt.dirname
         return path if (path / "config.json").is_file() else None
 
+    def loaded_model(self, key: tuple) -> LoadedModel:
+        """The loaded model under a `loaded_keys` key (KeyError when it is not loaded)."""
+        with self._lock:
+            return self._models[key]
+
     @property
     def loaded_keys(self) -> list[tuple]:
         with self._lock:
