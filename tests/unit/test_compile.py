@@ -174,3 +174,22 @@ def test_manager_off_by_default_on_cpu(tiny_dir, monkeypatch):
     loaded = manager.get(checkpoint("seg", "0.4b"))
     assert loaded.compiled is None and manager.take_compile_notes() == []
     assert all(block._compiled_call_impl is None for block in regional.blocks(loaded.model))
+
+
+def test_an_image_request_says_it_compiles(tiny_dir, tmp_path, monkeypatch):
+    """The UI's words: the loading message names the compile, the notes say how long it took (eager backend)."""
+    from sapiens2_demo.jobs.image import AppContext, run_task
+    from sapiens2_demo.media.image import load_image
+    from sapiens2_demo.models.manager import ModelManager
+    from tests.conftest import ASSETS
+
+    compile_blocks = regional.compile_blocks
+    monkeypatch.setattr(regional, "compile_blocks", lambda model, state, backend: compile_blocks(model, state, "eager"))
+    ctx = AppContext(manager=ModelManager(checkpoint_dir=tiny_dir, device="cpu", dtype="float32", compile="on"))
+    said = []
+    out = run_task(ctx, load_image(ASSETS / "astronaut.jpg"), task="segment", run_dir=tmp_path,
+                   progress=lambda fraction, desc="": said.append(desc))
+    assert any("compiling: up to a minute or two the first time" in desc for desc in said), said
+    assert any(note.startswith("sapiens2-seg-0.4b: compiled at load in") for note in out.notes), out.notes
+    again = run_task(ctx, load_image(ASSETS / "astronaut.jpg"), task="segment", run_dir=tmp_path / "2")
+    assert not any("compiled at load" in note for note in again.notes)  # said once
