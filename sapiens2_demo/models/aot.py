@@ -23,9 +23,11 @@ log = logging.getLogger(__name__)
 MAX_BATCH = 1024
 
 
-def _weights(block) -> tuple[list[str], list]:
+def _weights(block, detach: bool = True) -> tuple[list[str], list]:
+    """The block's parameter and buffer names and tensors. Not detached: the Parameter objects themselves, whose
+    data ZeroGPU may swap when it moves the model onto the worker's GPU."""
     named = list(block.named_parameters()) + list(block.named_buffers())
-    return [name for name, _ in named], [tensor.detach() for _, tensor in named]
+    return [name for name, _ in named], [tensor.detach() if detach else tensor for _, tensor in named]
 
 
 def _block_function(template, names: list[str]):
@@ -80,7 +82,7 @@ class AheadOfTimeBlock:
 
     def __init__(self, block, holder, failed: threading.Event):
         self.block, self.holder = block, holder
-        self.names, self.weights = _weights(block)
+        self.names, self.weights = _weights(block, detach=False)
         self.eager = type(block).forward.__get__(block)
         self._failed = failed  # shared by the model's blocks; per process: a worker whose package broke stays eager
 
