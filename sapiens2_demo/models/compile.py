@@ -65,7 +65,12 @@ def cache_dir() -> Path:
 def use_cache_dir() -> Path:
     """Point inductor's persistent caches at `cache_dir()` (an explicit TORCHINDUCTOR_CACHE_DIR wins unless
     SAPIENS2_COMPILE_CACHE is set too). Call before the first compile: torch reads it on first use."""
-    if os.environ.get(CACHE_ENV) or not os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    # torch writes its default into the variable when it first looks (an import may already have): that is not
+    # the user's choice
+    chosen = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if os.environ.get(CACHE_ENV) or not chosen or os.path.abspath(chosen) == os.path.abspath(default_cache_dir()):
         path = cache_dir() / "inductor"
         path.mkdir(parents=True, exist_ok=True)
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(path)

@@ -89,6 +89,12 @@ def test_cache_dir(monkeypatch, tmp_path):
     importlib.reload(constants)
     try:
         assert regional.cache_dir() == tmp_path / "sapiens2-compile"  # beside the Hugging Face cache
+        from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+        monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", default_cache_dir())  # what torch writes when it first looks
+        assert regional.use_cache_dir() == tmp_path / "sapiens2-compile" / "inductor"
+        monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "users-own"))  # the user's choice is kept
+        assert regional.use_cache_dir() == tmp_path / "users-own"
     finally:
         monkeypatch.undo()
         importlib.reload(constants)
