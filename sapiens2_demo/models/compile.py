@@ -9,8 +9,9 @@ batch dimension, warmed up at load, with a persistent cache and a way back to ea
   The warm-up runs batch 1 and 2 at load (the second checks that nothing recompiles).
 - Cache: inductor's FX graph / AOTAutograd caches live in `cache_dir()` (SAPIENS2_COMPILE_CACHE, else beside
   the Hugging Face cache), so a second launch only re-traces (COMPILE.md section 3).
-- Safety: a failed warm-up (a broken compiler, a damaged cache) leaves that model eager with a note; at run
-  time a compile error or the recompile limit turns the whole model back to eager for good, with a log line.
+- Safety: a failed warm-up (no C++ compiler, an unusable cache folder) leaves that model eager with a note; at
+  run time a compile error or the recompile limit turns the whole model back to eager for good, with a log line
+  and a note. A damaged or stale cache entry is a miss for torch (its keys hold the versions): it compiles again.
 """
 
 from __future__ import annotations
