@@ -199,3 +199,14 @@ def test_an_image_request_says_it_compiles(tiny_dir, tmp_path, monkeypatch):
     assert any(note.startswith("sapiens2-seg-0.4b: compiled at load in") for note in out.notes), out.notes
     again = run_task(ctx, load_image(ASSETS / "astronaut.jpg"), task="segment", run_dir=tmp_path / "2")
     assert not any("compiled at load" in note for note in again.notes)  # said once
+
+
+def test_no_cpp_compiler_leaves_the_model_eager(seg_model):
+    """The real inductor backend on a machine without a working C++ compiler: eager, with the reason."""
+    import torch._inductor.config as inductor_config
+
+    reference = logits(seg_model, 2)
+    with inductor_config.patch({"cpp.cxx": ("/nonexistent/g++",)}):
+        state = regional.compile_model(seg_model, SIZE, "cpu", torch.float32)
+    assert state.status == "eager" and "InvalidCxxCompiler: No working C++ compiler" in state.note
+    torch.testing.assert_close(logits(seg_model, 2), reference)
