@@ -39,8 +39,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                         default=env("SAPIENS2_MCP", "1" if on_space else "0") == "1",
                         help="also serve the task endpoints as MCP tools at /gradio_api/mcp/ (on by default on a "
                              "Space; needs the mcp package: pip install 'gradio[mcp]')")
-    parser.add_argument("--compile", action="store_true", default=env("SAPIENS2_COMPILE") == "1",
-                        help="torch.compile each model at load (warmed up there); pays off on CUDA")
+    parser.add_argument("--compile", nargs="?", const="on", default=env("SAPIENS2_COMPILE", "auto"),
+                        choices=("auto", "on", "off", "1", "0"),
+                        help="regional torch.compile of each model at load, warmed up there, cached on disk "
+                             "(default auto: on for CUDA, off elsewhere; ZeroGPU: ahead of time)")
     parser.add_argument("--preload", default=env("SAPIENS2_PRELOAD", SPACE_PRELOAD if on_space else ""),
                         help="checkpoints to load at start, in the main process, e.g. seg:0.4b,pose:1b (ZeroGPU: "
                              "the GPU workers inherit them; others load on first use, in the call)")
@@ -61,10 +63,12 @@ def create_app(args: argparse.Namespace):
     budget = int(args.model_budget_gb * 2**30) if args.model_budget_gb else None
     manager = ModelManager(checkpoint_dir=args.checkpoint_dir, device=args.device, dtype=args.dtype,
                            memory_budget_bytes=budget, detector=args.detector, compile=args.compile)
-    if args.preload:
-        from sapiens2_demo.gpu import preload
+    from sapiens2_demo import gpu
 
-        preload(manager, args.preload)
+    gpu.use_ahead_of_time(manager)  # ZeroGPU: compiled ahead of time after the preload, not at each load
+    if args.preload:
+        gpu.preload(manager, args.preload)
+        gpu.compile_ahead(manager)
     demo = build_app(AppContext(manager=manager, max_people=args.max_people))
     demo.queue(max_size=args.queue_size, default_concurrency_limit=args.concurrency)
     return demo

@@ -283,7 +283,9 @@ def bench_app(ckpts, tasks, images, args) -> None:
 
     port = free_port()
     flags = ["--checkpoint-dir", str(ckpts.dir), "--detector", str(ckpts.detector), "--device", args.device,
-             "--dtype", args.dtype, "--port", str(port)] + ["--compile"] * bool(args.compile and compile_supported())
+             "--dtype", args.dtype, "--port", str(port)]
+    if compile_supported():  # compiling is the default on CUDA now: the eager baseline must say off
+        flags += ["--compile", "on" if args.compile else "off"]
     demo = app.create_app(app.parse_args(flags))
     manager = list(gpu._STATE.values())[-1][0]  # the manager create_app registered for its GPU calls
     demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
@@ -379,13 +381,9 @@ def main() -> None:
         raise SystemExit(f"tasks: {', '.join(TASKS)}; sizes: tiny, full")
     device, dtype = resolve_device(args.device, args.dtype)
     args.device = device
-    extra = {}
-    if args.compile:
-        if compile_supported():
-            extra["compile"] = True
-        else:
-            print("torch.compile: unsupported in this build (ModelManager has no compile= parameter); "
-                  "running without it")
+    extra = {"compile": "on" if args.compile else "off"} if compile_supported() else {}
+    if args.compile and not compile_supported():
+        print("torch.compile: unsupported in this build (ModelManager has no compile= parameter); running without it")
     with tempfile.TemporaryDirectory(prefix="bench_gpu_") as tmp:
         work = Path(tmp)
         tiny = bench_video.tiny_checkpoints(work / "tiny")
@@ -394,7 +392,7 @@ def main() -> None:
             ckpts["full"] = bench_video.fullsize_checkpoints([t for t in tasks if t != "matting"], tiny.detector)
         managers = {size: bench_video.make_manager(ckpts[size], device, args.dtype, **extra) for size in sizes}
         print(f"device {device}, dtype {str(dtype).replace('torch.', '')}, compile "
-              f"{'on' if extra else 'off'}; torch {torch.__version__}, {torch.get_num_threads()} threads, "
+              f"{'on' if extra.get('compile') == 'on' else 'off'}; torch {torch.__version__}, {torch.get_num_threads()} threads, "
               f"{os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f}")
         images = TestImages(work)
         if args.profile:

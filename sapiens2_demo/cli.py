@@ -2,6 +2,7 @@
 
     python -m sapiens2_demo.cli --input photos/ clips/*.mp4 --output out --tasks seg,pose
     python -m sapiens2_demo.cli --input photos/ --output /shared/out --tasks all --engine ray --workers 4
+    python -m sapiens2_demo.cli export --task seg --size 0.4b --format onnx --output seg.onnx   (model files)
 
 Outputs go to OUTPUT/<input path relative to the inputs' common folder, without suffix>/<task>/, and one line
 per input per run to OUTPUT/manifest.jsonl. Complete inputs are skipped (use --overwrite to redo them). The
@@ -37,6 +38,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     model.add_argument("--device", default=None, help="auto, cpu, cuda, cuda:1, mps (default: auto)")
     model.add_argument("--dtype", default=None,
                        help="auto, float32, bfloat16 or float16 (default: auto: bfloat16 on CUDA, else float32)")
+    model.add_argument("--compile", default=None, choices=("auto", "on", "off"),
+                       help="regional torch.compile at load, cached on disk (default: SAPIENS2_COMPILE, else auto: "
+                            "on for CUDA, off elsewhere)")
     model.add_argument("--batch-size", type=int, default=8, help="images per model call (default: 8)")
     model.add_argument("--threads", type=int, default=None,
                        help="torch threads per model worker (default: all cores locally, a share per Ray actor)")
@@ -75,13 +79,64 @@ def options_from(args: argparse.Namespace):
                         detector=args.detector, device=args.device, dtype=args.dtype, batch_size=args.batch_size,
                         flip_test=args.flip_test, detection_threshold=args.detection_threshold, nms_iou=args.nms_iou,
                         max_people=args.max_people, keypoint_threshold=args.keypoint_threshold,
-                        lift_3d=args.lift_3d, remove_background=not args.keep_background, threads=args.threads)
+                        lift_3d=args.lift_3d, remove_background=not args.keep_background, threads=args.threads,
+                        compile=args.compile)
+
+
+def parse_export_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m sapiens2_demo.cli export",
+        description="Write a checkpoint as a model file that runs without this project: ONNX (onnxruntime) or an "
+                    "AOTInductor package (.pt2, torch._inductor.aoti_load_package), batch dimension dynamic. "
+                    "The README's 'Model files' section has the pre- and post-processing the caller does.")
+    parser.add_argument("--task", required=True, help="pose, seg, normal, pointmap, matting or features")
+    parser.add_argument("--size", choices=SIZES, default=None, help="model size (default: the task's smallest)")
+    parser.add_argument("--format", choices=("onnx", "aoti"), default="onnx")
+    parser.add_argument("--output", "-o", required=True, metavar="FILE", help="e.g. seg.onnx or seg.pt2")
+    parser.add_argument("--checkpoint-dir", default=None, help="local checkpoints (DIR/sapiens2-<task>-<size>/)")
+    parser.add_argument("--device", default="cpu",
+                        help="cpu, cuda, cuda:1 (default cpu; an aoti package runs on the device it was made for)")
+    parser.add_argument("--dtype", default="float32", help="float32, bfloat16 or float16 (default float32)")
+    parser.add_argument("--no-check", dest="check", action="store_false",
+                        help="skip running the file at batch 1 and 3 against PyTorch")
+    return parser.parse_args(argv)
+
+
+def export_main(argv: list[str]) -> int:
+    args = parse_export_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+    from . import tasks
+    from .models.export import ExportError, export
+    from .models.manager import CheckpointUnavailable, ModelManager
+    from .models.registry import UnknownCheckpoint, checkpoint
+
+    try:
+        spec = tasks.get(args.task)
+        ckpt = checkpoint(spec.family, spec.size_or_default(args.size))
+        manager = ModelManager(checkpoint_dir=args.checkpoint_dir, device=args.device, dtype=args.dtype,
+                               compile="off")
+        print(f"exporting {ckpt.repo_id} ({manager.device}, {str(manager.dtype).replace('torch.', '')}) "
+              f"to {args.format}...", file=sys.stderr, flush=True)
+        result = export(manager.get(ckpt), args.format, args.output, check=args.check)
+    except (tasks.UnknownTask, UnknownCheckpoint, ValueError, CheckpointUnavailable, ExportError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    height, width = result.input_size
+    print(f"wrote {result.path} ({result.path.stat().st_size / 2**20:.1f} MiB) in {result.seconds:.0f} s\n"
+          f"  input  pixel_values: (batch, 3, {height}, {width}) {str(manager.dtype).replace('torch.', '')}\n"
+          f"  output {', '.join(result.output_names)}")
+    for batch, difference in result.checks.items():
+        print(f"  checked at batch {batch}: largest difference to PyTorch {difference:.1e} of the output's range")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     from .models.device import enable_mps_fallback
 
     enable_mps_fallback()  # before anything imports torch, which reads it once
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["export"]:
+        return export_main(argv[1:])
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.quiet else logging.WARNING, format="%(levelname)s %(message)s")
     from .batch import run

@@ -108,6 +108,73 @@ def _gpu_decorator():
 
 _DECORATOR = _gpu_decorator()
 CROSSES_PROCESSES = _DECORATOR is not _identity  # ZeroGPU: results are pickled back from a worker process
+AOT_SECONDS = 1500  # the start-up compile: ZeroGPU's longest allowed duration at start-up (Hugging Face's recipe)
+_AOT_DECORATOR = _identity
+if CROSSES_PROCESSES:
+    import spaces
+
+    _AOT_DECORATOR = spaces.GPU(duration=AOT_SECONDS)
+
+
+def use_ahead_of_time(manager: ModelManager) -> bool:
+    """On ZeroGPU compiling is ahead of time (`compile_ahead`): each call's fresh worker would otherwise
+    compile again. The manager then loads models eager. True when that is the plan."""
+    if CROSSES_PROCESSES and manager.compile:
+        manager.compile, manager.compile_mode = False, "aot"
+    return CROSSES_PROCESSES and manager.compile_mode == "aot"
+
+
+@_AOT_DECORATOR
+def _compile_packages(manager_key: str, keys: list[tuple]) -> dict:
+    """In a GPU worker: one AoT package per loaded model (or why not, as text)."""
+    import spaces
+
+    from .models import aot
+
+    manager = _STATE[manager_key][0]
+    packages = {}
+    for key in keys:
+        loaded = manager.loaded_model(key)
+        size = int(loaded.processor.size["height"]), int(loaded.processor.size["width"])
+        try:
+            packages[key] = aot.compile_package(spaces, loaded.model, size, loaded.device, loaded.dtype)
+        except Exception as error:  # noqa: BLE001 - this model stays eager; the others go on
+            packages[key] = f"{type(error).__name__}: {str(error).strip()[:300]}"
+    return packages
+
+
+def compile_ahead(manager: ModelManager) -> dict[str, str]:
+    """ZeroGPU: compile every loaded Sapiens2 model ahead of time in one GPU call and install the packages here,
+    in the main process, before any worker is forked. Anything that fails leaves that model eager, with a log
+    line; returns {repo id: status}."""
+    if not use_ahead_of_time(manager):
+        return {}
+    import spaces
+
+    from .models import aot
+    from .models.compile import CompileState
+
+    keys = [key for key in manager.loaded_keys if key[0] == "sapiens2"]
+    try:
+        packages = _compile_packages(register(manager), keys) if keys else {}
+    except Exception as error:  # noqa: BLE001 - the GPU call itself failed: every model stays eager
+        packages = {key: f"{type(error).__name__}: {error}" for key in keys}
+    statuses = {}
+    for key, package in packages.items():
+        loaded = manager.loaded_model(key)
+        try:
+            if isinstance(package, str):
+                raise RuntimeError(package)
+            loaded.compiled = aot.apply(spaces, loaded.model, package)
+            statuses[key[1]] = "compiled"
+            log.info("%s: compiled ahead of time (one package for %d blocks)", key[1], len(aot.blocks(loaded.model)))
+        except Exception as error:  # noqa: BLE001 - this model runs eager
+            aot.remove(loaded.model)
+            note = f"ahead-of-time compilation failed ({str(error).strip().splitlines()[0][:200]}); running eager"
+            loaded.compiled = CompileState(status="eager", note=note)
+            log.warning("%s: %s", key[1], note)
+            statuses[key[1]] = "eager"
+    return statuses
 
 
 @_DECORATOR

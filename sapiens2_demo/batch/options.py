@@ -46,6 +46,7 @@ class BatchOptions:
     lift_3d: bool = False  # pose: 3D keypoints from the pointmap (images: pose_3d.json / .glb; videos: motion capture)
     remove_background: bool = True  # normals, pointmap (and the features' PCA), as the app does
     threads: int | None = None  # torch threads per model worker (None: torch's default / cores per actor)
+    compile: str | None = None  # auto | on | off (None: SAPIENS2_COMPILE, else auto: on for CUDA)
 
     def size_for(self, task: str) -> str:
         return task_specs.get(task).size_or_default(self.size)
@@ -107,7 +108,7 @@ class BatchOptions:
 
             torch.set_num_threads(int(self.threads))
         return ModelManager(checkpoint_dir=self.checkpoint_dir, device=self.device, dtype=self.dtype,
-                            detector=self.detector)
+                            detector=self.detector, compile=self.compile)
 
     def checkpoints(self) -> list:
         """Every checkpoint the run needs (loaded before the first batch, so a missing one stops the run)."""

@@ -45,7 +45,8 @@ def _announce_load(ctx: AppContext, family: str, size: str, progress) -> None:
     except UnknownCheckpoint:  # a model-free task
         return
     if progress is not None and not ctx.manager.is_loaded(ckpt):
-        progress(0.1, desc=f"Loading {ckpt.repo_id} (first use: slower)...")
+        hint = ctx.manager.load_hint(ckpt)  # compiling: how long it took last time
+        progress(0.1, desc=f"Loading {ckpt.repo_id} (first use: slower{'; ' + hint if hint else ''})...")
 
 
 def make_job(ctx: AppContext, name: str, size: str | None, options: dict, tolerate_errors: bool = False):
@@ -82,6 +83,7 @@ def stream_task(ctx: AppContext, image: LoadedImage, *, task: str, run_dir: Path
     chosen = {**spec.defaults(), **options}
     shown = spec.present(image, result, **chosen)
     shown.notes.append(f"{spec.title} took {time.perf_counter() - started:.2f} s on {ctx.manager.device}.")
+    shown.notes.extend(ctx.manager.take_compile_notes())
     complete = dataclasses.replace(shown, notes=list(shown.notes))  # the writers add their notes to this one
 
     def finish():
@@ -120,7 +122,7 @@ def stream_all(ctx: AppContext, image: LoadedImage, *, run_dir: Path, progress=N
     jobs = [make_job(ctx, spec.name, size, spec.all_options, tolerate_errors=True) for spec in chosen]
     answers = infer(ctx, [image.rgb], jobs, progress)
     shown = LoadedImage(image.rgb, image.original_size, [])
-    out = TaskOutput(gallery=[(image.rgb, "Input")], notes=list(image.notes))
+    out = TaskOutput(gallery=[(image.rgb, "Input")], notes=list(image.notes) + ctx.manager.take_compile_notes())
     done = []  # (spec, result, its shown output, its options)
     for spec, answer in zip(chosen, answers):
         if isinstance(answer, Exception):

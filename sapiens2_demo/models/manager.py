@@ -37,6 +37,7 @@ class LoadedModel:
     source: str  # local path or "repo@revision", for messages
     device: str = "cpu"
     dtype: Any = None
+    compiled: Any = None  # compile.CompileState when compiling was asked for (status, seconds, note)
     # ultralytics predictors keep per-call state, so one YOLO must not predict from two threads at once
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -97,11 +98,16 @@ def _model_nbytes(model) -> int:
 class ModelManager:
     def __init__(self, checkpoint_dir: str | Path | None = None, device: str | None = None,
                  dtype: str | None = None, memory_budget_bytes: int | None = None,
-                 detector: str | None = None, compile: bool = False):
+                 detector: str | None = None, compile: str | bool | None = None):
+        from .compile import parse_mode, wanted
+
         checkpoint_dir = checkpoint_dir or os.environ.get("SAPIENS2_CHECKPOINT_DIR")
-        self.compile = compile  # torch.compile each model at load, warmed up there (first request pays nothing)
         self.checkpoint_dir = Path(checkpoint_dir).expanduser() if checkpoint_dir else None
         self.device, self.dtype = resolve_device(device, dtype)
+        # auto|on|off (SAPIENS2_COMPILE): regional torch.compile at load, warmed up there (requests pay nothing);
+        # "aot": loaded eager, the blocks compiled ahead of time afterwards (ZeroGPU, gpu.compile_ahead)
+        self.compile_mode = compile if compile == "aot" else parse_mode(compile)
+        self.compile = self.compile_mode != "aot" and wanted(self.compile_mode, self.device)
         self.memory_budget_bytes = memory_budget_bytes or default_budget_bytes(self.device)
         self.detector_name = detector or os.environ.get("SAPIENS2_DETECTOR") or DEFAULT_DETECTOR
         self._models: OrderedDict[tuple, LoadedModel] = OrderedDict()
@@ -133,6 +139,11 @@ class ModelManager:
             return None
         path = self.checkpoint_dir / ckpt.dirname
         return path if (path / "config.json").is_file() else None
+
+    def loaded_model(self, key: tuple) -> LoadedModel:
+        """The loaded model under a `loaded_keys` key (KeyError when it is not loaded)."""
+        with self._lock:
+            return self._models[key]
 
     @property
     def loaded_keys(self) -> list[tuple]:
@@ -213,25 +224,40 @@ class ModelManager:
                     continue
                 raise self._unavailable(ckpt, error, revisions[:attempt + 1]) from error
         model = model.to(self.device).eval()
-        if self.compile:
-            model = self._compiled(model, processor)
-        log.info("loaded %s from %s on %s/%s", ckpt.repo_id, source, self.device, self.dtype)
+        state = self._compile(ckpt, model, processor) if self.compile else None
+        log.info("loaded %s from %s on %s/%s%s", ckpt.repo_id, source, self.device, self.dtype,
+                 f" ({state.status}: {state.note})" if state else "")
         return LoadedModel(model, processor, _model_nbytes(model),
-                           source if local else f"{ckpt.repo_id}@{revision}", self.device, self.dtype)
+                           source if local else f"{ckpt.repo_id}@{revision}", self.device, self.dtype, state)
 
-    def _compiled(self, model, processor):
-        """torch.compile the forward and run it once at the model's input size, so compilation happens at load."""
-        import torch
+    def take_compile_notes(self) -> list[str]:
+        """Compile notes not shown yet ('compiled at load in 30 s', a fall-back to eager), each once."""
+        with self._lock:
+            loaded = [(key, m.compiled) for key, m in self._models.items() if m.compiled is not None]
+        notes = []
+        for key, state in loaded:
+            if state.note and not state.reported:
+                state.reported = True
+                notes.append(f"{key[1].split('/')[-1]}: {state.note}.")
+        return notes
 
-        # every Sapiens2 forward shares transformers' wrapper code object, so the recompile limit is shared too
-        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
-        model.forward = torch.compile(model.forward)
-        height, width = int(processor.size["height"]), int(processor.size["width"])
-        # made outside inference_mode like real inputs (the processor's), so the warm-up graph is the one reused
-        dummy = torch.zeros(1, 3, height, width, device=self.device, dtype=self.dtype)
-        with torch.inference_mode():
-            model(pixel_values=dummy)
-        return model
+    def compile_key(self, ckpt: Checkpoint) -> str:
+        """Names a checkpoint's compile on this device and dtype (the load-time hint is kept per key)."""
+        return f"{ckpt.repo_id}@{str(self.device).split(':')[0]}/{str(self.dtype).replace('torch.', '')}"
+
+    def load_hint(self, ckpt: Checkpoint) -> str:
+        """What loading `ckpt` involves beyond reading it: '' or a compile note with the time it took last."""
+        from .compile import load_hint
+
+        return load_hint(self.compile_key(ckpt)) if self.compile else ""
+
+    def _compile(self, ckpt: Checkpoint, model, processor):
+        """Regional compilation, warmed up at every batch size the app uses (never a failed load: eager then)."""
+        from .compile import compile_model
+
+        size = int(processor.size["height"]), int(processor.size["width"])
+        log.info("compiling %s (%s)", ckpt.repo_id, self.load_hint(ckpt))
+        return compile_model(model, size, self.device, self.dtype, key=self.compile_key(ckpt))
 
     def _load_detector(self) -> LoadedModel:
         name = self.detector_name

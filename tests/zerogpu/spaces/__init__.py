@@ -14,6 +14,14 @@ tensors in results). Errors are re-raised as they are; the real one turns any no
 What it does is observable in the log: every log record is tagged `[zerogpu-main pid=N]` in the process
 that imported this package and `[zerogpu-child pid=N]` in a GPU call's child, and each call prints
 `[zerogpu] call NAME duration=Ss ...` and `[zerogpu] done NAME child=PID ...` to stderr.
+
+The AoT API (`spaces.zero.torch.aoti` of spaces 0.51.3) with the real signatures: `aoti_capture(module,
+call_method='forward')` (a context manager that stores the first call's args/kwargs and skips the rest of its
+body), `aoti_compile(exported_program, inductor_configs=None)` (an AOTInductor package held as bytes, loaded
+lazily once per process, picklable so it crosses back from a GPU call) and `aoti_apply(compiled, module,
+call_method='forward')` (installs it and drains the module's parameters, so the module cannot run eager).
+Stricter than the real one: `aoti_compile` refuses to run outside a GPU call (artefacts are GPU-specific).
+Simpler: constants stay inside the package (the real one ships them beside it as shared tensors).
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ import time
 import traceback
 from datetime import timedelta
 
-__all__ = ["GPU", "ZeroGPUError"]
+__all__ = ["GPU", "ZeroGPUError", "aoti_capture", "aoti_compile", "aoti_apply"]
 
 MAIN_PID = os.getpid()
 CALL_TIMEOUT_S = float(os.environ.get("ZEROGPU_STANDIN_TIMEOUT_S", "600"))  # a hung child must not hang tests
@@ -173,3 +181,88 @@ def GPU(task=None, *, duration=None, size=None, **kwargs):  # noqa: N802 - the r
             duration = task
         return functools.partial(_wrap, duration=duration, size=size)
     return _wrap(task, duration, size)
+
+
+# --- ahead-of-time compilation (spaces.zero.torch.aoti) -------------------------------------------------------
+class _CapturedCall:
+    def __init__(self):
+        self.args: tuple = ()
+        self.kwargs: dict = {}
+
+
+class _CapturedCallException(Exception):
+    def __init__(self, args, kwargs):
+        super().__init__()
+        self.call_args, self.call_kwargs = args, kwargs
+
+
+def aoti_capture(module, call_method: str = "forward"):
+    """`with aoti_capture(block) as call: model(...)`: call.args / call.kwargs of the first call of the method."""
+    import contextlib
+    from unittest.mock import patch
+
+    @contextlib.contextmanager
+    def capturing():
+        captured = _CapturedCall()
+
+        def capture_call(*args, **kwargs):
+            raise _CapturedCallException(args, kwargs)
+
+        with patch.object(module, call_method, new=capture_call):
+            try:
+                yield captured
+            except _CapturedCallException as call:
+                captured.args, captured.kwargs = call.call_args, call.call_kwargs
+
+    return capturing()
+
+
+class StandInCompiledModel:
+    """An AOTInductor package as bytes, loaded on first call in each process (and thread)."""
+
+    def __init__(self, archive: bytes):
+        self.archive = archive
+        self._loaded: dict = {}
+
+    def __call__(self, *args, **kwargs):
+        import io
+        import threading
+
+        import torch
+
+        key = (os.getpid(), threading.get_ident())
+        if key not in self._loaded:
+            self._loaded[key] = torch._inductor.aoti_load_package(io.BytesIO(self.archive))
+            _say(f"aoti package loaded pid={os.getpid()} bytes={len(self.archive)}")
+        return self._loaded[key](*args, **kwargs)
+
+    def __reduce__(self):
+        return StandInCompiledModel, (self.archive,)
+
+
+def aoti_compile(exported_program, inductor_configs=None):
+    import io
+
+    import torch
+
+    if not _forked:
+        raise ZeroGPUError("aoti_compile runs inside a @spaces.GPU call (compiled artefacts are GPU-specific)")
+    buffer = io.BytesIO()
+    started = time.perf_counter()
+    torch._inductor.aoti_compile_and_package(exported_program, package_path=buffer,
+                                             inductor_configs=dict(inductor_configs or {}))
+    _say(f"aoti_compile seconds={time.perf_counter() - started:.1f} bytes={len(buffer.getvalue())}")
+    return StandInCompiledModel(buffer.getvalue())
+
+
+def aoti_apply(compiled, module, call_method: str = "forward"):
+    import torch
+
+    setattr(module, call_method, compiled)
+    state = module.state_dict()
+    meta = {name: (tensor.device, tensor.dtype) for name, tensor in state.items()}
+    empty = {name: torch.nn.Parameter(torch.empty_like(tensor, device="cpu")) for name, tensor in state.items()}
+    module.load_state_dict(empty, assign=True)
+    for name, param in empty.items():
+        device, dtype = meta[name]
+        param.data = torch.Tensor([]).to(device=device, dtype=dtype)

@@ -1,0 +1,220 @@
+"""Regional compilation of Sapiens2: each repeated transformer block (`Sapiens2Layer`) compiled with a dynamic
+batch dimension, warmed up at load, with a persistent cache and a way back to eager.
+
+- Regional: the blocks are one code object, compiled once and shared by every block of every loaded model of
+  the same width (pose after seg pays nothing), at a fraction of a whole-model compile (COMPILE.md section 1).
+- One graph for every batch size: dynamo specialises size-1 dimensions (0/1 specialisation), which would make
+  batch 1 and batch >= 2 two compiles; compiling with `backed_size_oblivious` treats batch 1 like any other
+  size, so images (1), pose crops (1-40 with flip test), video batches and their remainders share one graph.
+  The warm-up runs batch 1 and 2 at load (the second checks that nothing recompiles).
+- Cache: inductor's FX graph / AOTAutograd caches live in `cache_dir()` (SAPIENS2_COMPILE_CACHE, else beside
+  the Hugging Face cache), so a second launch only re-traces (COMPILE.md section 3).
+- Safety: a failed warm-up (no C++ compiler, an unusable cache folder) leaves that model eager with a note; at
+  run time a compile error or the recompile limit turns the whole model back to eager for good, with a log line
+  and a note. A damaged or stale cache entry is a miss for torch (its keys hold the versions): it compiles again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+MODES = ("auto", "on", "off")
+BLOCK_CLASS = "Sapiens2Layer"
+WARMUP_BATCHES = (1, 2)  # the graph is made at 1; 2 proves it serves other sizes
+RECOMPILE_LIMIT = 64  # the blocks of every loaded model share one code object (one entry per width and dtype)
+CACHE_ENV = "SAPIENS2_COMPILE_CACHE"
+_TIMINGS = "load_seconds.json"
+_lock = threading.Lock()
+
+
+def parse_mode(mode: str | bool | None = None) -> str:
+    """'auto' | 'on' | 'off' from a flag, SAPIENS2_COMPILE or a bool; 1/true/yes and 0/false/no are accepted."""
+    if isinstance(mode, bool):
+        return "on" if mode else "off"
+    value = str(mode if mode is not None else os.environ.get("SAPIENS2_COMPILE") or "auto").strip().lower()
+    value = {"1": "on", "true": "on", "yes": "on", "0": "off", "false": "off", "no": "off", "": "auto"}.get(value,
+                                                                                                              value)
+    if value not in MODES:
+        raise ValueError(f"Unknown compile mode {mode!r}; choose auto, on or off.")
+    return value
+
+
+def wanted(mode: str | bool | None, device: str) -> bool:
+    """auto: on for CUDA (1.6-1.9x faster forwards there), off elsewhere (a CPU or MPS gains little for the wait)."""
+    mode = parse_mode(mode)
+    return mode == "on" or (mode == "auto" and str(device).startswith("cuda"))
+
+
+def cache_dir() -> Path:
+    """SAPIENS2_COMPILE_CACHE, else `sapiens2-compile/` beside the Hugging Face cache (~/.cache/...)."""
+    explicit = os.environ.get(CACHE_ENV)
+    if explicit:
+        return Path(explicit).expanduser()
+    from huggingface_hub import constants
+
+    return Path(constants.HF_HOME).expanduser().parent / "sapiens2-compile"
+
+
+def use_cache_dir() -> Path:
+    """Point inductor's persistent caches at `cache_dir()` (an explicit TORCHINDUCTOR_CACHE_DIR wins unless
+    SAPIENS2_COMPILE_CACHE is set too). Call before the first compile: torch reads it on first use."""
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    # torch writes its default into the variable when it first looks (an import may already have): that is not
+    # the user's choice
+    chosen = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if os.environ.get(CACHE_ENV) or not chosen or os.path.abspath(chosen) == os.path.abspath(default_cache_dir()):
+        path = cache_dir() / "inductor"
+        path.mkdir(parents=True, exist_ok=True)
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(path)
+    return Path(os.environ["TORCHINDUCTOR_CACHE_DIR"])
+
+
+def blocks(model) -> list:
+    """The model's repeated transformer blocks, in order."""
+    return [module for module in model.modules() if type(module).__name__ == BLOCK_CLASS]
+
+
+def _runtime_errors() -> tuple[type[BaseException], ...]:
+    import torch._dynamo.exc as dynamo_exc
+    import torch._inductor.exc as inductor_exc
+
+    return (dynamo_exc.TorchDynamoException, dynamo_exc.FailOnRecompileLimitHit, inductor_exc.OperatorIssue,
+            inductor_exc.CppCompileError, inductor_exc.InvalidCxxCompiler)
+
+
+@dataclass
+class CompileState:
+    """How a model runs: 'compiled', 'eager' (fell back, `note` says why) or 'off'."""
+    status: str = "off"
+    seconds: float = 0.0  # compile + warm-up time at load
+    note: str = ""
+    phase: str = "at load"  # then "at run time": where a fall-back happened, for the note
+    fallbacks: int = 0
+    reported: bool = False  # the note was shown (a fall-back at run time makes a new one)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def fall_back(self, model, error: BaseException) -> None:
+        with self._lock:
+            if self.status == "eager":
+                return
+            self.status, self.fallbacks, self.reported = "eager", self.fallbacks + 1, False
+            self.note = f"compiling failed {self.phase} ({_describe(error)}); running eager"
+            for block in blocks(model):
+                block._compiled_call_impl = None  # nn.Module.__call__ goes back to the eager _call_impl
+        log.warning("%s: %s", type(model).__name__, self.note)
+
+
+def _describe(error: BaseException) -> str:
+    """'Type: first line', the compiler's own error rather than dynamo's wrapper around it."""
+    inner = getattr(error, "inner_exception", None)
+    if isinstance(inner, BaseException):
+        error = inner
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {(text[0] if text else '')[:200]}"
+
+
+def _guarded(block, compiled, model, state: CompileState):
+    """The block's compiled call; a compile error turns the model back to eager and this call runs eager."""
+    errors = _runtime_errors()
+
+    def call(*args, **kwargs):
+        try:
+            return compiled(*args, **kwargs)
+        except errors as error:
+            state.fall_back(model, error)
+            return block._call_impl(*args, **kwargs)
+
+    return call
+
+
+def compile_blocks(model, state: CompileState, backend="inductor") -> None:
+    """Compile each block in place (torch.compile of its call, dynamic shapes), guarded by `state`."""
+    import torch
+
+    config = torch._dynamo.config
+    config.recompile_limit = max(config.recompile_limit, RECOMPILE_LIMIT)
+    config.fail_on_recompile_limit_hit = True  # raise, so the guard falls back with a note instead of silently
+    for block in blocks(model):
+        compiled = torch.compile(block._call_impl, dynamic=True, backend=backend)
+        block._compiled_call_impl = _guarded(block, compiled, model, state)
+
+
+def warm_up(model, input_size: tuple[int, int], device, dtype, batches=WARMUP_BATCHES) -> None:
+    """Run the model at each warm-up batch size on zeros (inference mode, as `inference.forward` runs it)."""
+    import torch
+    from torch.fx.experimental import _config as fx_config
+
+    height, width = input_size
+    with fx_config.patch(backed_size_oblivious=True):  # read when a graph is made: here, not at run time
+        for batch in batches:
+            dummy = torch.zeros(batch, 3, height, width, device=device, dtype=dtype)
+            with torch.inference_mode():
+                model(pixel_values=dummy)
+
+
+def compile_model(model, input_size: tuple[int, int], device, dtype, key: str = "",
+                  backend="inductor") -> CompileState:
+    """Regionally compile `model` in place and warm it up; on any failure the model stays eager (with a note).
+    A damaged cache entry is a cache miss for torch (it compiles again); an unusable cache folder is a failure."""
+    state = CompileState(status="compiled")
+    if not blocks(model):
+        state.status, state.note = "off", f"no {BLOCK_CLASS} blocks to compile"
+        return state
+    started = time.perf_counter()
+    try:
+        with _lock:  # one model compiles at a time: the warm-up shares dynamo's global state
+            use_cache_dir()
+            compile_blocks(model, state, backend)
+            warm_up(model, input_size, device, dtype)
+    except Exception as error:  # noqa: BLE001 - warm-up inputs are ours: any failure is the compiler's
+        state.fall_back(model, error)
+        return state
+    state.phase = "at run time"
+    if state.status == "compiled":
+        state.seconds = time.perf_counter() - started
+        state.note = f"compiled at load in {state.seconds:.0f} s"
+        record_load_seconds(key, state.seconds)
+    return state
+
+
+# -- how long the first load takes (a hint for the UI, measured on this machine) --------------------------------
+def _timings_path() -> Path:
+    return cache_dir() / _TIMINGS
+
+
+def _timings() -> dict:
+    try:
+        return json.loads(_timings_path().read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def record_load_seconds(key: str, seconds: float) -> None:
+    if not key:
+        return
+    try:
+        timings = _timings()
+        before = timings.get(key) if isinstance(timings.get(key), dict) else {}
+        timings[key] = {"last": round(seconds, 1), "most": round(max(seconds, before.get("most", 0.0)), 1)}
+        _timings_path().parent.mkdir(parents=True, exist_ok=True)
+        _timings_path().write_text(json.dumps(timings, indent=1, sort_keys=True))
+    except OSError as error:  # a read-only cache folder only loses the hint
+        log.info("compile timings not saved: %s", error)
+
+
+def load_hint(key: str) -> str:
+    """What the UI says while a model loads and compiles."""
+    seen = _timings().get(key)
+    if isinstance(seen, dict) and "last" in seen:
+        return (f"compiling: {seen['last']:.0f} s last time on this machine, at most {seen['most']:.0f} s "
+                f"(models of the same width share the work; the compile cache makes repeats faster)")
+    return "compiling: up to a minute or two the first time on this machine; later launches reuse the compile cache"

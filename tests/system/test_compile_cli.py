@@ -1,0 +1,92 @@
+"""--compile on with inductor on the CPU (tiny checkpoints), as a user runs it.
+
+1. The batch CLI over three images of different sizes and a 20-frame video, tasks seg and pose, with
+   `--compile off`, then `--compile on` twice on one compile cache (a cold launch and a warm one), under
+   TORCH_LOGS=recompiles: no recompile after each model's warm-up at load in either launch (at most two per
+   model in all), the warm launch finds its artefacts in the cache (it writes no new compiled code), and the
+   outputs equal --compile off's: body-part labels on >= 99.9 % of pixels, keypoints within 0.05 px except ties
+   (a random-weight heatmap with two peaks of the same height, where rounding at 1e-6 picks either).
+   The wall-time target (warm <= 0.5x cold) is a figure: benchmarks/bench_compile.py prints it.
+2. The compiled models against the eager ones in this process: within 1e-4 relative at batch 1, 3 and 20,
+   one graph for all of them.
+
+Slow: the cold launch compiles for 30-60 s on a 2-core CPU; the module takes 2-4 minutes.
+"""
+
+import pytest
+import torch
+
+from benchmarks.bench_compile import compare, make_inputs, run_cli
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def runs(tiny_dir, tmp_path_factory):
+    work = tmp_path_factory.mktemp("compile_cli")
+    inputs = make_inputs(work / "inputs", video_frames=20)
+    cache = work / "cache"
+    results = {"off": run_cli(inputs, work / "off", tiny_dir, "off", cache)}
+    assert not cache.exists()  # --compile off touches no cache
+    results["cold"] = run_cli(inputs, work / "cold", tiny_dir, "on", cache)
+    results["cold_files"] = set(cache.rglob("*.so"))
+    results["warm"] = run_cli(inputs, work / "warm", tiny_dir, "on", cache)
+    results["warm_files"] = set(cache.rglob("*.so"))
+    return results
+
+
+def test_no_recompile_after_the_warm_up(runs):
+    for name in ("cold", "warm"):
+        assert "compiled: compiled at load" in runs[name].log, runs[name].log[-3000:]
+        assert "running eager" not in runs[name].log
+        assert runs[name].after_warm_up == 0, runs[name].log[-3000:]
+    assert runs["cold"].recompiles + runs["warm"].recompiles <= 2 * 2  # two models
+
+
+def test_warm_launch_reuses_the_cache(runs):
+    assert runs["cold_files"], "the cold launch left no compiled code in the cache"
+    assert runs["warm_files"] == runs["cold_files"]
+
+
+@pytest.mark.parametrize("launch", ["cold", "warm"])
+def test_outputs_equal_compile_off(runs, launch):
+    found = compare(runs["off"].output, runs[launch].output)
+    assert found["label_maps"] == 3 + 20 and found["keypoints"] > 0
+    assert found["labels_equal"] >= 0.999, found
+    assert found["further"] == found["further_that_are_ties"], found
+    assert found["keypoints_within_0.05px"] >= 0.99, found
+
+
+@pytest.fixture(scope="module")
+def managers(tiny_dir, tmp_path_factory):
+    import os
+
+    from sapiens2_demo.models.manager import ModelManager
+
+    cache = tmp_path_factory.mktemp("compile_cache")
+    saved = {name: os.environ.get(name) for name in ("SAPIENS2_COMPILE_CACHE", "TORCHINDUCTOR_CACHE_DIR")}
+    os.environ["SAPIENS2_COMPILE_CACHE"] = str(cache)
+    os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+    try:
+        compiled = ModelManager(checkpoint_dir=tiny_dir, device="cpu", dtype="float32", compile="on")
+        eager = ModelManager(checkpoint_dir=tiny_dir, device="cpu", dtype="float32", compile="off")
+        yield compiled, eager
+    finally:
+        for name, value in saved.items():
+            os.environ.pop(name, None) if value is None else os.environ.__setitem__(name, value)
+
+
+@pytest.mark.parametrize("task, output", [("seg", "logits"), ("pose", "heatmaps")])
+def test_compiled_model_matches_eager(managers, task, output):
+    from sapiens2_demo.models.registry import checkpoint
+
+    compiled, eager = (manager.get(checkpoint(task, "0.4b")) for manager in managers)
+    assert compiled.compiled.status == "compiled", compiled.compiled.note
+    assert "compiled at load" in " ".join(managers[0].take_compile_notes())
+    graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    for batch in (1, 3, 20):
+        x = torch.randn(batch, 3, 256, 192, generator=torch.Generator().manual_seed(batch))
+        with torch.inference_mode():
+            ours, reference = compiled.model(pixel_values=x)[output], eager.model(pixel_values=x)[output]
+        assert (ours - reference).abs().max() <= 1e-4 * reference.abs().max()
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == graphs  # the warm-up's graph served all
