@@ -170,10 +170,9 @@ def test_pose_skeleton_viewer_is_not_an_api_endpoint(client):
 def test_viewer_steps_show_the_sessions_last_model_or_hide():
     from types import SimpleNamespace
 
-    from sapiens2_demo import tasks
     from sapiens2_demo.ui.image_tabs import SHOWN_MODELS, viewer_steps
 
-    show, fill = viewer_steps(tasks.get("pose"))
+    show, fill = viewer_steps("pose")
     request = SimpleNamespace(session_hash="viewer-test")
     SHOWN_MODELS.put("viewer-test", "pose", "/x/pose_3d.glb")
     SHOWN_MODELS.put("someone-else", "pose", None)
