@@ -1,6 +1,7 @@
 """The app launched on 127.0.0.1 and every named endpoint called through gradio_client."""
 
 import json
+import time
 import zipfile
 from pathlib import Path
 
@@ -198,8 +199,16 @@ def test_the_render_is_shown_before_the_downloads_and_the_api_return_is_complete
     from gradio_client import handle_file
 
     from sapiens2_demo.jobs import image as image_jobs
+    from sapiens2_demo.tasks.spec import TaskSpec
 
     monkeypatch.setattr(image_jobs, "SHOW_WITHIN_S", 0.0)  # the app runs in this process: downloads always "slow"
+    write_files = TaskSpec.write_files
+
+    def slow(self, *args, **kwargs):  # the downloads are written beside the render: make them finish after it
+        time.sleep(0.5)
+        return write_files(self, *args, **kwargs)
+
+    monkeypatch.setattr(TaskSpec, "write_files", slow)
     job = client.submit(handle_file(str(ASSETS / "astronaut.jpg")), api_name=endpoint)
     final = job.result()
     first = job.outputs()[0]
