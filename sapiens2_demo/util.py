@@ -125,6 +125,18 @@ def write_png(path: str | Path, array: np.ndarray) -> Path:
     return path
 
 
+def at_once(start):
+    """The one-call form of a two-stage function (`start(...)` returns `finish`, a function of no arguments that
+    gives the result; see pipelines/dense.py): start, then finish at once."""
+
+    def run(*args, **kwargs):
+        return start(*args, **kwargs)()
+
+    run.__name__ = run.__qualname__ = start.__name__.removeprefix("start_")
+    run.__doc__ = start.__doc__
+    return run
+
+
 def in_parallel(*calls):
     """Run zero-argument callables in threads and return their results in order (the first error is raised
     after all have finished). For file writers: PNG encoding, zlib and file I/O release the GIL."""
