@@ -167,17 +167,18 @@ def infer(manager_key: str, frames: list[np.ndarray], jobs: list[Job], batch_siz
     return answers
 
 
-OVERLAP = os.environ.get("SAPIENS2_OVERLAP", "auto")  # "auto" (on CUDA), "1" (always) or "0" (never)
+OVERLAP = os.environ.get("SAPIENS2_OVERLAP", "auto")  # "auto" (the measured choice), "1" (always) or "0" (never)
 
 
 def overlaps(device) -> bool:
     """Whether a call of several batches runs a batch's post-processing beside the next batch's forward.
-    On CUDA the forward queues while the worker copies back; on the CPU ... (see benchmarks/bench_video.py)."""
+    On CUDA the next forward queues while the worker copies back. On the 2-core CPU it measured faster too
+    (`bench_video.py --overlap both`, tiny checkpoints, a shared machine at load 8-10: normals 1.8x, pointmap
+    1.8x, matting 2.4x, seg 0.93x), the numpy post-processing beside torch's forward, so "auto" overlaps on
+    both; not on Apple's MPS, where it was never run. SAPIENS2_OVERLAP=0 turns it off."""
     if OVERLAP in ("0", "1"):
         return OVERLAP == "1"
-    from .models.inference import on_cuda
-
-    return on_cuda(device)
+    return str(device).split(":")[0] in ("cuda", "cpu")
 
 
 def overlapped(start, batches: list, device=None) -> list:

@@ -235,3 +235,21 @@ def test_downloads_written_quickly_make_one_complete_update(client, monkeypatch)
     slider, legend, files, _ = job.result()
     assert len(job.outputs()) == 1
     assert {Path(f).name for f in files} == {"body_parts_labels.png", "body_parts_colors.png"}
+
+
+def test_downloads_are_served_from_the_output_folder_not_copied(app_server):
+    """The output folder is a static path: gradio answers with the files where they were written (no hash,
+    no copy into its cache per answer), and serves them to whoever has the answer."""
+    import urllib.request
+
+    from gradio_client import Client, handle_file
+
+    demo, url = app_server
+    root = demo.sapiens2_context.outputs.root
+    client = Client(url, verbose=False, download_files=False)
+    _, files, _ = client.predict(handle_file(str(ASSETS / "astronaut.jpg")), api_name="/normals")
+    paths = [Path(f["path"]) for f in files]
+    assert {p.name for p in paths} == {"normals.npy", "normals16.png"}
+    assert all(p.is_relative_to(root) and p.is_file() for p in paths)  # the written files themselves
+    with urllib.request.urlopen(files[0]["url"]) as response:
+        assert response.read() == paths[0].read_bytes()
