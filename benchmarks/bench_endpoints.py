@@ -4,6 +4,10 @@
         [--reps 7] [--endpoints pose,segment,normals,pointmap,matting,all] [--checkpoint-dir /tmp/sapiens2-tiny]
         [--root DIR] [--download-files]
 
+--checkpoint-dir takes either kind of tiny checkpoints: random weights (`python -m sapiens2_demo.models.tiny DIR
+--detector`, written there when the folder is empty) or structured stand-ins (`... DIR --trained --detector`,
+issue 20); the header names the folder, say which kind it holds when quoting figures.
+
 In one process: the real app (`app.parse_args([...])`, `app.create_app(args)`, launched as tests/conftest.py's
 `launch_app` does) on the tiny random-weight checkpoints, on the CPU, and a trivial gradio echo app with the
 real endpoints' shape: one endpoint taking an image filepath and returning it as a JPEG image, a file and a
@@ -13,9 +17,10 @@ echo call (interleaved: load drift hits both alike). Per endpoint:
 - shown: seconds until the first output reaches the client (a generator handler that yields the render first
   shows it before the downloads are written; for a plain function it is the same as complete);
 - complete: seconds until the final output (the API's complete return);
-- beyond floor: median over the repetitions of (complete - the echo call just before it), and the same for shown.
-Targets (issue 15): beyond the floor, at most 0.2 s for /pose, /segment, /normals, /pointmap, /matting and at
-most 0.9 s for /all, at 1080p, tiny checkpoints, this 2-core CPU.
+- beyond floor: median over the repetitions of (complete - the echo call just before it), and the same for shown;
+- best: the smallest of those differences (issue 20 states its targets as the best of 3).
+Targets (issue 20): the complete answer beyond the floor, best of 3, at most 0.3 s for /pose, /segment, /normals,
+/pointmap, /matting and at most 1.2 s for /all, at 1080p, tiny checkpoints, this 2-core CPU.
 By default the client does not download the output files (download_files=False: what a user waits for is the
 server's answer, not downloads nobody asked for yet); --download-files includes fetching them over localhost.
 --root DIR imports `app` and `sapiens2_demo` from another checkout (e.g. an export of an older commit).
@@ -43,7 +48,7 @@ HERE = Path(__file__).resolve().parent.parent
 ROOT = HERE
 
 ENDPOINTS = ("pose", "segment", "normals", "pointmap", "matting", "all")
-TARGETS = {"pose": 0.2, "segment": 0.2, "normals": 0.2, "pointmap": 0.2, "matting": 0.2, "all": 0.9}
+TARGETS = {"pose": 0.3, "segment": 0.3, "normals": 0.3, "pointmap": 0.3, "matting": 0.3, "all": 1.2}
 DEFAULT_TINY = Path("/tmp/sapiens2-tiny")
 POLL_S = 0.002
 
@@ -154,7 +159,8 @@ def main() -> None:
         try:
             client = Client(real_url, verbose=False, download_files=download)
             floor = Client(echo_url, verbose=False, download_files=download)
-            print(f"app from {ROOT} on tiny checkpoints (cpu), {os.cpu_count()} CPUs; input 1920x1080 JPEG; "
+            print(f"app from {ROOT} on the tiny checkpoints in {args.checkpoint_dir} (cpu), {os.cpu_count()} CPUs; "
+                  "input 1920x1080 JPEG; "
                   f"{args.reps} timed calls per endpoint after 1 warm-up, interleaved with the echo endpoint; "
                   f"client downloads files: {'yes' if args.download_files else 'no'}")
             load_start = load_average()
@@ -183,14 +189,13 @@ def main() -> None:
     median = statistics.median
     print(f"echo floor: median {median(echo_times):.3f} s (min {min(echo_times):.3f}, max {max(echo_times):.3f}, "
           f"{len(echo_times)} calls)")
-    print(f"\n{'endpoint':10} {'shown s':>8} {'complete s':>10} {'beyond floor s':>15} {'target s':>9} {'met':>7} "
-          f"{'shown beyond s':>15} {'met':>7}  {'complete min..max s':>20}")
+    print(f"\n{'endpoint':10} {'shown s':>8} {'complete s':>10} {'beyond floor s':>15} {'best s':>7} {'target s':>9} "
+          f"{'met':>7} {'shown beyond s':>15}  {'complete min..max s':>20}")
     for endpoint in endpoints:
         row, target = times[endpoint], TARGETS[endpoint]
-        beyond, shown_beyond = median(row["beyond"]), median(row["shown_beyond"])
+        beyond, best, shown_beyond = median(row["beyond"]), min(row["beyond"]), median(row["shown_beyond"])
         print(f"/{endpoint:9} {median(row['shown']):8.3f} {median(row['complete']):10.3f} {beyond:15.3f} "
-              f"{target:9.1f} {'met' if beyond <= target else 'MISSED':>7} {shown_beyond:15.3f} "
-              f"{'met' if shown_beyond <= target else 'MISSED':>7}  "
+              f"{best:7.3f} {target:9.1f} {'met' if best <= target else 'MISSED':>7} {shown_beyond:15.3f}  "
               f"{min(row['complete']):9.3f}..{max(row['complete']):.3f}")
     print(f"\nmedians over {args.reps} calls; beyond floor = median of (call - the echo call just before it). "
           f"load (1/5/15 min) at the start {load_start}, at the end {load_end}; timed part {wall:.0f} s")

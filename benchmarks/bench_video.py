@@ -4,6 +4,7 @@
         [--frames 96] [--tasks pose,seg,normal,pointmap,matting] [--checkpoint-dir /tmp/sapiens2-tiny]
         [--content shapes|photo] [--root DIR] [--batch-size N] [--plain-frames 48] [--no-sequential]
         [--no-model-only] [--fullsize] [--device auto] [--breakdown] [--profile] [--set detect_every=1]
+        [--overlap auto|on|off|both]
 
 The clip (written here with PyAV): 1280x720 at 24 fps, moving shapes (tests/videos.py's pattern, what issue 15
 measured on; --content photo: the astronaut photo panning), with a 440 Hz sine AAC track of the same length.
@@ -34,6 +35,12 @@ Targets (issue 15, tiny checkpoints, this 2-core CPU): ours/floor >= 0.5 (seg, n
 --root DIR imports `sapiens2_demo` from another checkout (e.g. an export of an older commit for BEFORE figures).
 --breakdown adds where our path's time goes per thread; --profile prints cProfile's top 15 of its main thread.
 --fullsize: full-size 0.4b random-weight checkpoints (~30 s a forward on a 2-core CPU; 4 frames of seg).
+--checkpoint-dir takes either kind of tiny checkpoints: random weights (`python -m sapiens2_demo.models.tiny DIR
+--detector`, written there when missing) or the structured stand-ins (`... DIR --trained --detector`, issue 20);
+the header names the folder: say which kind it holds when quoting figures.
+--overlap: whether a GPU call runs each batch's post-processing, drawing and copy back beside the next batch's
+forward (gpu.overlapped; `auto`: the app's default); `both` runs ours four times per task, one batch after the
+other, overlapped, again each (the table's row is the first), and notes the best of each and their ratio.
 The machine is shared and noisy: compare the ratios, measured in one run, never fps across runs; the load
 average is printed on every row.
 """
@@ -321,10 +328,19 @@ class GpuCalls:
         self._gpu.infer = self._original
 
 
+OVERLAP = {"auto": None, "on": "1", "off": "0"}  # --overlap: gpu.OVERLAP for ours (None: the package's default)
+OVERLAP_MODE: str | None = None
+
+
 def measure_ours(clip: Path, task: str, manager, out_dir: Path, batch_size: int | None = None,
-                 counter: GpuCalls | None = None) -> tuple[int, float]:
-    """(frames, seconds) of the `/video` path with the models already loaded; GPU calls counted into `counter`."""
+                 counter: GpuCalls | None = None, overlap: str | None = None) -> tuple[int, float]:
+    """(frames, seconds) of the `/video` path with the models already loaded; GPU calls counted into `counter`;
+    `overlap` ("1" / "0"): gpu.OVERLAP for this run (None, or an older checkout: as the package has it)."""
     from sapiens2_demo import gpu
+
+    overlap = overlap or OVERLAP_MODE
+    if overlap is not None and hasattr(gpu, "OVERLAP"):
+        gpu.OVERLAP = overlap
 
     process_video = load("process_video", *VIDEO_MODULES)
     options = video_tab_options()
@@ -679,8 +695,18 @@ def bench_task(task, clip, warm_clip, ckpts, manager, args, work: Path) -> tuple
     counter = GpuCalls()
     cpu = time.process_time()
     try:
-        frames, seconds = measure_ours(clip, task, manager, work / f"ours_{task}", args.batch_size, counter)
+        frames, seconds = measure_ours(clip, task, manager, work / f"ours_{task}", args.batch_size, counter,
+                                       "0" if args.overlap == "both" else None)
         ours_cpu = time.process_time() - cpu
+        if args.overlap == "both":  # overlapped and not, alternating twice more, the best of each (load drifts)
+            serial, overlapped = [seconds], []
+            for mode in ("1", "0", "1"):
+                taken = measure_ours(clip, task, manager, work / f"ours_{task}_{mode}", args.batch_size, None,
+                                     mode)[1]
+                (overlapped if mode == "1" else serial).append(taken)
+            notes.append(f"{task}: overlapped {fps(frames, min(overlapped)):.3g} frames/s, one batch after the "
+                         f"other {fps(frames, min(serial)):.3g} frames/s (best of 2 each, alternating): "
+                         f"{min(serial) / min(overlapped):.2f}x (load {load_average()})")
     finally:
         if args.breakdown:
             clock.remove()
@@ -775,12 +801,16 @@ def main() -> None:
                              "or true/false)")
     parser.add_argument("--breakdown", action="store_true", help="time the stages of our path per thread")
     parser.add_argument("--profile", action="store_true", help="cProfile top 15 of our path (one more run)")
+    parser.add_argument("--overlap", choices=("auto", "on", "off", "both"), default="auto",
+                        help="batches overlapped in a GPU call (gpu.OVERLAP); both: ours twice, and their ratio")
     args = parser.parse_args()
     for item in args.set:
         name, _, value = item.partition("=")
         lowered = value.strip().lower()
         OVERRIDES[name.strip()] = (lowered == "true" if lowered in ("true", "false")
                                    else float(value) if "." in value else int(value))
+    global OVERLAP_MODE
+    OVERLAP_MODE = OVERLAP.get(args.overlap)
     if args.root:
         use_root(args.root)
     import torch
@@ -803,7 +833,8 @@ def main() -> None:
                 else make_clip(work / "warm.mp4", BYTES_CLIP_FRAMES, content=args.content))
         measure_floor(warm or clip, work / "floor_warm.mp4")  # x264's first use out of the timings
         options = video_tab_options()
-        print(f"sapiens2_demo from {ROOT}; {ckpts.label} checkpoints on {device}/{str(dtype).replace('torch.', '')}; "
+        print(f"sapiens2_demo from {ROOT}; {ckpts.label} checkpoints ({ckpts.dir}) on "
+              f"{device}/{str(dtype).replace('torch.', '')}; overlap {args.overlap}; "
               f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} CPUs; "
               f"load {load_average()}")
         print(f"clip: {frames} frames of 1280x720 at 24 fps ({args.content}) with AAC audio; batch size "

@@ -206,23 +206,100 @@ def infer(manager_key: str, frames: list[np.ndarray], jobs: list[Job], batch_siz
             annotator = spec.renderer(**drawing) if drawing is not None and _draws_on_device(spec, manager) else None
             if annotator is not None and state is not None:
                 annotator.state = state
-            results = []
-            for start in range(0, len(frames), step):
-                batch = frames[start:start + step]
-                if annotator is not None:
-                    results += [DrawnFrame(p) for p in spec.draw(batch, manager, job.size, annotator, **options)]
+            batches = [frames[start:start + step] for start in range(0, len(frames), step)]
+            staged = spec.draw_start if annotator is not None else spec.start
+            follows = _follows_frames(spec, options)
+            if len(batches) > 1 and staged is not None and not follows and overlaps(manager.device):
+                extra = {"annotator": annotator} if annotator is not None else {}
+                results = overlapped(lambda batch: staged(batch, manager, job.size, **extra, **options), batches,
+                                     manager.device)
+            else:
+                results = []
+                for index, batch in enumerate(batches):
+                    if annotator is not None:
+                        results += spec.draw(batch, manager, job.size, annotator, **options)
+                        continue
+                    if follows:  # the batch goes on from the frame before it, in this call or the last
+                        options.update(frame_index=job.options.get("frame_index", 0) + index * step,
+                                       previous=results[-1] if results else job.options.get("previous"))
+                    results += spec.run(batch, manager, job.size, seg_cache=seg_cache, **options)
+            if annotator is not None:
+                results = [DrawnFrame(p) for p in results]
+                if results:
                     results[-1].state = getattr(annotator, "state", None)
-                    continue
-                if spec.follows_frames:  # the batch goes on from the frame before it, in this call or the last
-                    options.update(frame_index=job.options.get("frame_index", 0) + start,
-                                   previous=results[-1] if results else job.options.get("previous"))
-                results += spec.run(batch, manager, job.size, seg_cache=seg_cache, **options)
             if compact and CROSSES_PROCESSES:
                 results = [compact_maps(r, f.shape[:2]) for r, f in zip(results, frames)]
             answers.append(results)
         except Exception as error:  # noqa: BLE001 - handed back to the caller, who raises or reports it
             answers.append(error)
     return answers
+
+
+def _follows_frames(spec, options: dict) -> bool:
+    """Whether each batch goes on from the frame before it: pose always; a task whose maps can be steadied over
+    time only with `temporal_smoothing` on (otherwise its batches are independent, and may overlap)."""
+    return spec.follows_frames and (not spec.steady or bool(options.get("temporal_smoothing")))
+
+
+OVERLAP = os.environ.get("SAPIENS2_OVERLAP", "auto")  # "auto" (the measured choice), "1" (always) or "0" (never)
+
+
+def overlaps(device) -> bool:
+    """Whether a call of several batches runs a batch's post-processing beside the next batch's forward.
+    On CUDA the next forward queues while the worker copies back. On the 2-core CPU it measured faster too
+    (`bench_video.py --overlap both`, tiny random-weight checkpoints, a shared machine at load 7-10, two runs:
+    seg 0.93x / 1.60x, normals 1.8x / 2.5x, pointmap 1.8x / 2.0x, matting 2.4x / 1.3x), the numpy
+    post-processing beside torch's forward, so "auto" overlaps on both; not on Apple's MPS, where it was never
+    run. SAPIENS2_OVERLAP=0 turns it off."""
+    if OVERLAP in ("0", "1"):
+        return OVERLAP == "1"
+    return str(device).split(":")[0] in ("cuda", "cpu")
+
+
+def overlapped(start, batches: list, device=None) -> list:
+    """Each batch's `start(batch)` (pre-processing and the forward) in this thread, and the `finish()` it returns
+    (post-processing, drawing, the copy back) in a worker thread, beside the next batch's start: a GPU that
+    would wait for the host between batches goes on to the next forward. The results in batch order; the
+    first error is raised (after the batch in the worker is done). At most two batches are in flight.
+
+    On CUDA the worker has a stream of its own, which waits for the batch's forward (an event) and copies back
+    without waiting for the forwards queued after it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    results, pending = [], None
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sapiens2-post") as worker:
+        for batch in batches:
+            finish = _beside(start(batch), device)
+            if pending is not None:
+                results += pending.result()
+            pending = worker.submit(finish)
+        if pending is not None:
+            results += pending.result()
+    return results
+
+
+_POST_STREAMS: dict = {}
+
+
+def _beside(finish, device):
+    """`finish` to run in the worker: on CUDA on the worker's own stream, after the work queued so far on this
+    thread's stream (the batch's forward); elsewhere as it is."""
+    from .models.inference import on_cuda
+
+    if not on_cuda(device):
+        return finish
+    import torch
+
+    queued = torch.cuda.Event()
+    queued.record()  # on this thread's current stream: the batch's forward and everything before it
+    stream = _POST_STREAMS.setdefault(str(device), torch.cuda.Stream(device=device))
+
+    def run():
+        with torch.cuda.stream(stream):
+            stream.wait_event(queued)
+            return finish()  # its copy back synchronises this stream only
+
+    return run
 
 
 def _draws_on_device(spec, manager) -> bool:

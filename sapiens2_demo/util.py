@@ -9,8 +9,6 @@ from pathlib import Path
 
 import numpy as np
 
-PNG_LEVEL = 1  # zlib level for every PNG we write: several times faster than the default 6, files ~10-30 % larger
-
 
 def as_rgb_uint8(image) -> np.ndarray:
     """Accept RGB, RGBA (alpha dropped) or greyscale uint8 arrays; anything else is a ValueError.
@@ -78,30 +76,65 @@ def target(folder: str | Path, name: str) -> Path:
 
 
 def png_bytes(array: np.ndarray) -> bytes:
-    """A PNG of a greyscale, RGB or RGBA array, uint8 or uint16. OpenCV with zlib level PNG_LEVEL and the "up"
-    filter only: measured 1.4-2x faster than PIL or libpng's adaptive filters at 1080p, with files within ~10 %
-    (smaller on smooth 16-bit maps); and OpenCV releases the GIL, so downloads encode in parallel threads."""
-    import cv2
+    """A PNG of a greyscale, RGB or RGBA array, uint8 or uint16: every row with the "up" filter, deflated by
+    ISA-L (`isal`, zlib-compatible) at level 1, in one IDAT chunk. At 1080p this is 4-13x faster than OpenCV's
+    libpng at zlib level 1 (CPU ms: 16-bit noise 24 against 315, a smooth 16-bit map 35 against 147, a photo 20
+    against 82) with files of about the same size (smaller on smooth maps); the stdlib's zlib stands in when
+    `isal` is missing (the same bytes format, about OpenCV's speed). Both release the GIL, so downloads
+    encode in parallel threads."""
+    import struct
+    import zlib
 
     array = np.asarray(array)
-    if array.dtype not in (np.uint8, np.uint16) or array.ndim not in (2, 3):
+    if array.dtype not in (np.uint8, np.uint16) or array.ndim not in (2, 3) or min(array.shape[:2]) < 1 \
+            or (array.ndim == 3 and array.shape[2] not in (1, 3, 4)):
         raise ValueError(f"A PNG holds uint8 or uint16 greyscale/RGB/RGBA; got {array.dtype} {array.shape}.")
-    if array.ndim == 3:
-        array = cv2.cvtColor(np.ascontiguousarray(array), cv2.COLOR_RGBA2BGRA if array.shape[2] == 4
-                             else cv2.COLOR_RGB2BGR)
-    params = [cv2.IMWRITE_PNG_COMPRESSION, PNG_LEVEL]
-    if hasattr(cv2, "IMWRITE_PNG_FILTER"):  # OpenCV >= 4.10
-        params += [cv2.IMWRITE_PNG_FILTER, cv2.IMWRITE_PNG_FILTER_UP]
-    ok, encoded = cv2.imencode(".png", np.ascontiguousarray(array), params)
-    if not ok:
-        raise ValueError(f"OpenCV could not encode a {array.dtype} {array.shape} PNG.")
-    return encoded.tobytes()
+    height, width = array.shape[:2]
+    channels = 1 if array.ndim == 2 else array.shape[2]
+    rows = np.ascontiguousarray(array, dtype=">u2" if array.dtype == np.uint16 else np.uint8)
+    rows = rows.reshape(height, -1).view(np.uint8)  # PNG samples are big-endian
+    filtered = np.empty((height, rows.shape[1] + 1), np.uint8)
+    filtered[:, 0] = 2  # "up": each byte minus the one above it (modulo 256)
+    filtered[0] = 0  # the first row as it is (filter type 0)
+    filtered[0, 1:] = rows[0]
+    np.subtract(rows[1:], rows[:-1], out=filtered[1:, 1:])
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(data, zlib.crc32(kind)))
+
+    colour_type = {1: 0, 3: 2, 4: 6}[channels]  # greyscale, RGB, RGBA
+    header = struct.pack(">IIBBBBB", width, height, 8 * array.itemsize, colour_type, 0, 0, 0)
+    return b"".join([b"\x89PNG\r\n\x1a\n", chunk(b"IHDR", header),
+                     chunk(b"IDAT", _deflate().compress(filtered.reshape(-1), 1)), chunk(b"IEND", b"")])
+
+
+def _deflate():
+    """ISA-L's zlib-compatible compressor where installed, else the stdlib's zlib."""
+    try:
+        from isal import isal_zlib
+    except ImportError:
+        import zlib
+
+        return zlib
+    return isal_zlib
 
 
 def write_png(path: str | Path, array: np.ndarray) -> Path:
     path = Path(path)
     path.write_bytes(png_bytes(array))
     return path
+
+
+def at_once(start):
+    """The one-call form of a two-stage function (`start(...)` returns `finish`, a function of no arguments that
+    gives the result; see pipelines/dense.py): start, then finish at once."""
+
+    def run(*args, **kwargs):
+        return start(*args, **kwargs)()
+
+    run.__name__ = run.__qualname__ = start.__name__.removeprefix("start_")
+    run.__doc__ = start.__doc__
+    return run
 
 
 def in_parallel(*calls):

@@ -77,7 +77,10 @@ def _step_angle(points: np.ndarray, valid: np.ndarray) -> float:
 def _edge_ok(a: np.ndarray, b: np.ndarray, limit: float) -> np.ndarray:
     """True where the edge a-b (arrays of points) is no longer than `limit` x the nearer depth."""
     with np.errstate(invalid="ignore"):
-        return np.linalg.norm(a - b, axis=-1) <= limit * np.minimum(a[..., 2], b[..., 2])
+        step = a - b
+        reach = limit * np.minimum(a[..., 2], b[..., 2])
+        # squared lengths by einsum: np.linalg.norm's reduction over a last axis of 3 is ~5x slower
+        return (np.einsum("...i,...i->...", step, step) <= reach * reach) & (reach >= 0)
 
 
 def pointmap_mesh(points: np.ndarray, image: np.ndarray, mask: np.ndarray | None = None,
@@ -96,7 +99,7 @@ def pointmap_mesh(points: np.ndarray, image: np.ndarray, mask: np.ndarray | None
         raise ValueError(f"mask {np.shape(mask)} does not match the map {(height, width)}")
 
     stride = grid_stride(height, width, max_faces)
-    grid = points[::stride, ::stride]
+    grid = np.ascontiguousarray(points[::stride, ::stride])
     colours = image[::stride, ::stride]
     valid = np.isfinite(grid).all(axis=2)
     valid[valid] = grid[valid][:, 2] > 0

@@ -40,7 +40,9 @@ def person_points(result: PointmapResult, image: np.ndarray, mask: np.ndarray | 
     if image.shape[:2] != points.shape[:2]:
         raise ValueError(f"image {image.shape[:2]} and pointmap {points.shape[:2]} differ in size")
     mask = resolve_mask(result, mask, points.shape[:2])
-    keep = np.isfinite(points).all(axis=2) & (points[..., 2] > 0)
+    depth = points[..., 2]
+    # per component: numpy's reduction over a last axis of 3 (isfinite(...).all(axis=2)) is several times slower
+    keep = (depth > 0) & np.isfinite(depth) & np.isfinite(points[..., 0]) & np.isfinite(points[..., 1])
     if mask is not None:
         keep &= mask
     flat = np.flatnonzero(keep)
@@ -60,3 +62,33 @@ def to_trimesh(cloud: PointCloud, gltf_frame: bool = False):
     points = to_gltf_frame(cloud.points) if gltf_frame else cloud.points
     alpha = np.full((len(cloud), 1), 255, np.uint8)
     return trimesh.PointCloud(vertices=points, colors=np.concatenate([cloud.colors, alpha], axis=1))
+
+
+def glb_bytes(cloud: PointCloud) -> bytes:
+    """The cloud as a binary glTF 2.0 (.glb) in the glTF frame: one POINTS primitive with float32 POSITION and
+    uint8 RGBA COLOR_0. Written here rather than by trimesh's exporter, which took ~85 ms for 200k points (its
+    generic path) against ~5 ms; trimesh and glTF viewers read it back."""
+    import json
+    import struct
+
+    count = len(cloud)
+    positions = np.ascontiguousarray(to_gltf_frame(cloud.points), dtype="<f4")
+    colours = np.concatenate([cloud.colors, np.full((count, 1), 255, np.uint8)], axis=1)
+    low, high = (positions.min(axis=0), positions.max(axis=0)) if count else (np.zeros(3), np.zeros(3))
+    document = {
+        "asset": {"version": "2.0", "generator": "sapiens2_demo"},
+        "scene": 0, "scenes": [{"nodes": [0]}], "nodes": [{"mesh": 0, "name": "person"}],
+        "meshes": [{"primitives": [{"attributes": {"POSITION": 0, "COLOR_0": 1}, "mode": 0}]}],
+        "buffers": [{"byteLength": positions.nbytes + colours.nbytes}],
+        "bufferViews": [{"buffer": 0, "byteOffset": 0, "byteLength": positions.nbytes},
+                        {"buffer": 0, "byteOffset": positions.nbytes, "byteLength": colours.nbytes}],
+        "accessors": [{"bufferView": 0, "componentType": 5126, "count": count, "type": "VEC3",
+                       "min": [float(v) for v in low], "max": [float(v) for v in high]},
+                      {"bufferView": 1, "componentType": 5121, "normalized": True, "count": count, "type": "VEC4"}],
+    }
+    text = json.dumps(document, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 4)  # chunks are 4-byte aligned (JSON pads with spaces, BIN with zeros)
+    binary = positions.tobytes() + colours.tobytes()  # 12 + 4 bytes a point: already aligned
+    total = 12 + 8 + len(text) + 8 + len(binary)
+    return b"".join([struct.pack("<4sII", b"glTF", 2, total), struct.pack("<I4s", len(text), b"JSON"), text,
+                     struct.pack("<I4s", len(binary), b"BIN\0"), binary])

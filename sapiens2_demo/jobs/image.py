@@ -72,37 +72,43 @@ _WRITE_S: dict[str, float] = {}  # per task, how long its downloads took last ti
 
 def stream_task(ctx: AppContext, image: LoadedImage, *, task: str, run_dir: Path, progress=None,
                 size: str | None = None, **options) -> Iterator[TaskOutput]:
-    """One task on one image: one GPU call, the renders and notes, and the downloads written in a thread.
-    Downloads done within SHOW_WITHIN_S: one complete TaskOutput (a second update costs the UI more than a
-    few milliseconds of waiting). Slower ones: the renders are yielded first (what the user looks at; no files
-    yet), then the complete output; a task whose downloads were slow last time does not wait at all."""
+    """One task on one image: one GPU call, then the downloads written in a thread while the renders and
+    notes are made beside them. Downloads done within SHOW_WITHIN_S of the renders: one complete TaskOutput (a
+    second update costs the UI more than a few milliseconds of waiting). Slower ones: the renders are yielded
+    first (what the user looks at; no files yet), then the complete output; a task whose downloads were slow
+    last time does not wait at all."""
     spec = tasks.get(task)
     started = time.perf_counter()
     spec.check(options)
     [result] = infer(ctx, [image.rgb], [make_job(ctx, spec.name, size, options)], progress)[0]
     chosen = {**spec.defaults(), **options}
-    shown = spec.present(image, result, **chosen)
-    shown.notes.append(f"{spec.title} took {time.perf_counter() - started:.2f} s on {ctx.manager.device}.")
-    shown.notes.extend(ctx.manager.take_compile_notes())
-    complete = dataclasses.replace(shown, notes=list(shown.notes))  # the writers add their notes to this one
 
-    def finish():
+    def write():  # on an output of its own: it gathers only the writers' files, notes and 3D view
         began = time.perf_counter()
         try:
-            return spec.finish(complete, image.rgb, result, run_dir, **chosen)
+            return spec.finish(TaskOutput(), image.rgb, result, run_dir, **chosen)
         finally:
             _WRITE_S[spec.name] = time.perf_counter() - began
 
-    wait = SHOW_WITHIN_S if _WRITE_S.get(spec.name, 0.0) <= SHOW_WITHIN_S else 0.0
     with ThreadPoolExecutor(max_workers=1) as pool:
-        writing = pool.submit(finish)
+        writing = pool.submit(write)  # the files need only the result: written while the renders are drawn
+        shown = spec.present(image, result, **chosen)
+        shown.notes.append(f"{spec.title} took {time.perf_counter() - started:.2f} s on {ctx.manager.device}.")
+        shown.notes.extend(ctx.manager.take_compile_notes())
+        wait = SHOW_WITHIN_S if _WRITE_S.get(spec.name, 0.0) <= SHOW_WITHIN_S else 0.0
         try:
-            yield writing.result(timeout=wait)
+            yield _completed(shown, writing.result(timeout=wait))
             return
         except FutureTimeout:
             pass
         yield shown
-        yield writing.result()
+        yield _completed(shown, writing.result())
+
+
+def _completed(shown: TaskOutput, written: TaskOutput) -> TaskOutput:
+    """The shown output with the downloads, their notes and the 3D view the writers gave."""
+    return dataclasses.replace(shown, notes=[*shown.notes, *written.notes], files=written.files,
+                               model3d=written.model3d)
 
 
 def run_task(ctx: AppContext, image: LoadedImage, **kwargs) -> TaskOutput:
@@ -121,31 +127,35 @@ def stream_all(ctx: AppContext, image: LoadedImage, *, run_dir: Path, progress=N
         progress(0.05, desc="Running every task...")
     jobs = [make_job(ctx, spec.name, size, spec.all_options, tolerate_errors=True) for spec in chosen]
     answers = infer(ctx, [image.rgb], jobs, progress)
-    shown = LoadedImage(image.rgb, image.original_size, [])
-    out = TaskOutput(gallery=[(image.rgb, "Input")], notes=list(image.notes) + ctx.manager.take_compile_notes())
-    done = []  # (spec, result, its shown output, its options)
-    for spec, answer in zip(chosen, answers):
-        if isinstance(answer, Exception):
-            out.notes.append(f"{spec.short}: {answer}")
-            continue
-        options = {**spec.defaults(), **spec.all_options}
-        task_out = spec.present(shown, answer[0], **options)
-        out.gallery.append((task_out.main, spec.short))
-        out.notes.extend(f"{spec.short}: {note}" for note in task_out.notes)
-        done.append((spec, answer[0], task_out, options))
-    yield out
+    ran = [(spec, answer[0]) for spec, answer in zip(chosen, answers) if not isinstance(answer, Exception)]
 
-    def finish(spec, result, task_out, options):  # on a copy with no notes: it gathers only the writers' notes
-        return spec.finish(dataclasses.replace(task_out, notes=[]), image.rgb, result, run_dir / spec.zip_folder,
-                           **options)
+    def write(spec, result):  # on an output of its own: it gathers only the writers' files and notes
+        return spec.finish(TaskOutput(), image.rgb, result, run_dir / spec.zip_folder,
+                           **{**spec.defaults(), **spec.all_options})
 
-    finished = in_parallel(*[functools.partial(finish, *entry) for entry in done])
-    for (spec, *_), task_out in zip(done, finished):
-        out.notes.extend(f"{spec.short}: {note}" for note in task_out.notes)
-    archive = run_dir / "sapiens2_all_tasks.zip"
-    with zipfile.ZipFile(archive, "w", zipfile.ZIP_STORED) as zf:  # PNG/GLB are compressed already
-        for path in (path for task_out in finished for path in task_out.files):
-            zf.write(path, arcname=f"{path.parent.name}/{path.name}")
+    def write_all():
+        finished = in_parallel(*[functools.partial(write, *entry) for entry in ran])
+        archive = run_dir / "sapiens2_all_tasks.zip"
+        with zipfile.ZipFile(archive, "w", zipfile.ZIP_STORED) as zf:  # PNG/GLB are compressed already
+            for path in (path for written in finished for path in written.files):
+                zf.write(path, arcname=f"{path.parent.name}/{path.name}")
+        return finished, archive
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        writing = pool.submit(write_all)  # the files need only the results: written while the renders are drawn
+        shown = LoadedImage(image.rgb, image.original_size, [])
+        out = TaskOutput(gallery=[(image.rgb, "Input")], notes=list(image.notes) + ctx.manager.take_compile_notes())
+        for spec, answer in zip(chosen, answers):
+            if isinstance(answer, Exception):
+                out.notes.append(f"{spec.short}: {answer}")
+                continue
+            task_out = spec.present(shown, answer[0], **{**spec.defaults(), **spec.all_options})
+            out.gallery.append((task_out.main, spec.short))
+            out.notes.extend(f"{spec.short}: {note}" for note in task_out.notes)
+        yield out
+        finished, archive = writing.result()
+    for (spec, _), written in zip(ran, finished):
+        out.notes.extend(f"{spec.short}: {note}" for note in written.notes)
     out.files = [archive]
     yield out
 

@@ -42,10 +42,15 @@ def on_cuda(device) -> bool:
 
 def upload(frames: list[np.ndarray], device) -> list:
     """RGB uint8 (H, W, 3) frames -> (3, H, W) uint8 tensors on `device`, one copy each (what `preprocess`
-    and the device-side drawing both read)."""
+    and the device-side drawing both read). On CUDA through pinned memory without blocking: a copy from
+    pageable memory would wait for everything queued on the device (the last batch's forward) first."""
     import torch
 
-    return [torch.from_numpy(np.ascontiguousarray(frame[..., :3])).to(device).permute(2, 0, 1) for frame in frames]
+    cuda = on_cuda(device)
+    tensors = [torch.from_numpy(np.ascontiguousarray(frame[..., :3])) for frame in frames]
+    if cuda:
+        tensors = [t.pin_memory() for t in tensors]  # torch's pinned-block cache reuses them batch after batch
+    return [t.to(device, non_blocking=cuda).permute(2, 0, 1) for t in tensors]
 
 
 def forward(loaded: LoadedModel, pixel_values, *, on_device: bool = False, **kwargs):

@@ -19,7 +19,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from ..models.inference import forward, input_size, preprocess
+from ..models.inference import forward, input_size, preprocess, upload
 from ..models.manager import ModelManager
 from ..models.registry import checkpoint
 from ..results import MattingResult, NormalsResult, PointmapResult, SegmentationResult
@@ -74,36 +74,42 @@ class SegmentationCache:
 
 
 # -- batch pipelines ------------------------------------------------------------------------------------
+# Each runs in two stages: `*_start(frames, ...)` pre-processes and runs the forward, and returns `finish`, a
+# function of no arguments that post-processes and copies the results back. The *_batch functions call both at
+# once; a video's GPU call runs a batch's finish beside the next batch's start (gpu.infer: overlapped batches).
 def segment_batch(frames: Frames, manager: ModelManager, size: str = "0.4b",
                   cache: SegmentationCache | None = None) -> list[SegmentationResult]:
     """Body-part labels (H, W) uint8 per frame; with a cache, frames seen before cost no forward."""
     ckpt = checkpoint("seg", size)
-
-    def compute(batch: Frames) -> list[SegmentationResult]:
-        loaded = manager.get(ckpt)
-        if use_device_post(loaded.device):
-            return [SegmentationResult(labels=labels)
-                    for labels in device_post.to_host(labels_on_device(batch, manager, size))]
-        logits = forward(loaded, preprocess(loaded, batch, "seg"))["logits"].numpy()
-        return [SegmentationResult(labels=upsample_labels(z, f.shape[:2])) for z, f in zip(logits, batch)]
-
     if cache is None:
-        return compute(frames) if frames else []
-    return [cache.get_or_compute(SegmentationCache.key(f, ckpt.repo_id, ckpt.revision), lambda f=f: compute([f])[0])
-            for f in frames]
+        return segment_start(frames, manager, size)() if frames else []
+    return [cache.get_or_compute(SegmentationCache.key(f, ckpt.repo_id, ckpt.revision),
+                                 lambda f=f: segment_start([f], manager, size)()[0]) for f in frames]
+
+
+def segment_start(frames: Frames, manager: ModelManager, size: str = "0.4b"):
+    loaded = manager.get(checkpoint("seg", size))
+    if use_device_post(loaded.device):
+        labels = labels_start(_uploaded(frames, loaded.device), manager, size)
+        return lambda: [SegmentationResult(labels=label) for label in device_post.to_host(labels())]
+    logits = forward(loaded, preprocess(loaded, frames, "seg"))["logits"].numpy()
+    return lambda: [SegmentationResult(labels=upsample_labels(z, f.shape[:2])) for z, f in zip(logits, frames)]
 
 
 def normals_batch(frames: Frames, manager: ModelManager, size: str = "0.4b",
                   masks: list[np.ndarray | None] | None = None) -> list[NormalsResult]:
-    if not frames:
-        return []
+    maps = normals_start(frames, manager, size)() if frames else []
+    return [NormalsResult(normals=n, mask=m) for n, m in zip(maps, _masks(masks, frames))]
+
+
+def normals_start(frames: Frames, manager: ModelManager, size: str = "0.4b"):
+    """Finishes with (H, W, 3) float32 unit normals per frame."""
     loaded = manager.get(checkpoint("normal", size))
     if use_device_post(loaded.device):
-        maps = device_post.to_host(normals_on_device(frames, manager, size))
-    else:
-        raw, model_hw = forward(loaded, preprocess(loaded, frames, "normal"))["normals"], input_size(loaded.processor)
-        maps = [postprocess_normals(r, f.shape[:2], model_hw) for r, f in zip(raw, frames)]
-    return [NormalsResult(normals=n, mask=m) for n, m in zip(maps, _masks(masks, frames))]
+        maps = normals_device_start(_uploaded(frames, loaded.device), manager, size)
+        return lambda: device_post.to_host(maps())
+    raw, model_hw = forward(loaded, preprocess(loaded, frames, "normal"))["normals"], input_size(loaded.processor)
+    return lambda: [postprocess_normals(r, f.shape[:2], model_hw) for r, f in zip(raw, frames)]
 
 
 def pointmap_batch(frames: Frames, manager: ModelManager, size: str = "0.4b",
@@ -116,72 +122,107 @@ def pointmap_batch(frames: Frames, manager: ModelManager, size: str = "0.4b",
         ckpt = checkpoint("pointmap", size)
         masked = masks is not None and any(m is not None for m in masks)
         return [cache.get_or_compute((*SegmentationCache.key(f, ckpt.repo_id, ckpt.revision), masked),
-                                     lambda f=f, m=m: _pointmaps([f], manager, size, [m])[0])
+                                     lambda f=f, m=m: pointmap_start([f], manager, size, [m])()[0])
                 for f, m in zip(frames, _masks(masks, frames))]
-    return _pointmaps(frames, manager, size, masks)
+    return pointmap_start(frames, manager, size, masks)()
 
 
-def _pointmaps(frames: Frames, manager: ModelManager, size: str, masks) -> list[PointmapResult]:
+def pointmap_start(frames: Frames, manager: ModelManager, size: str = "0.4b", masks=None):
+    """Finishes with the PointmapResults; `masks`: a list (or None per frame), or a function of no arguments
+    giving one (another stage's finish)."""
     loaded = manager.get(checkpoint("pointmap", size))
     on_device = use_device_post(loaded.device)
-    outputs = forward(loaded, preprocess(loaded, frames, "pointmap"), on_device=on_device)
+    images = _uploaded(frames, loaded.device) if on_device else frames
+    outputs = forward(loaded, preprocess(loaded, images, "pointmap"), on_device=on_device)
     model_hw = input_size(loaded.processor)
     scales = _scales(outputs, len(frames))
-    if on_device:
-        maps = device_post.pointmaps(outputs["pointmaps"], scales, _sizes(frames), model_hw)
-    else:
-        maps = [postprocess_pointmap(outputs["pointmaps"][i], float(scales[i]), f.shape[:2], model_hw)
-                for i, f in enumerate(frames)]
-    results = []
-    for i, (points, mask) in enumerate(zip(maps, _masks(masks, frames))):
-        scale = float(scales[i])
-        focal = model_hw[1] / scale  # fx in model-input pixels (768 / scale)
-        results.append(PointmapResult(points=points, scale=scale, focal_length=focal, mask=mask))
-    return results
+
+    def finish() -> list[PointmapResult]:
+        if on_device:
+            maps = device_post.pointmaps(outputs["pointmaps"], scales, _sizes(frames), model_hw)
+        else:
+            maps = [postprocess_pointmap(outputs["pointmaps"][i], float(scales[i]), f.shape[:2], model_hw)
+                    for i, f in enumerate(frames)]
+        results = []
+        for i, (points, mask) in enumerate(zip(maps, _masks(masks() if callable(masks) else masks, frames))):
+            scale = float(scales[i])
+            focal = model_hw[1] / scale  # fx in model-input pixels (768 / scale)
+            results.append(PointmapResult(points=points, scale=scale, focal_length=focal, mask=mask))
+        return results
+
+    return finish
 
 
 def matting_batch(frames: Frames, manager: ModelManager, size: str = "1b") -> list[MattingResult]:
-    if not frames:
-        return []
+    return matting_start(frames, manager, size)() if frames else []
+
+
+def matting_start(frames: Frames, manager: ModelManager, size: str = "1b"):
     loaded = manager.get(checkpoint("matting", size))
     if use_device_post(loaded.device):
-        pairs = device_post.pairs_to_host(matting_on_device(frames, manager, size))
-    else:
-        outputs = forward(loaded, preprocess(loaded, frames, "matting"))
+        pairs = matting_device_start(_uploaded(frames, loaded.device), manager, size)
+        return lambda: [MattingResult(alpha=a, foreground=f) for a, f in device_post.pairs_to_host(pairs())]
+    outputs = forward(loaded, preprocess(loaded, frames, "matting"))
+
+    def finish() -> list[MattingResult]:
         pairs = [postprocess_matting(fg, alpha, frame.shape[:2])
                  for fg, alpha, frame in zip(outputs["foregrounds"], outputs["alphas"], frames)]
-    return [MattingResult(alpha=alpha, foreground=foreground) for alpha, foreground in pairs]
+        return [MattingResult(alpha=alpha, foreground=foreground) for alpha, foreground in pairs]
+
+    return finish
 
 
 # -- results left on the device (CUDA): RGB frames or upload's (3, H, W) uint8 tensors in, full-size tensors out --
 # (the CUDA path of the *_batch functions above is these plus one copy back; tasks/drawn.py draws on them there)
 def labels_on_device(images, manager: ModelManager, size: str = "0.4b") -> list:
     """Body-part labels: (H, W) uint8 tensors (label 0 is the background)."""
+    return labels_start(images, manager, size)()
+
+
+def labels_start(images, manager: ModelManager, size: str = "0.4b"):
     loaded = manager.get(checkpoint("seg", size))
     logits = forward(loaded, preprocess(loaded, images, "seg"), on_device=True)["logits"]
-    return device_post.segmentation_label_tensors(logits, _sizes(images))
+    return lambda: device_post.segmentation_label_tensors(logits, _sizes(images))
 
 
 def normals_on_device(images, manager: ModelManager, size: str = "0.4b") -> list:
     """Unit normals: (H, W, 3) float32 tensors."""
+    return normals_device_start(images, manager, size)()
+
+
+def normals_device_start(images, manager: ModelManager, size: str = "0.4b"):
     loaded = manager.get(checkpoint("normal", size))
     raw = forward(loaded, preprocess(loaded, images, "normal"), on_device=True)["normals"]
-    return device_post.normal_tensors(raw, _sizes(images), input_size(loaded.processor))
+    return lambda: device_post.normal_tensors(raw, _sizes(images), input_size(loaded.processor))
 
 
 def pointmaps_on_device(images, manager: ModelManager, size: str = "0.4b") -> list:
     """Metric XYZ: (H, W, 3) float32 tensors (depth = [..., 2])."""
+    return pointmaps_device_start(images, manager, size)()
+
+
+def pointmaps_device_start(images, manager: ModelManager, size: str = "0.4b"):
     loaded = manager.get(checkpoint("pointmap", size))
     outputs = forward(loaded, preprocess(loaded, images, "pointmap"), on_device=True)
-    return device_post.pointmap_tensors(outputs["pointmaps"], _scales(outputs, len(images)), _sizes(images),
-                                        input_size(loaded.processor))
+    return lambda: device_post.pointmap_tensors(outputs["pointmaps"], _scales(outputs, len(images)), _sizes(images),
+                                                input_size(loaded.processor))
 
 
 def matting_on_device(images, manager: ModelManager, size: str = "1b") -> list[tuple]:
     """(alpha (H, W), premultiplied foreground (H, W, 3)) float32 tensors in [0, 1]."""
+    return matting_device_start(images, manager, size)()
+
+
+def matting_device_start(images, manager: ModelManager, size: str = "1b"):
     loaded = manager.get(checkpoint("matting", size))
     outputs = forward(loaded, preprocess(loaded, images, "matting"), on_device=True)
-    return device_post.matting_tensors(outputs["foregrounds"], outputs["alphas"], _sizes(images))
+    return lambda: device_post.matting_tensors(outputs["foregrounds"], outputs["alphas"], _sizes(images))
+
+
+def _uploaded(frames, device) -> list:
+    """RGB frames as `upload`'s device tensors (pinned memory, copied without waiting for the device), so a
+    batch's start queues behind the last batch's forward instead of waiting for it; tensors as they are."""
+    return upload(frames, device) if frames and isinstance(frames[0], np.ndarray) else list(frames)
 
 
 def _scales(outputs, count: int):

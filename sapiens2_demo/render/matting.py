@@ -43,6 +43,17 @@ def _to_uint8(values: np.ndarray) -> np.ndarray:
     return np.rint(np.clip(values, 0.0, 1.0) * np.float32(255)).astype(np.uint8)
 
 
+def _unpremultiplied_uint8(result: MattingResult, min_alpha: float = 1.0 / 255.0) -> np.ndarray:
+    """`unpremultiply` as rounded uint8, in two OpenCV passes (numpy's six took ~80 ms at 1080p): fg * 255 /
+    alpha saturated to [0, 255], and 0 where alpha < min_alpha (cv2.divide gives 0 for a 0 divisor)."""
+    import cv2
+
+    alpha = np.asarray(result.alpha, dtype=np.float32)
+    divisor = np.where(alpha >= np.float32(min_alpha), alpha, np.float32(0))
+    return cv2.divide(np.asarray(result.foreground, dtype=np.float32), cv2.merge([divisor] * 3), scale=255,
+                      dtype=cv2.CV_8U)
+
+
 def rgba_cutout(image: np.ndarray | None, result: MattingResult, rgb: str = "foreground") -> np.ndarray:
     """(H, W, 4) uint8 RGBA with A = alpha and RGB = the un-premultiplied model foreground
     (`rgb="foreground"`, colour decontaminated at hair and edges) or the original pixels (`rgb="image"`).
@@ -50,7 +61,7 @@ def rgba_cutout(image: np.ndarray | None, result: MattingResult, rgb: str = "for
     Alpha-blending the first over a background B gives fg + (1 - alpha) * B, the reference composite.
     """
     if rgb == "foreground":
-        colour = _to_uint8(unpremultiply(result))
+        colour = _unpremultiplied_uint8(result)
     elif rgb == "image":
         colour = np.asarray(image, dtype=np.uint8)[..., :3]
         if colour.shape[:2] != result.alpha.shape:

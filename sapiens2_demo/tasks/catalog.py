@@ -8,6 +8,7 @@ from pathlib import Path
 from ..export import mocap_video, task_files
 from ..export import video as video_files
 from ..pipelines import dense, steady
+from ..results import NormalsResult
 from . import drawn, present
 from .spec import Option, TaskSpec, register
 
@@ -97,6 +98,34 @@ def run_pointmap(frames, manager, size, *, seg_cache=None, remove_background: bo
 
 def run_matting(frames, manager, size, *, seg_cache=None, **_):
     return dense.matting_batch(frames, manager, size)
+
+
+# -- the same in two stages, for a GPU call of several batches (a video chunk): start(...) runs the forwards and
+# returns finish(), the post-processing and copy back, which gpu.infer runs beside the next batch's forwards.
+# Video frames are never seen twice: no cache (the one-batch calls above keep theirs).
+def _masks_start(frames, manager, size, remove_background):
+    if not remove_background:
+        return lambda: None
+    labels = dense.segment_start(frames, manager, size)
+    return lambda: [r.foreground for r in labels()]
+
+
+def start_segment(frames, manager, size, **_):
+    return dense.segment_start(frames, manager, size)
+
+
+def start_normals(frames, manager, size, *, remove_background: bool = False, **_):
+    masks = _masks_start(frames, manager, size, remove_background)
+    maps = dense.normals_start(frames, manager, size)
+    return lambda: [NormalsResult(normals=n, mask=m) for n, m in zip(maps(), masks() or [None] * len(frames))]
+
+
+def start_pointmap(frames, manager, size, *, remove_background: bool = False, **_):
+    return dense.pointmap_start(frames, manager, size, _masks_start(frames, manager, size, remove_background))
+
+
+def start_matting(frames, manager, size, **_):
+    return dense.matting_start(frames, manager, size)
 
 
 def run_features(frames, manager, size, *, seg_cache=None, remove_background: bool = False, **_):
@@ -218,7 +247,7 @@ register(TaskSpec(
 
 register(TaskSpec(
     "segment", "Body parts", "Body parts", "seg", SIZES, run_segment, aliases=("seg", "body_parts"), folder="seg",
-    draw=drawn.draw_segment,
+    start=start_segment, draw=drawn.draw_segment, draw_start=drawn.start_segment,
     options=(Option("opacity", 0.5, "Overlay opacity", "slider"),
              Option("show_names", False, "Write class names on the parts")),
     renderer=segment_renderer, present=present.present_segment, export=task_files.export_segment,
@@ -231,7 +260,7 @@ register(TaskSpec(
 
 register(TaskSpec(
     "normals", "Normals", "Normals", "normal", SIZES, run_normals, aliases=("normal",), folder="normal",
-    draw=drawn.draw_normals,
+    start=start_normals, draw=drawn.draw_normals, draw_start=drawn.start_normals,
     options=(REMOVE_BACKGROUND,
              Option("background", "black", "Background", "radio", (("black", "black"), ("original image", "image"))),
              Option("png_bits", 16, "PNG bit depth", "radio", (8, 16))),
@@ -244,7 +273,8 @@ register(TaskSpec(
                 "input and the normal map as colours, the normals as .npy (float) and a 16- or 8-bit PNG."))
 
 register(TaskSpec(
-    "pointmap", "Depth & 3D", "Depth", "pointmap", SIZES, run_pointmap, aliases=("depth",), draw=drawn.draw_pointmap,
+    "pointmap", "Depth & 3D", "Depth", "pointmap", SIZES, run_pointmap, aliases=("depth",), start=start_pointmap,
+    draw=drawn.draw_pointmap, draw_start=drawn.start_pointmap,
     options=(REMOVE_BACKGROUND,
              Option("max_points", 200_000, "Max points in the cloud", "slider", low=10_000, high=500_000,
                     step=10_000),
@@ -264,7 +294,8 @@ register(TaskSpec(
                 ".ply and .glb."))
 
 register(TaskSpec(
-    "matting", "Matting", "Matting", "matting", ("1b",), run_matting, draw=drawn.draw_matting,
+    "matting", "Matting", "Matting", "matting", ("1b",), run_matting, start=start_matting, draw=drawn.draw_matting,
+    draw_start=drawn.start_matting,
     draw_on_cpu=True,
     options=(Option("background", "colour", "Background", "radio", ("colour", "transparent", "image")),
              Option("colour", "#00b140", "Background colour", "colour", shown_when=("background", "colour")),

@@ -15,37 +15,45 @@ from ..models.inference import upload
 from ..pipelines import dense
 from ..pipelines.device_post import to_host
 from ..render import on_device as draw
+from ..util import at_once
 
 
-def _masks(images, manager, size, remove_background: bool) -> list:
-    """The person masks (body-part label > 0), or None per image."""
+def _masks(images, manager, size, remove_background: bool):
+    """Starts the body-part forward; finishes with the person masks (label > 0), or None per image."""
     if not remove_background:
-        return [None] * len(images)
-    return [label > 0 for label in dense.labels_on_device(images, manager, size)]
+        return lambda: [None] * len(images)
+    labels = dense.labels_start(images, manager, size)
+    return lambda: [label > 0 for label in labels()]
 
 
-def draw_segment(frames, manager, size, annotator, **_):
+# Each drawing runs in two stages, as the pipelines do: `start_*` uploads the frames and runs the forwards,
+# and returns `finish`, which post-processes, draws and copies the pictures back (see pipelines/dense.py).
+def start_segment(frames, manager, size, annotator, **_):
     images = upload(frames, manager.device)
-    labels = dense.labels_on_device(images, manager, size)
-    return to_host([draw.parts(annotator, image, label) for image, label in zip(images, labels)])
+    labels = dense.labels_start(images, manager, size)
+    return lambda: to_host([draw.parts(annotator, image, label) for image, label in zip(images, labels())])
 
 
-def draw_normals(frames, manager, size, annotator, *, remove_background: bool = False, **_):
-    images = upload(frames, manager.device)
-    masks = _masks(images, manager, size, remove_background)
-    maps = dense.normals_on_device(images, manager, size)
-    return to_host([draw.normals(annotator, image, normals, mask)
-                    for image, normals, mask in zip(images, maps, masks)])
-
-
-def draw_pointmap(frames, manager, size, annotator, *, remove_background: bool = False, **_):
+def start_normals(frames, manager, size, annotator, *, remove_background: bool = False, **_):
     images = upload(frames, manager.device)
     masks = _masks(images, manager, size, remove_background)
-    return to_host([draw.depth(annotator, points, mask)
-                    for points, mask in zip(dense.pointmaps_on_device(images, manager, size), masks)])
+    maps = dense.normals_device_start(images, manager, size)
+    return lambda: to_host([draw.normals(annotator, image, normals, mask)
+                            for image, normals, mask in zip(images, maps(), masks())])
 
 
-def draw_matting(frames, manager, size, annotator, **_):
+def start_pointmap(frames, manager, size, annotator, *, remove_background: bool = False, **_):
     images = upload(frames, manager.device)
-    return to_host([draw.matting(annotator, alpha, foreground)
-                    for alpha, foreground in dense.matting_on_device(images, manager, size)])
+    masks = _masks(images, manager, size, remove_background)
+    maps = dense.pointmaps_device_start(images, manager, size)
+    return lambda: to_host([draw.depth(annotator, points, mask) for points, mask in zip(maps(), masks())])
+
+
+def start_matting(frames, manager, size, annotator, **_):
+    images = upload(frames, manager.device)
+    pairs = dense.matting_device_start(images, manager, size)
+    return lambda: to_host([draw.matting(annotator, alpha, foreground) for alpha, foreground in pairs()])
+
+
+draw_segment, draw_normals, draw_pointmap, draw_matting = map(at_once, (start_segment, start_normals,
+                                                                        start_pointmap, start_matting))

@@ -71,6 +71,11 @@ class TaskSpec:
     # draw(frames, manager, size, annotator, **options) -> pictures drawn on the model's device (tasks/drawn.py):
     # a CUDA video whose task writes no per-frame data gets these instead of results drawn on the host
     draw: Callable | None = None
+    # the same two in two stages, for a GPU call of several batches (a video chunk): start(frames, ...) runs the
+    # forwards and returns finish(), the post-processing (drawing) and copy back, which gpu.infer runs beside the
+    # next batch's forwards; a task without them runs its batches one after the other
+    start: Callable | None = None
+    draw_start: Callable | None = None
     draw_on_cpu: bool = False  # use `draw` on a CPU too: it measured faster there (benchmarks/bench_draw.py)
     present: Callable | None = None  # None: the task has no generic image tab (e.g. features)
     export: Callable | None = None

@@ -15,6 +15,9 @@ from .video_tab import build_video_tab
 
 
 def build_app(ctx: AppContext) -> gr.Blocks:
+    # the downloads are served from the output folder as they are: gradio would otherwise hash and copy every
+    # file of every answer into its cache (~0.7 s for a 1080p normals answer; the folders sweep themselves)
+    gr.set_static_paths([ctx.outputs.root])
     with gr.Blocks(title="Sapiens2 demo", delete_cache=(1800, 3600)) as demo:
         gr.Markdown("# Sapiens2: human-centric vision\nPose (308 keypoints), body-part segmentation, "
                     "surface normals, depth & 3D, and matting with Meta's Sapiens2 models. Models load on "

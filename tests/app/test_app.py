@@ -1,6 +1,7 @@
 """The app launched on 127.0.0.1 and every named endpoint called through gradio_client."""
 
 import json
+import time
 import zipfile
 from pathlib import Path
 
@@ -203,8 +204,16 @@ def test_the_render_is_shown_before_the_downloads_and_the_api_return_is_complete
     from gradio_client import handle_file
 
     from sapiens2_demo.jobs import image as image_jobs
+    from sapiens2_demo.tasks.spec import TaskSpec
 
     monkeypatch.setattr(image_jobs, "SHOW_WITHIN_S", 0.0)  # the app runs in this process: downloads always "slow"
+    write_files = TaskSpec.write_files
+
+    def slow(self, *args, **kwargs):  # the downloads are written beside the render: make them finish after it
+        time.sleep(0.5)
+        return write_files(self, *args, **kwargs)
+
+    monkeypatch.setattr(TaskSpec, "write_files", slow)
     job = client.submit(handle_file(str(ASSETS / "astronaut.jpg")), api_name=endpoint)
     final = job.result()
     first = job.outputs()[0]
@@ -231,3 +240,21 @@ def test_downloads_written_quickly_make_one_complete_update(client, monkeypatch)
     slider, legend, files, _ = job.result()
     assert len(job.outputs()) == 1
     assert {Path(f).name for f in files} == {"body_parts_labels.png", "body_parts_colors.png"}
+
+
+def test_downloads_are_served_from_the_output_folder_not_copied(app_server):
+    """The output folder is a static path: gradio answers with the files where they were written (no hash,
+    no copy into its cache per answer), and serves them to whoever has the answer."""
+    import urllib.request
+
+    from gradio_client import Client, handle_file
+
+    demo, url = app_server
+    root = demo.sapiens2_context.outputs.root
+    client = Client(url, verbose=False, download_files=False)
+    _, files, _ = client.predict(handle_file(str(ASSETS / "astronaut.jpg")), api_name="/normals")
+    paths = [Path(f["path"]) for f in files]
+    assert {p.name for p in paths} == {"normals.npy", "normals16.png"}
+    assert all(p.is_relative_to(root) and p.is_file() for p in paths)  # the written files themselves
+    with urllib.request.urlopen(files[0]["url"]) as response:
+        assert response.read() == paths[0].read_bytes()

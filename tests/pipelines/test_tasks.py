@@ -1,5 +1,7 @@
 """Tab-level orchestration: the shared segmentation cache, masking, All-tasks archive."""
 
+import dataclasses
+import time
 import zipfile
 
 import numpy as np
@@ -11,6 +13,7 @@ from sapiens2_demo.media.image import load_image
 from sapiens2_demo.models.registry import checkpoint
 from sapiens2_demo.pipelines import dense
 from sapiens2_demo.pipelines.dense import SegmentationCache
+from sapiens2_demo.tasks.spec import TaskSpec
 from tests.conftest import ASSETS, checkpoints_without
 
 
@@ -103,5 +106,34 @@ def test_an_image_request_waits_for_its_downloads_only_when_they_were_quick_last
     steps = list(image_jobs.stream_task(ctx, image, task="segment", run_dir=ctx.outputs.new_run_dir("s")))
     assert len(steps) == 1 and len(steps[0].files) == 2  # waited: one complete answer
     monkeypatch.setattr(image_jobs, "_WRITE_S", {"segment": 61.0})  # slow last time: show the render at once
+    write_files = TaskSpec.write_files
+
+    def slow(self, *args, **kwargs):  # written beside the render: make them finish after it
+        time.sleep(0.5)
+        return write_files(self, *args, **kwargs)
+
+    monkeypatch.setattr(TaskSpec, "write_files", slow)
     shown, complete = image_jobs.stream_task(ctx, image, task="segment", run_dir=ctx.outputs.new_run_dir("s"))
     assert shown.files == [] and shown.main is not None and len(complete.files) == 2
+
+
+def test_downloads_are_written_while_the_render_is_drawn(ctx, monkeypatch):
+    """The writers start right after the model: when they are done by the time the render is, the request
+    answers once, complete, even for a task that was slow last time."""
+    from sapiens2_demo import tasks
+
+    spec = tasks.get("segment")
+    present = spec.present
+
+    def slow_present(*args, **kwargs):
+        time.sleep(0.5)
+        return present(*args, **kwargs)
+
+    monkeypatch.setattr(image_jobs, "_WRITE_S", {"segment": 61.0})
+    tasks.register(dataclasses.replace(spec, present=slow_present))
+    try:
+        steps = list(image_jobs.stream_task(ctx, load_image(ASSETS / "astronaut.jpg"), task="segment",
+                                            run_dir=ctx.outputs.new_run_dir("s")))
+    finally:
+        tasks.register(spec)
+    assert len(steps) == 1 and len(steps[0].files) == 2 and steps[0].main is not None
