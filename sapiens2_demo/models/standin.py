@@ -26,7 +26,7 @@ from .standin_targets import PHOTOS, build_scene, flip_indices, seg_classes
 
 DENSE_TASKS = ("seg", "normal", "pointmap", "matting")
 SEED = 0
-DENSE_STEPS, POSE_STEPS, BATCH = 200, 200, 4
+DENSE_STEPS, POSE_STEPS, BATCH = 250, 200, 4
 SAMPLES_PER_PHOTO = 24
 HEATMAP_SIGMA = 2.0  # at the tiny 64x48 heatmaps (the released 256x192 ones use 6)
 
@@ -63,8 +63,8 @@ def write_standins(root: Path, log=print) -> Path:
     finally:
         torch.use_deterministic_algorithms(deterministic)
     (root / "STANDINS.txt").write_text("Stand-in checkpoints (models/standin.py): tiny Sapiens2 configs trained "
-                                       "for a minute on synthetic targets. Not models: their outputs are shapes, "
-                                       f"not estimates.\nkey {standin_key()}\n")
+                                       "a few CPU minutes on synthetic targets. Not models: their outputs are "
+                                       f"shapes, not estimates.\nkey {standin_key()}\n")
     return root
 
 
