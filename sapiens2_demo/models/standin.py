@@ -136,7 +136,7 @@ def _train_dense(scenes, input_hw, log):
         # Smooth unit targets: steps between neighbouring pixels cost too (the pixel shuffle leaves a grid),
         # and so does a length far from 1 (near 0, normalising would turn noise into directions).
         length = normals.pow(2).sum(dim=1).sqrt()
-        normal_loss = (_masked_mse(normals, batch["normals"][:, :, rows, cols], valid) + 10 * _steps(normals)
+        normal_loss = (_masked_mse(normals, batch["normals"][:, :, rows, cols], valid) + 40 * _steps(normals)
                        + (length - 1).pow(2).mean())
         pointmaps = models["pointmap"].decode_head(window)
         scales = models["pointmap"].scale_head(features)
