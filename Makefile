@@ -4,8 +4,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 OFFLINE := HF_HUB_OFFLINE=1 YOLO_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False
 TINY_DIR ?= /tmp/sapiens2-tiny
+STANDIN_DIR ?= /tmp/sapiens2-standin
 
-.PHONY: setup setup-dev run run-tiny lint test browser-deps bench
+.PHONY: setup setup-dev run run-tiny run-standin lint test browser-deps bench
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -27,6 +28,10 @@ run-tiny: setup  ## launch on tiny random-weight checkpoints: works offline, out
 	$(OFFLINE) $(PY) -m sapiens2_demo.models.tiny $(TINY_DIR) --detector
 	$(OFFLINE) $(PY) app.py --checkpoint-dir $(TINY_DIR) --detector $(TINY_DIR)/yolov8n-random.pt $(ARGS)
 
+run-standin: setup  ## launch on stand-ins: tiny checkpoints trained a few CPU minutes on synthetic targets (not models)
+	test -f $(STANDIN_DIR)/STANDINS.txt || $(OFFLINE) $(PY) -m sapiens2_demo.models.tiny $(STANDIN_DIR) --trained --detector
+	$(OFFLINE) $(PY) app.py --checkpoint-dir $(STANDIN_DIR) --detector $(STANDIN_DIR)/yolov8n-random.pt $(ARGS)
+
 browser-deps:  ## Debian's chromium for the Playwright test (root only; otherwise that test is skipped)
 	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || echo "chromium not installed: the browser test will be skipped"; }
 
@@ -47,3 +52,4 @@ bench: setup-dev
 	$(OFFLINE) $(PY) benchmarks/bench_gpu.py
 	$(OFFLINE) $(PY) benchmarks/bench_batch.py
 	$(OFFLINE) $(PY) benchmarks/bench_mocap.py
+	$(OFFLINE) $(PY) benchmarks/bench_standins.py

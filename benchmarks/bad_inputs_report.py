@@ -16,6 +16,12 @@ os.environ.update(HF_HUB_OFFLINE="1", YOLO_OFFLINE="1", GRADIO_ANALYTICS_ENABLED
 
 
 def main() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--checkpoint-dir", type=Path, default=None,
+                        help="checkpoints with a detector at DIR/yolo.pt (default: tiny random ones, written)")
+    args = parser.parse_args()
     from gradio_client import Client, handle_file
 
     from sapiens2_demo.models.tiny import write_all, write_tiny_detector
@@ -24,9 +30,12 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        write_all(tmp)
-        write_tiny_detector(tmp / "yolo.pt")
-        demo, url = launch_app(tmp, tmp / "yolo.pt")
+        if args.checkpoint_dir is None:
+            write_all(tmp)
+            write_tiny_detector(tmp / "yolo.pt")
+        ckpts = args.checkpoint_dir or tmp
+        detector = ckpts / "yolo.pt" if (ckpts / "yolo.pt").exists() else ckpts / "yolov8n-random.pt"
+        demo, url = launch_app(ckpts, detector)
         client = Client(url, verbose=False)
         print("| input | endpoint | the app answered |\n|---|---|---|")
         try:

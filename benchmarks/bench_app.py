@@ -1,13 +1,18 @@
-"""App-level figures on tiny random-weight checkpoints (a script, not a test).
+"""App-level figures on tiny random-weight checkpoints, or any --checkpoint-dir (a script, not a test).
 
 Prints the time from `python app.py` to the first HTTP answer, and per tab the time of the first call
 (which loads the model) and of a warm call, through gradio_client.
 
-    python benchmarks/bench_app.py
+    python benchmarks/bench_app.py [--checkpoint-dir DIR]
+
+--checkpoint-dir: e.g. stand-ins (`python -m sapiens2_demo.models.tiny DIR --trained --detector`: tiny configs
+trained on synthetic targets, not models); default: tiny random weights in a temporary folder. The detector is
+DIR/yolov8n-random.pt when there, else the app's default.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import socket
 import subprocess
@@ -32,18 +37,24 @@ def free_port() -> int:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--checkpoint-dir", type=Path, default=None)
+    args = parser.parse_args()
     from gradio_client import Client, handle_file
 
     from sapiens2_demo.models.tiny import write_all, write_tiny_detector
 
     with tempfile.TemporaryDirectory() as tmp:
-        ckpts = Path(tmp)
-        write_all(ckpts)
-        write_tiny_detector(ckpts / "yolov8n-random.pt")
+        ckpts = args.checkpoint_dir or Path(tmp)
+        if args.checkpoint_dir is None:
+            write_all(ckpts)
+            write_tiny_detector(ckpts / "yolov8n-random.pt")
+        detector = ["--detector", str(ckpts / "yolov8n-random.pt")] if (ckpts / "yolov8n-random.pt").exists() else []
+        print(f"checkpoints: {ckpts}" + (" (stand-ins, not models)" if (ckpts / "STANDINS.txt").exists() else ""))
         port = free_port()
         started = time.perf_counter()
         server = subprocess.Popen([sys.executable, str(ROOT / "app.py"), "--checkpoint-dir", str(ckpts),
-                                   "--detector", str(ckpts / "yolov8n-random.pt"), "--port", str(port)],
+                                   *detector, "--port", str(port)],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
         try:
             url = f"http://127.0.0.1:{port}/"

@@ -1,4 +1,4 @@
-"""Batch throughput on tiny random-weight checkpoints (a script, not a test).
+"""Batch throughput on tiny random-weight checkpoints, or any --checkpoint-dir (a script, not a test).
 
 1. The local engine (reader threads, batches through every pipeline, one shared segmentation, a writer
    thread) against a one-image-at-a-time loop over the same pipelines and writers (load, run each task on a
@@ -7,7 +7,10 @@
    throughput: the inputs finished after the first batch came back, over the time from then to the last
    (the cluster's and actors' start-up, imports and model loading are a fixed cost per run, printed apart).
 
-    python benchmarks/bench_batch.py [--images 200] [--tasks all] [--batch-size 8] [--skip-ray]
+    python benchmarks/bench_batch.py [--images 200] [--tasks all] [--batch-size 8] [--skip-ray] [--checkpoint-dir DIR]
+
+--checkpoint-dir: e.g. stand-ins (`python -m sapiens2_demo.models.tiny DIR --trained --detector`, not models);
+default: tiny random weights in a temporary folder. Its detector: DIR/yolov8n-random.pt.
 
 Inputs: crops/resizes of the assets at 640x480 JPEG. The tiny models make the model cheap, so these figures
 weigh the pipeline around it (reading, post-processing, writing) more than a real checkpoint would.
@@ -106,6 +109,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--skip-ray", action="store_true")
     parser.add_argument("--skip-local", action="store_true")
+    parser.add_argument("--checkpoint-dir", type=Path, default=None)
     args = parser.parse_args()
 
     from transformers.utils import logging as transformers_logging
@@ -117,11 +121,13 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="bench_batch_") as tmp:
         tmp = Path(tmp)
-        write_all(tmp / "ckpt")
-        write_tiny_detector(tmp / "ckpt" / "yolov8n-random.pt")
+        ckpt = args.checkpoint_dir or tmp / "ckpt"
+        if args.checkpoint_dir is None:
+            write_all(ckpt)
+            write_tiny_detector(ckpt / "yolov8n-random.pt")
         paths = make_images(tmp / "images", args.images)
-        base = BatchOptions(tasks=parse_tasks(args.tasks), checkpoint_dir=str(tmp / "ckpt"), device="cpu",
-                            detector=str(tmp / "ckpt" / "yolov8n-random.pt"), batch_size=args.batch_size)
+        base = BatchOptions(tasks=parse_tasks(args.tasks), checkpoint_dir=str(ckpt), device="cpu",
+                            detector=str(ckpt / "yolov8n-random.pt"), batch_size=args.batch_size)
         print(f"{len(paths)} images 640x480, tasks {', '.join(base.tasks)}, batch size {args.batch_size}, "
               f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start")
         make_images(tmp / "warm_in", 4)

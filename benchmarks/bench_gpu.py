@@ -359,6 +359,9 @@ def main() -> None:
     parser.add_argument("--dtype", default="auto", help="auto (bf16 on CUDA, fp32 on the CPU), float32, bfloat16")
     parser.add_argument("--compile", action="store_true", help="torch.compile, when this build supports it")
     parser.add_argument("--sizes", default="tiny", help="tiny,full (full = full-size 0.4b random weights)")
+    parser.add_argument("--checkpoint-dir", type=Path, default=None,
+                        help="checkpoints for the `tiny` size, e.g. stand-ins (models/standin.py; not models); "
+                             "default: tiny random weights, written to a temporary folder")
     parser.add_argument("--tasks", default=",".join(TASKS))
     parser.add_argument("--batches", default="1,8")
     parser.add_argument("--repeat", type=int, default=3, help="requests per task (end-to-end)")
@@ -386,7 +389,7 @@ def main() -> None:
         print("torch.compile: unsupported in this build (ModelManager has no compile= parameter); running without it")
     with tempfile.TemporaryDirectory(prefix="bench_gpu_") as tmp:
         work = Path(tmp)
-        tiny = bench_video.tiny_checkpoints(work / "tiny")
+        tiny = bench_video.tiny_checkpoints(args.checkpoint_dir or work / "tiny")
         ckpts = {"tiny": tiny}
         if "full" in sizes:
             ckpts["full"] = bench_video.fullsize_checkpoints([t for t in tasks if t != "matting"], tiny.detector)

@@ -36,7 +36,7 @@ from sapiens2_demo.pipelines.postprocess import (  # noqa: E402
     postprocess_pointmap,
     upsample_labels,
 )
-from sapiens2_demo.pose.decode import decode_heatmaps, decode_peaks  # noqa: E402
+from sapiens2_demo.pose.decode import decode_heatmaps  # noqa: E402
 
 INPUT_HW = (1024, 768)
 IMAGE_HW = (1080, 1920)
@@ -79,7 +79,7 @@ def pose_case(device: str, people: int):
     heatmaps = torch.from_numpy(model_like_heatmaps(people)).to(device)
     boxes = np.array([[10 + 40 * i, 20, 300 + 40 * i, 700] for i in range(people)], np.float32)
     return (lambda: decode_heatmaps(heatmaps.cpu(), boxes, INPUT_HW)[0],
-            lambda: decode_peaks(device_post.heatmap_peaks(heatmaps), boxes, INPUT_HW)[0])
+            lambda: device_post.pose_keypoints(heatmaps, boxes, INPUT_HW)[0])
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""Shared fixtures: tiny random-weight checkpoints in the --checkpoint-dir layout, and a manager on them."""
+"""Shared fixtures: tiny random-weight checkpoints and stand-ins in the --checkpoint-dir layout, managers on them."""
 
 import os
 
@@ -25,6 +25,24 @@ def tiny_dir(tmp_path_factory) -> Path:
     write_all(root)
     write_tiny_detector(root / "yolov8n-random.pt")
     return root
+
+
+@pytest.fixture(scope="session")
+def standin_dir() -> Path:
+    """Stand-in checkpoints (models/standin.py: the tiny configs trained a minute on synthetic targets, so their
+    outputs have structure; stand-ins, not models) plus a random-weight YOLOv8n at yolov8n-random.pt. Trained
+    once per version of their training code and kept in /tmp/sapiens2-standins-<key>, so reruns are free."""
+    from sapiens2_demo.models.standin import cached_standins
+
+    return cached_standins(log=lambda message: None)
+
+
+@pytest.fixture()
+def standin_manager(standin_dir):
+    from sapiens2_demo.models.manager import ModelManager
+
+    return ModelManager(checkpoint_dir=standin_dir, device="cpu", dtype="float32",
+                        detector=str(standin_dir / "yolov8n-random.pt"))
 
 
 @pytest.fixture()

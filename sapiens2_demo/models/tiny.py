@@ -1,10 +1,14 @@
-"""Tiny random-weight Sapiens2 checkpoints in transformers format, for tests and offline trials.
+"""Tiny Sapiens2 checkpoints in transformers format, for tests and offline trials.
 
 They go through exactly the loading path of real checkpoints (`--checkpoint-dir` layout:
 `DIR/sapiens2-<task>-<size>/{config.json, model.safetensors, preprocessor_config.json}`).
-Their outputs are noise, but every shape, pre- and post-processing step is the real one.
+With random weights their outputs are noise, but every shape, pre- and post-processing step is the real one.
+With --trained they are stand-ins (models/standin.py): the same configs trained for a few CPU minutes on
+synthetic targets from the bundled photos, so outputs have structure (large part regions, smooth normals
+and depth, a matte on the person, one clear peak per keypoint). Stand-ins, not models: their outputs are
+learnt shapes, not estimates. --detector writes a random-weight YOLOv8n either way.
 
-    python -m sapiens2_demo.models.tiny DIR [--detector]
+    python -m sapiens2_demo.models.tiny DIR [--trained] [--detector]
 """
 
 from __future__ import annotations
@@ -46,13 +50,17 @@ def tiny_config(task: str):
 def write_tiny_checkpoint(task: str, size: str, root: Path, seed: int = 0) -> Path:
     import torch
     import transformers
-    from transformers import Sapiens2ImageProcessor
 
     torch.manual_seed(seed)
-    ckpt = checkpoint(task, size)
     model_class = getattr(transformers, TASKS[task].auto_class)
-    model = model_class.from_config(tiny_config(task)).eval()
-    out = Path(root) / ckpt.dirname
+    return save_checkpoint(model_class.from_config(tiny_config(task)).eval(), task, root, size)
+
+
+def save_checkpoint(model, task: str, root: Path, size: str | None = None) -> Path:
+    """A tiny-config model (random or a stand-in) and its processor config into root/<checkpoint dirname>."""
+    from transformers import Sapiens2ImageProcessor
+
+    out = Path(root) / checkpoint(task, size or TASKS[task].sizes[0]).dirname
     model.save_pretrained(out, safe_serialization=True)
     processor = Sapiens2ImageProcessor(size={"height": TINY_INPUT[0], "width": TINY_INPUT[1]},
                                        do_pad=task in ("normal", "pointmap"))
@@ -80,12 +88,21 @@ def write_all(root: Path, sizes: dict[str, tuple[str, ...]] | None = None) -> Pa
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("dir", type=Path)
-    parser.add_argument("--detector", action="store_true", help="also write DIR/yolov8n-random.pt")
+    parser.add_argument("--detector", action="store_true", help="also write DIR/yolov8n-random.pt (random weights)")
+    parser.add_argument("--trained", action="store_true",
+                        help="stand-ins, not models: train the tiny configs for a few CPU minutes on synthetic targets "
+                             "(deterministic, offline) so their outputs have structure; see models/standin.py")
     args = parser.parse_args()
-    write_all(args.dir)
+    if args.trained:
+        from .standin import write_standins
+
+        write_standins(args.dir)
+    else:
+        write_all(args.dir)
     if args.detector:
         write_tiny_detector(args.dir / "yolov8n-random.pt")
-    print(f"tiny checkpoints written to {args.dir}")
+    kind = "stand-in (trained on synthetic targets; not models)" if args.trained else "random-weight"
+    print(f"tiny {kind} checkpoints written to {args.dir}")
 
 
 if __name__ == "__main__":

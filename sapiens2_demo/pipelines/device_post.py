@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..models.inference import on_cuda
-from ..pose.decode import PeakData, window_half
+from ..pose.dark_udp import window_half
+from ..pose.decode import heatmap_to_image
 from .postprocess import crop_padding
 
 # Segmentation upsamples this many output values per step at most (64 MB of float32): a class chunk at
@@ -26,8 +27,9 @@ def use_device_post(device) -> bool:
     On the CPU the numpy path won every task (benchmarks/bench_post.py, 2-core box, torch 2.14 with 2
     threads, ms per call numpy vs torch, 1080x1920 output from 1024x768 maps): seg 71 vs 985 (the numpy
     path upsamples only candidate classes at part boundaries; torch upsamples all 29), normals 66 vs 248,
-    pointmap 9 vs 56, matting 60 vs 80; pose decode from 308x256x192 heatmaps, 1 person 7 vs 84,
-    10 people 95 vs 467 (numpy's argmax is ~5x torch's on a CPU). Other accelerators keep the tested path.
+    pointmap 9 vs 56, matting 60 vs 80; pose decode from 308x256x192 model-like heatmaps (bench_pose.py, same
+    process), host road vs pose_keypoints, 1 person 5.6 vs 19.8, 3 people 15.7 vs 37.9 (numpy's argmax is ~5x
+    torch's on a CPU). Other accelerators keep the tested path.
     """
     return on_cuda(device)
 
@@ -110,34 +112,32 @@ def matting_tensors(foregrounds, alphas, image_sizes) -> list[tuple]:
 
 # -- pose ---------------------------------------------------------------------------------------
 
-def heatmap_peaks(heatmaps, kernel: int = 11) -> PeakData:
-    """(N, K, h, w) heatmaps -> PeakData for pose.decode.decode_peaks: the argmax, the peak value and the
-    replicate-padded 13x13 window around each peak, cut out on the device and copied in one go (about
-    0.7 KB a keypoint). The full maps stay on the device; decode fetches the rare ones it needs."""
+def pose_keypoints(heatmaps, boxes_xyxy: np.ndarray, input_hw: tuple[int, int], kernel: int = 11,
+                   force_reference: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(N, K, h, w) heatmaps where they are -> (N, K, 2) image keypoints and (N, K) scores, as
+    pose.decode.decode_heatmaps: the argmax, the 13x13 windows, the fast step and the reference's full
+    blur for the maps that need it (pose/dark_udp.py) all run on the heatmaps' device. No heatmap leaves it:
+    the keypoints and scores cross in one copy (12 bytes a keypoint), and the count of maps redone the
+    reference's way in one sync. force_reference: every map takes the full blur (tests, benchmarks)."""
     import torch
+
+    from ..pose.dark_udp import gather_windows, refine
 
     if heatmaps.ndim != 4:
         raise ValueError(f"heatmaps must be (N, K, h, w); got shape {tuple(heatmaps.shape)}")
     n, k, h, w = heatmaps.shape
-    half = window_half(kernel)
-    size = 2 * half + 1
-    p = n * k
-    if h * w >= 1 << 24:  # the index travels as float32 below, exact up to 2**24
-        raise ValueError(f"Heatmaps of {h}x{w} are too large.")
+    if len(boxes_xyxy) != n:
+        raise ValueError(f"Got {n} people's heatmaps but {len(boxes_xyxy)} boxes.")
+    if n * k == 0:
+        return np.zeros((n, k, 2), np.float32), np.zeros((n, k), np.float32)
     with torch.inference_mode():
-        flat = heatmaps.detach().reshape(p, h * w)
-        # argmax of bf16 values equals argmax of their float32 copies (the cast is exact), so no full copy
-        index = flat.argmax(dim=1) if p else torch.zeros(0, dtype=torch.long, device=flat.device)
-        span = torch.arange(-half, half + 1, device=flat.device)
-        rows = (index[:, None] // w + span).clamp_(0, h - 1)
-        cols = (index[:, None] % w + span).clamp_(0, w - 1)
-        where = (rows[:, :, None] * w + cols[:, None, :]).reshape(p, size * size)
-        windows = flat.gather(1, where).float()
-        packed = torch.cat([windows, index[:, None].float()], dim=1).cpu().numpy()  # the one copy
-    windows = packed[:, :-1].reshape(n, k, size, size)
-    return PeakData(index=packed[:, -1].astype(np.int64).reshape(n, k),
-                    scores=np.ascontiguousarray(windows[:, :, half, half]),  # the peak is the window's centre
-                    windows=windows, heatmap_size=(int(h), int(w)), heatmaps=heatmaps)
+        flat = heatmaps.detach().reshape(n * k, h * w).float()  # no copy when they are float32 already
+        index = flat.argmax(dim=1)
+        windows = gather_windows(flat, index, h, w, window_half(kernel))
+        peak = windows[:, window_half(kernel), window_half(kernel)]  # the window's centre is the peak
+        coords, scores, _ = refine(flat, index, peak, windows, (h, w), kernel, force_reference)
+        coords, scores = to_host([coords, scores[:, None]])  # the one copy
+    return heatmap_to_image(coords.reshape(n, k, 2), boxes_xyxy, input_hw, (h, w)), scores.reshape(n, k)
 
 
 # -- helpers ------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import numpy as np
 from ..models.inference import forward, input_size, preprocess
 from ..models.registry import checkpoint
 from ..pose.boxes import parse_boxes, xyxy_to_xywh
-from ..pose.decode import decode_heatmaps, decode_peaks
+from ..pose.decode import decode_heatmaps
 from ..pose.detector import PERSON_CLASSES, find_people
 from ..pose.meta import flip_pairs_from_indices
 from ..results import PoseResult
@@ -70,6 +70,7 @@ def estimate_pose_batch(frames: list[np.ndarray], manager, size: str = "0.4b", *
     detector on every frame.
     """
     frames = [as_rgb_uint8(frame) for frame in frames]
+    timed = timings is not None  # then each stage waits for the device, so its time is its own
     timings = {} if timings is None else timings
     for stage in STAGES:
         timings.setdefault(stage, 0.0)
@@ -82,7 +83,7 @@ def estimate_pose_batch(frames: list[np.ndarray], manager, size: str = "0.4b", *
     if len(detections) != len(frames):
         raise ValueError(f"{len(detections)} detections for {len(frames)} frames")
 
-    from .device_post import heatmap_peaks, use_device_post
+    from .device_post import pose_keypoints, use_device_post
 
     flip_pairs = model_flip_pairs(loaded.model) if flip_test else None
     on_device = use_device_post(loaded.device)
@@ -104,9 +105,13 @@ def estimate_pose_batch(frames: list[np.ndarray], manager, size: str = "0.4b", *
                 pairs = flip_pairs.to(pixel_values.device)
                 flipped = forward(loaded, pixel_values.flip(-1), on_device=on_device, flip_pairs=pairs)["heatmaps"]
                 heatmaps = (heatmaps + flipped.float()) / 2
+            if timed and heatmaps.is_cuda:
+                import torch
+
+                torch.cuda.synchronize(heatmaps.device)
         with _timed(timings, "decode"):
-            if on_device:  # peaks and 13x13 windows on the GPU; only those cross to the CPU
-                chunk_keypoints, chunk_scores = decode_peaks(heatmap_peaks(heatmaps), boxes, model_input)
+            if on_device:  # decoded where the heatmaps are: only keypoints and scores cross to the CPU
+                chunk_keypoints, chunk_scores = pose_keypoints(heatmaps, boxes, model_input)
             else:
                 chunk_keypoints, chunk_scores = decode_heatmaps(heatmaps, boxes, model_input)
         keypoints.append(chunk_keypoints)

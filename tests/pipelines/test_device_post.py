@@ -11,8 +11,9 @@ Tolerances (as tests/test_dense_parity.py's or tighter):
 - pointmap: |ours - ref| <= 1e-6 * max|ref| + 1e-7 against transformers, <= 1e-5 * max|ref| + 1e-6 against
   the numpy path (cv2 vs torch bilinear weights);
 - matting: alpha and foreground within 1e-6 of transformers, within 1e-4 of the numpy path;
-- pose: keypoints within 0.05 px of transformers and scores equal to 1e-6 relative; bit for bit equal to
-  decode_heatmaps (same argmax, same windows, same arithmetic).
+- pose: keypoints within 0.05 px of transformers and scores equal to 1e-6 relative, also with every map sent
+  down the reference path; bit for bit equal to decode_heatmaps (same argmax, same windows, same arithmetic),
+  with only the keypoints and scores copied off the device.
 """
 
 import numpy as np
@@ -27,9 +28,8 @@ from sapiens2_demo.pipelines.postprocess import (
     postprocess_pointmap,
     upsample_labels,
 )
-from sapiens2_demo.pose import decode
 from sapiens2_demo.pose.boxes import xyxy_to_xywh
-from sapiens2_demo.pose.decode import PeakData, decode_heatmaps, decode_peaks
+from sapiens2_demo.pose.decode import decode_heatmaps
 
 TOL_PX = 0.05
 _MODELS = {}
@@ -192,8 +192,10 @@ def test_bad_batches_are_value_errors():
         device_post.pointmaps(maps, torch.ones(3), [(8, 6), (8, 6)], (8, 6))
     with pytest.raises(ValueError, match="nothing of"):
         device_post.normals(maps[:1], [(8, 2000)], (8, 6))  # a sliver: the padding crop leaves no rows
-    with pytest.raises(ValueError):
-        device_post.heatmap_peaks(torch.zeros(3, 8, 6))
+    with pytest.raises(ValueError, match="heatmaps"):
+        device_post.pose_keypoints(torch.zeros(3, 8, 6), np.zeros((3, 4), np.float32), (32, 24))
+    with pytest.raises(ValueError, match="boxes"):
+        device_post.pose_keypoints(torch.zeros(3, 2, 8, 6), np.zeros((2, 4), np.float32), (32, 24))
 
 
 def test_chooser():
@@ -203,7 +205,8 @@ def test_chooser():
 
 # -- pose ---------------------------------------------------------------------------------------
 
-def test_pose_peaks_match_transformers_and_decode_heatmaps(tiny_dir, images):
+@pytest.mark.parametrize("force_reference", [False, True])
+def test_pose_keypoints_match_transformers_and_decode_heatmaps(tiny_dir, images, force_reference):
     from transformers.models.sapiens2.modeling_sapiens2 import Sapiens2PoseEstimatorOutput
 
     square, landscape, _ = images
@@ -219,11 +222,11 @@ def test_pose_peaks_match_transformers_and_decode_heatmaps(tiny_dir, images):
         for person in image]
     all_boxes = np.concatenate(boxes)
 
-    peaks = device_post.heatmap_peaks(heatmaps)
-    assert peaks.windows.shape == (3, 308, 13, 13) and peaks.index.dtype == np.int64
-    keypoints, scores = decode_peaks(peaks, all_boxes, _input_hw(processor))
-    expected_keypoints, expected_scores = decode_heatmaps(heatmaps, all_boxes, _input_hw(processor))
-    np.testing.assert_array_equal(keypoints, expected_keypoints)
+    keypoints, scores = device_post.pose_keypoints(heatmaps, all_boxes, _input_hw(processor),
+                                                   force_reference=force_reference)
+    expected_keypoints, expected_scores = decode_heatmaps(heatmaps, all_boxes, _input_hw(processor),
+                                                          force_reference=force_reference)
+    np.testing.assert_array_equal(keypoints, expected_keypoints)  # same argmax, windows and arithmetic
     np.testing.assert_array_equal(scores, expected_scores)
     for person, ref in enumerate(refs):
         np.testing.assert_allclose(keypoints[person], ref["keypoints"].numpy(), atol=TOL_PX, rtol=0)
@@ -237,41 +240,55 @@ def _gaussians(n, k, h, w, seed):
     return (rng.uniform(0.1, 1.0, (n, k, 1, 1)) * np.exp(-((xx - cx) ** 2 + (yy - cy) ** 2) / 8)).astype(np.float32)
 
 
-def test_pose_peaks_fetch_only_the_maps_the_reference_path_needs(monkeypatch):
+@pytest.fixture()
+def host_copies(monkeypatch):
+    """Every tensor -> numpy conversion, as (numel, where): the device path's one copy goes through to_host."""
+    copies = []
+    real_to_host, real_numpy = device_post.to_host, torch.Tensor.numpy
+
+    def to_host(tensors):
+        copies.append((sum(t.numel() for t in tensors), "to_host"))
+        return real_to_host(tensors)
+
+    def numpy(self, *args, **kwargs):
+        copies.append((self.numel(), "numpy"))
+        return real_numpy(self, *args, **kwargs)
+
+    monkeypatch.setattr(device_post, "to_host", to_host)
+    monkeypatch.setattr(torch.Tensor, "numpy", numpy)
+    return copies
+
+
+def test_pose_keypoints_leave_the_heatmaps_on_the_device(host_copies):
+    """The clamp cases, the max <= 0 quirk (the previous map read), NaN and nearly flat maps all decode where
+    the maps are; the only thing that crosses is the keypoints and scores, in one copy (3 floats a map)."""
     heatmaps = _gaussians(2, 20, 64, 48, seed=5)
     heatmaps[0, 0, :3, :3] = 5.0  # a peak in the corner: its window is replicate-padded
     heatmaps[1, 4] *= -1  # max <= 0: the reference's path, reading the previous map too
-    heatmaps = torch.from_numpy(heatmaps)
-    fetched = []
-    real = decode._MapRows.__getitem__
-    monkeypatch.setattr(decode._MapRows, "__getitem__", lambda self, rows: fetched.append(list(rows))
-                        or real(self, rows))
+    heatmaps[1, 0] *= -1  # ... and one whose previous map is another person's last
+    heatmaps[0, 7] *= 1e-3  # faint: the clamp bites near the peak
+    heatmaps[0, 8] *= 80  # hot: above the clamp's 50
+    heatmaps[0, 9] = np.nan
+    heatmaps[0, 10] = 1.0
+    heatmaps[0, 10, 0, 6:8] = np.nextafter(np.float32(1), np.float32(2))  # nearly flat: singular Hessian
     boxes = np.array([[0, 0, 96, 128], [10, 10, 50, 40]], np.float32)
-    peaks = device_post.heatmap_peaks(heatmaps)
-    np.testing.assert_array_equal(peaks.windows[0, 0, :6, :6], 5.0)  # rows/cols -6..-1 repeat row/col 0
-    keypoints, scores = decode_peaks(peaks, boxes, (256, 192))
     expected = decode_heatmaps(heatmaps, boxes, (256, 192))
+    host_copies.clear()
+    keypoints, scores = device_post.pose_keypoints(torch.from_numpy(heatmaps), boxes, (256, 192))
+    assert [numel for numel, where in host_copies if where == "to_host"] == [2 * 20 * 3]
+    assert max(numel for numel, _ in host_copies) == 2 * 20 * 3  # nothing bigger crossed
     np.testing.assert_array_equal(keypoints, expected[0])
     np.testing.assert_array_equal(scores, expected[1])
-    assert fetched == [[23, 24]]  # map 24 (person 1, keypoint 4) and the one before it, once
-
-    fetched.clear()
-    clean = torch.from_numpy(_gaussians(2, 20, 64, 48, seed=6))
-    peaks = device_post.heatmap_peaks(clean)
-    peaks.heatmaps = None  # clean peaks never need their full map
-    expected = decode_heatmaps(clean, boxes, (256, 192))[0]
-    np.testing.assert_array_equal(decode_peaks(peaks, boxes, (256, 192))[0], expected)
-    assert fetched == []
+    assert np.isfinite(keypoints).all() and scores[0, 9] == 0 and scores[0, 10] == 0
 
 
-def test_pose_peaks_of_bf16_heatmaps_and_no_people():
+def test_pose_keypoints_of_bf16_heatmaps_and_no_people():
     heatmaps = torch.from_numpy(_gaussians(1, 10, 32, 24, seed=7)).bfloat16()
-    peaks = device_post.heatmap_peaks(heatmaps)
-    assert peaks.windows.dtype == np.float32
     boxes = np.array([[0, 0, 30, 40]], np.float32)
-    expected = decode_heatmaps(heatmaps, boxes, (128, 96))[0]
-    np.testing.assert_array_equal(decode_peaks(peaks, boxes, (128, 96))[0], expected)
-    empty = device_post.heatmap_peaks(torch.zeros(0, 308, 64, 48))
-    keypoints, scores = decode_peaks(empty, np.zeros((0, 4), np.float32), (256, 192))
+    expected = decode_heatmaps(heatmaps, boxes, (128, 96))
+    keypoints, scores = device_post.pose_keypoints(heatmaps, boxes, (128, 96))
+    np.testing.assert_array_equal(keypoints, expected[0])
+    np.testing.assert_array_equal(scores, expected[1])
+    keypoints, scores = device_post.pose_keypoints(torch.zeros(0, 308, 64, 48), np.zeros((0, 4), np.float32),
+                                                   (256, 192))
     assert keypoints.shape == (0, 308, 2) and scores.shape == (0, 308)
-    assert isinstance(empty, PeakData)

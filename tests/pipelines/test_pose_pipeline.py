@@ -138,9 +138,25 @@ def test_batching_matches_one_by_one(person_image, manager):
     assert close.mean() > 0.99
 
 
-def test_matches_transformers_post_processing(person_image, manager):
-    """The whole pipeline against the transformers recipe: processor crops, flipped forward, post-process."""
+@pytest.mark.parametrize("weights", ["random", "standin"])
+@pytest.mark.parametrize("road", ["host", "device", "host+reference", "device+reference"])
+def test_matches_transformers_post_processing(person_image, weights, road, request, monkeypatch):
+    """The whole pipeline against the transformers recipe: processor crops, flipped forward, post-process; on
+    random and stand-in weights, decoded on the host or on the device (forced here on the CPU, as CUDA takes
+    it), and with every keypoint map sent down the reference path."""
+    from functools import partial
+
+    from sapiens2_demo.pipelines import device_post
+    from sapiens2_demo.pipelines import pose as pipeline
+
+    manager = request.getfixturevalue("manager" if weights == "random" else "standin_manager")
+    if road.startswith("device"):
+        monkeypatch.setattr(device_post, "use_device_post", lambda device: True)
+    if road.endswith("+reference"):
+        monkeypatch.setattr(pipeline, "decode_heatmaps", partial(pipeline.decode_heatmaps, force_reference=True))
+        monkeypatch.setattr(device_post, "pose_keypoints", partial(device_post.pose_keypoints, force_reference=True))
     boxes = twelve_boxes(person_image)[:3].astype(np.float32)  # float32 like parsed boxes: same crops
+    boxes[0] = [30, 10, 370, 512]  # around the astronaut: the stand-ins' peaks are clear there
     result = estimate_pose(person_image, manager, boxes=boxes.tolist())
     loaded = manager.get(checkpoint("pose", "0.4b"))
     xywh = np.concatenate([boxes[:, :2], boxes[:, 2:] - boxes[:, :2]], 1).tolist()

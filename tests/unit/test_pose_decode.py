@@ -70,15 +70,27 @@ def test_maps_with_max_at_most_zero_follow_the_reference():
     assert abs(got[0, 0, 0] + 1) < 1 and abs(got[1, 7, 0] + 1) < 1  # near (-1, -1), not at a real peak
 
 
-def test_fast_path_is_taken_for_clean_peaks(monkeypatch):
+def test_fast_path_is_taken_for_clean_peaks():
     # Clean Gaussians must not need the full blur (that is the whole speed-up).
-    calls = []
-    real = decode._reference_refine
-    monkeypatch.setattr(decode, "_reference_refine", lambda flat, size, index, *a: calls.append(index.size)
-                        or real(flat, size, index, *a))
     heatmaps, _ = gaussian_heatmaps(2, 308, 64, 48, margin=-4.0)  # peaks well inside the map
-    dark_udp(heatmaps)
-    assert sum(calls) == 0
+    assert not decode.slow_path_maps(heatmaps).any()
+    noise = np.random.default_rng(0).random((1, 308, 64, 48), dtype=np.float32)
+    assert decode.slow_path_maps(noise).mean() > 0.1  # noise is what the slow path is for (~16 %)
+
+
+@pytest.mark.parametrize("kind", ["uniform", "gaussian", "faint"])
+def test_every_map_forced_onto_the_reference_path_matches_transformers(kind):
+    rng = np.random.default_rng(3)
+    if kind == "uniform":
+        heatmaps = rng.random((2, 308, 64, 48), dtype=np.float32)
+    else:
+        heatmaps = gaussian_heatmaps(2, 308, 64, 48, sigma=1.0 if kind == "faint" else 2.0)[0]
+        heatmaps *= 2e-3 if kind == "faint" else 1.0
+    heatmaps[1, 3] *= -1  # max <= 0 among them
+    expected, expected_scores = reference_dark_udp(heatmaps)
+    got, scores = dark_udp(heatmaps, force_reference=True)
+    np.testing.assert_array_equal(scores, expected_scores)
+    np.testing.assert_allclose(got, expected, atol=TOL_PX, rtol=0)
 
 
 def test_known_subpixel_peak():
@@ -149,15 +161,14 @@ def test_degenerate_maps_decode_to_finite_keypoints_with_score_zero():
 
 
 def test_degenerate_maps_decode_to_finite_image_keypoints_on_both_paths():
-    from sapiens2_demo.pipelines.device_post import heatmap_peaks
+    from sapiens2_demo.pipelines.device_post import pose_keypoints
 
     heatmaps = degenerate_heatmaps()
     boxes = np.array([[10, 20, 110, 300]], np.float32)
     keypoints, scores = decode_heatmaps(heatmaps, boxes, (256, 192))
     assert np.isfinite(keypoints).all() and np.isfinite(scores).all()
     np.testing.assert_array_equal(scores[0, [1, 3, 4]], 0.0)
-    # The GPU path's summary (cut out here on the CPU) decodes the same way.
-    peaks = heatmap_peaks(torch.from_numpy(heatmaps))
-    peak_keypoints, peak_scores = decode.decode_peaks(peaks, boxes, (256, 192))
-    np.testing.assert_array_equal(peak_keypoints, keypoints)
-    np.testing.assert_array_equal(peak_scores, scores)
+    # The device path (run here on the CPU) decodes the same way.
+    device_keypoints, device_scores = pose_keypoints(torch.from_numpy(heatmaps), boxes, (256, 192))
+    np.testing.assert_array_equal(device_keypoints, keypoints)
+    np.testing.assert_array_equal(device_scores, scores)

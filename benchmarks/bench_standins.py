@@ -1,0 +1,102 @@
+"""Stand-in checkpoints against random-weight ones: how much structure their outputs have (issue 20's targets).
+
+    HF_HUB_OFFLINE=1 YOLO_OFFLINE=1 python benchmarks/bench_standins.py [--checkpoint-dir DIR] [--random-dir DIR]
+
+Stand-ins (models/standin.py) are tiny Sapiens2 configs trained for a minute on synthetic targets: not models.
+--checkpoint-dir: stand-ins to measure (default: trained, or reused, under /tmp/sapiens2-standins-<key>).
+--random-dir: random-weight tiny checkpoints to compare with (default: written to a temporary folder).
+On the astronaut photo it prints: the bytes of the normals' 16-bit PNG (background removed by the checkpoints'
+own body-part segmentation, the normals task's default), the share of body-part label pixels equal
+to their right-hand neighbour, the share of pose keypoint maps that take the fast decode path (one user box),
+the alpha matte's agreement with the synthetic person mask, and how rough the pretrain features are (mean
+squared difference of neighbouring patches over their variance: 2 for noise, 0 for a constant).
+Targets: PNG at most 0.4x the random one's bytes; labels >= 90 % equal; fast path >= 90 %.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("YOLO_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np  # noqa: E402
+
+ASTRONAUT_BOX = [[30, 10, 370, 512]]  # x1 y1 x2 y2 around the astronaut
+
+
+def figures(checkpoint_dir: Path) -> dict[str, float]:
+    from unittest import mock
+
+    from sapiens2_demo.export.image import write_normals_png
+    from sapiens2_demo.models.manager import ModelManager
+    from sapiens2_demo.models.standin_targets import build_scene
+    from sapiens2_demo.pipelines import pose as pose_pipeline
+    from sapiens2_demo.pipelines.dense import estimate_matting, estimate_normals, segment
+    from sapiens2_demo.pipelines.features import extract_features
+    from sapiens2_demo.pose.decode import slow_path_maps
+
+    scene = build_scene("astronaut")
+    image = scene.image
+    manager = ModelManager(checkpoint_dir=checkpoint_dir, device="cpu", dtype="float32")
+    out = {}
+    labels = segment(image, manager).labels
+    with tempfile.TemporaryDirectory() as folder:  # as the normals task writes it: background removed (default)
+        normals = estimate_normals(image, manager, mask=labels > 0)
+        out["normals16_png_bytes"] = write_normals_png(normals, folder, bits=16).stat().st_size
+    out["labels_equal_right"] = float((labels[:, 1:] == labels[:, :-1]).mean())
+    out["part_classes_over_1pct"] = int((np.bincount(labels.ravel(), minlength=29) > 0.01 * labels.size).sum())
+    captured = []
+    real = pose_pipeline.decode_heatmaps
+
+    def capture(heatmaps, *args, **kwargs):
+        captured.append(np.array(heatmaps))
+        return real(heatmaps, *args, **kwargs)
+
+    with mock.patch.object(pose_pipeline, "decode_heatmaps", capture):
+        pose_pipeline.estimate_pose(image, manager, boxes=ASTRONAUT_BOX)
+    out["pose_fast_path"] = float(1 - slow_path_maps(np.concatenate(captured)).mean())
+    alpha = estimate_matting(image, manager).alpha
+    person = scene.parts > 0
+    out["matte_iou"] = float(((alpha > 0.5) & person).sum() / ((alpha > 0.5) | person).sum())
+    patches = extract_features([image], manager)[0].patches
+    rough = (np.square(np.diff(patches, axis=0)).mean() + np.square(np.diff(patches, axis=1)).mean())
+    out["feature_roughness"] = float(rough / patches.var(axis=(0, 1)).mean())
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--checkpoint-dir", type=Path, default=None, help="stand-in checkpoints")
+    parser.add_argument("--random-dir", type=Path, default=None,
+                        help="random-weight tiny checkpoints (written there when missing)")
+    args = parser.parse_args()
+    from sapiens2_demo.models.standin import cached_standins
+    from sapiens2_demo.models.tiny import write_all
+
+    start = time.perf_counter()
+    standins = args.checkpoint_dir or cached_standins()
+    print(f"stand-ins (not models): {standins} ({time.perf_counter() - start:.0f} s to train or find)")
+    with tempfile.TemporaryDirectory() as scratch:
+        random_dir = args.random_dir or Path(scratch)
+        if not (random_dir / "sapiens2-pose-0.4b").exists():
+            write_all(random_dir)
+        ours, theirs = figures(standins), figures(random_dir)
+    print(f"\n{'astronaut photo':<26}{'random':>12}{'stand-ins':>12}{'ratio':>9}")
+    for key in ours:
+        ratio = ours[key] / theirs[key] if theirs[key] else float("nan")
+        print(f"{key:<26}{theirs[key]:>12.4g}{ours[key]:>12.4g}{ratio:>9.2f}")
+    print(f"\ntargets: normals PNG <= 0.4x random ({ours['normals16_png_bytes'] / theirs['normals16_png_bytes']:.2f}x), "
+          f"labels equal to their right neighbour >= 0.9 ({ours['labels_equal_right']:.3f}), "
+          f"pose maps on the fast path >= 0.9 ({ours['pose_fast_path']:.3f})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""Stand-in checkpoints (models/standin.py: tiny configs trained on synthetic targets; stand-ins, not models): they
+load through the normal path, in the same layout and configs as the random-weight ones, and their outputs have the
+loose structure of real ones where random weights give noise (benchmarks/bench_standins.py prints the figures)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from sapiens2_demo.models.registry import TASKS, checkpoint
+
+ASTRONAUT_BOX = [[30, 10, 370, 512]]
+
+
+@pytest.fixture(scope="module")
+def astronaut():
+    from sapiens2_demo.models.standin_targets import build_scene
+
+    return build_scene("astronaut")
+
+
+def test_standins_load_through_the_normal_path_with_the_tiny_configs(standin_dir, tiny_dir, standin_manager, manager):
+    from sapiens2_demo.models.inference import input_size
+    from sapiens2_demo.models.tiny import TINY_INPUT
+
+    assert "not models" in (standin_dir / "STANDINS.txt").read_text().lower()
+    for task in TASKS.values():
+        ckpt = checkpoint(task.name, task.sizes[0])
+        ours, tiny = (json.loads((root / ckpt.dirname / "config.json").read_text()) for root in (standin_dir, tiny_dir))
+        assert ours == tiny, task.name  # same configs: only the weights differ
+        assert (standin_dir / ckpt.dirname / "model.safetensors").exists()
+        loaded = standin_manager.get(ckpt)
+        assert type(loaded.model) is type(manager.get(ckpt).model) and input_size(loaded.processor) == TINY_INPUT
+    assert (standin_dir / "yolov8n-random.pt").exists()
+
+
+def test_body_parts_are_a_few_large_regions(standin_manager, manager, astronaut):
+    from sapiens2_demo.pipelines.dense import segment
+
+    labels = segment(astronaut.image, standin_manager).labels
+    same = (labels[:, 1:] == labels[:, :-1]).mean()
+    random_same = (lambda other: (other[:, 1:] == other[:, :-1]).mean())(segment(astronaut.image, manager).labels)
+    assert same >= 0.9 and same > random_same
+    person = astronaut.parts > 0
+    assert (labels[person] > 0).mean() > 0.6  # the person is mostly labelled as a body part
+
+
+def test_normals_are_smooth_enough_to_compress(standin_manager, manager, astronaut, tmp_path):
+    from sapiens2_demo.export.image import write_normals_png
+    from sapiens2_demo.pipelines.dense import estimate_normals, segment
+
+    sizes = []
+    for which in (standin_manager, manager):  # as the normals task writes it: background removed
+        mask = segment(astronaut.image, which).labels > 0
+        result = estimate_normals(astronaut.image, which, mask=mask)
+        sizes.append(write_normals_png(result, tmp_path / str(len(sizes)), bits=16).stat().st_size)
+    assert sizes[0] < 0.75 * sizes[1]
+
+
+def test_pose_maps_take_the_fast_decode_path(standin_manager, astronaut, monkeypatch):
+    from sapiens2_demo.pipelines import pose as pipeline
+    from sapiens2_demo.pose.decode import slow_path_maps
+
+    captured = []
+    real = pipeline.decode_heatmaps
+    monkeypatch.setattr(pipeline, "decode_heatmaps", lambda heatmaps, *a, **k: captured.append(heatmaps.clone())
+                        or real(heatmaps, *a, **k))
+    result = pipeline.estimate_pose(astronaut.image, standin_manager, boxes=ASTRONAUT_BOX)
+    assert 1 - slow_path_maps(captured[0]).mean() >= 0.9
+    # One clear peak near a plausible place: the nose in the upper half of the box, the face's points together.
+    nose = result.keypoints[0, 0]
+    assert 30 <= nose[0] <= 370 and 10 <= nose[1] <= 260
+    assert result.keypoint_scores[0].min() > 0
+
+
+def test_matte_follows_the_person(standin_manager, manager, astronaut):
+    from sapiens2_demo.pipelines.dense import estimate_matting
+
+    person = astronaut.parts > 0
+
+    def iou(which):
+        alpha = estimate_matting(astronaut.image, which).alpha > 0.5
+        return (alpha & person).sum() / (alpha | person).sum()
+
+    assert iou(standin_manager) > 0.5 and iou(standin_manager) > iou(manager)
+
+
+def test_features_vary_smoothly(standin_manager, manager, astronaut):
+    from sapiens2_demo.pipelines.features import extract_features
+
+    def roughness(which):
+        patches = extract_features([astronaut.image], which)[0].patches
+        steps = np.square(np.diff(patches, axis=0)).mean() + np.square(np.diff(patches, axis=1)).mean()
+        return steps / patches.var(axis=(0, 1)).mean()
+
+    assert roughness(standin_manager) < roughness(manager)
