@@ -33,6 +33,9 @@ TASKS: dict[str, Task] = {
     # the pretrained backbone alone (CLS embedding + patch features); no head, so AutoModel -> Sapiens2Model
     "pretrain": Task("pretrain", "Features", "AutoModel", ("0.4b", "0.8b", "1b", "5b")),
 }
+POSE_FAMILY, BACKBONE_FAMILY = "pose", "pretrain"
+# the families whose heads map an image to per-pixel maps: seg, normal, pointmap, matting
+DENSE_FAMILIES = tuple(name for name in TASKS if name not in (POSE_FAMILY, BACKBONE_FAMILY))
 
 # Revision per checkpoint. The transformers-format files (config.json, model.safetensors,
 # preprocessor_config.json) may only exist on a PR ref for some repos, hence one entry each, and a

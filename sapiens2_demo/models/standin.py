@@ -22,9 +22,10 @@ from pathlib import Path
 
 import numpy as np
 
+from .registry import BACKBONE_FAMILY, DENSE_FAMILIES, POSE_FAMILY, TASKS
 from .standin_targets import PHOTOS, build_scene, flip_indices, seg_classes
 
-DENSE_TASKS = ("seg", "normal", "pointmap", "matting")
+DENSE_TASKS = DENSE_FAMILIES  # trained on one shared backbone, in the registry's order: seg, normal, pointmap, matting
 SEED = 0
 DENSE_STEPS, POSE_STEPS, BATCH = 250, 200, 4
 SAMPLES_PER_PHOTO = 24
@@ -58,8 +59,8 @@ def write_standins(root: Path, log=print) -> Path:
         dense_models, backbone = _train_dense(scenes, TINY_INPUT, log)
         for task, model in dense_models.items():
             save_checkpoint(model, task, root)
-        save_checkpoint(backbone, "pretrain", root)
-        save_checkpoint(_train_pose(scenes, TINY_INPUT, log), "pose", root)
+        save_checkpoint(backbone, BACKBONE_FAMILY, root)
+        save_checkpoint(_train_pose(scenes, TINY_INPUT, log), POSE_FAMILY, root)
     finally:
         torch.use_deterministic_algorithms(deterministic)
     (root / "STANDINS.txt").write_text("Stand-in checkpoints (models/standin.py): tiny Sapiens2 configs trained "
@@ -98,13 +99,13 @@ def _train_dense(scenes, input_hw, log):
     import torch.nn.functional as F
     import transformers
 
-    from .registry import TASKS
     from .tiny import tiny_config
 
     torch.manual_seed(SEED)
     models = {task: getattr(transformers, TASKS[task].auto_class).from_config(tiny_config(task))
               for task in DENSE_TASKS}
-    backbone = models["seg"].model
+    seg, normal, pointmap, matting = models.values()
+    backbone = seg.model
     for model in models.values():
         model.model = backbone  # one shared backbone: trained once, saved into every checkpoint
     samples = _dense_samples(scenes, input_hw, np.random.default_rng(SEED))
@@ -112,7 +113,7 @@ def _train_dense(scenes, input_hw, log):
     optimiser = torch.optim.AdamW(params, lr=3e-3, weight_decay=1e-4)
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimiser, max_lr=3e-3, total_steps=DENSE_STEPS)
     rng = np.random.default_rng(SEED + 1)
-    config = models["seg"].config
+    config = seg.config
     patches = (input_hw[0] // config.patch_size, input_hw[1] // config.patch_size)
     for model in models.values():
         model.train()
@@ -121,7 +122,7 @@ def _train_dense(scenes, input_hw, log):
         batch = {key: torch.from_numpy(value[pick]) for key, value in samples.items()}
         tokens = backbone(pixel_values=batch["pixels"]).last_hidden_state[:, 1 + config.num_register_tokens:]
         features = tokens.transpose(1, 2).reshape(BATCH, -1, *patches)
-        logits = models["seg"].decode_head(features)
+        logits = seg.decode_head(features)
         labels = batch["parts"][:, 2::4, 2::4].long()  # the label at each logit's centre (ignore: 255)
         seg_loss = F.cross_entropy(logits, labels, ignore_index=255)
         # The full-resolution heads see a random window of half the patches each way (4x cheaper; they
@@ -132,18 +133,18 @@ def _train_dense(scenes, input_hw, log):
         rows = slice(top * size, (top + patches[0] // 2) * size)
         cols = slice(left * size, (left + patches[1] // 2) * size)
         valid = batch["valid"][:, None, rows, cols]
-        normals = models["normal"].decode_head(window)
+        normals = normal.decode_head(window)
         # Smooth unit targets: steps between neighbouring pixels cost too (the pixel shuffle leaves a grid),
         # and so does a length far from 1 (near 0, normalising would turn noise into directions).
         length = normals.pow(2).sum(dim=1).sqrt()
         normal_loss = (_masked_mse(normals, batch["normals"][:, :, rows, cols], valid) + 40 * _steps(normals)
                        + (length - 1).pow(2).mean())
-        pointmaps = models["pointmap"].decode_head(window)
-        scales = models["pointmap"].scale_head(features)
+        pointmaps = pointmap.decode_head(window)
+        scales = pointmap.scale_head(features)
         point_loss = (_masked_mse(pointmaps, batch["points"][:, :, rows, cols], valid) / 4
                       + F.mse_loss(scales, torch.ones_like(scales)))
-        matting = models["matting"].decode_head(window).sigmoid()
-        matte_loss = _masked_mse(matting, batch["matte"][:, :, rows, cols], valid) * 4
+        matte = matting.decode_head(window).sigmoid()
+        matte_loss = _masked_mse(matte, batch["matte"][:, :, rows, cols], valid) * 4
         # The first feature channel follows the matte, and neighbouring patches stay alike.
         guide = F.adaptive_avg_pool2d(batch["matte"][:, 3:] * 2 - 1, patches)
         feature_loss = F.mse_loss(features[:, :1], guide) + _roughness(features)
@@ -155,7 +156,7 @@ def _train_dense(scenes, input_hw, log):
         if step % 50 == 0 or step == DENSE_STEPS - 1:
             log(f"dense step {step:4d}: loss {loss.item():.3f} (seg {seg_loss.item():.3f}, normals "
                 f"{normal_loss.item():.3f}, pointmap {point_loss.item():.3f}, matting {matte_loss.item():.3f})")
-    pretrain = getattr(transformers, TASKS["pretrain"].auto_class).from_config(tiny_config("pretrain"))
+    pretrain = getattr(transformers, TASKS[BACKBONE_FAMILY].auto_class).from_config(tiny_config(BACKBONE_FAMILY))
     pretrain.load_state_dict(backbone.state_dict())
     return {task: model.eval() for task, model in models.items()}, pretrain.eval()
 
@@ -262,11 +263,10 @@ def _train_pose(scenes, input_hw, log):
     import torch
     import transformers
 
-    from .registry import TASKS
     from .tiny import tiny_config
 
     torch.manual_seed(SEED)
-    model = getattr(transformers, TASKS["pose"].auto_class).from_config(tiny_config("pose"))
+    model = getattr(transformers, TASKS[POSE_FAMILY].auto_class).from_config(tiny_config(POSE_FAMILY))
     pixels, heatmaps = _pose_samples(scenes, input_hw, np.random.default_rng(SEED + 2))
     optimiser = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=1e-4)
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimiser, max_lr=3e-3, total_steps=POSE_STEPS)
