@@ -4,14 +4,13 @@ Screenshots go to $SAPIENS2_SCREENSHOTS (default: tests' tmp dir); `docs/screens
 """
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import ASSETS
+from tests.system.conftest import CHROMIUM
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed "
                                 "(make browser-deps installs it as root)")
 
@@ -23,26 +22,6 @@ TABS = [  # tab title, tab id, example image
     ("Matting", "matting", "grace_hopper.jpg"),
     ("All tasks", "all", "astronaut.jpg"),
 ]
-
-
-@pytest.fixture(scope="module")
-def app_url(app_server):
-    return app_server[1]
-
-
-@pytest.fixture(scope="module")
-def page(app_url):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync"])
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.goto(app_url, wait_until="domcontentloaded")
-        page.get_by_role("tab", name="Pose", exact=True).wait_for(timeout=60_000)
-        yield page
-        browser.close()
 
 
 @pytest.mark.parametrize("title,tab_id,example", TABS, ids=[t[1] for t in TABS])

@@ -15,25 +15,10 @@ import pytest
 from PIL import Image
 
 from tests.conftest import ASSETS
-from tests.system.test_browser import CHROMIUM
+from tests.system.conftest import CHROMIUM
 
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed "
                                 "(make browser-deps installs it as root)")
-
-
-@pytest.fixture(scope="module")
-def page(app_server):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync"])
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.goto(app_server[1], wait_until="domcontentloaded")
-        page.get_by_role("tab", name="Pose", exact=True).wait_for(timeout=60_000)
-        yield page
-        browser.close()
 
 
 # Seen once in three full-suite runs (under load): the model link arrived but the canvas never reached 200 px within
