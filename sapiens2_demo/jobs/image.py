@@ -58,11 +58,16 @@ def make_job(ctx: AppContext, name: str, size: str | None, options: dict, tolera
     return spec.job(size, options, tolerate_errors=tolerate_errors)
 
 
-def infer(ctx: AppContext, frames: list, jobs: list, progress=None) -> list:
+def announce_loads(ctx: AppContext, jobs: list, progress) -> None:
+    """The progress bar names each model the jobs will load first (with the compile hint): image and video."""
     for job in jobs:
         _announce_load(ctx, tasks.get(job.task).family, job.size, progress)
         if job.options.get("remove_background"):
             _announce_load(ctx, tasks.get("segment").family, job.size, progress)
+
+
+def infer(ctx: AppContext, frames: list, jobs: list, progress=None) -> list:
+    announce_loads(ctx, jobs, progress)
     return gpu.answers(ctx.manager_key, frames, jobs)
 
 

@@ -6,7 +6,8 @@ batch dimension, warmed up at load, with a persistent cache and a way back to ea
 - One graph for every batch size: dynamo specialises size-1 dimensions (0/1 specialisation), which would make
   batch 1 and batch >= 2 two compiles; compiling with `backed_size_oblivious` treats batch 1 like any other
   size, so images (1), pose crops (1-40 with flip test), video batches and their remainders share one graph.
-  The warm-up runs batch 1 and 2 at load (the second checks that nothing recompiles).
+  The warm-up runs batch 1 at load: a second size would only re-run the same graph (the tests check that
+  batch 3 and 20 add no graph, and that a whole CLI run recompiles nothing after the warm-up).
 - Cache: inductor's FX graph / AOTAutograd caches live in `cache_dir()` (SAPIENS2_COMPILE_CACHE, else beside
   the Hugging Face cache), so a second launch only re-traces (COMPILE.md section 3).
 - Safety: a failed warm-up (no C++ compiler, an unusable cache folder) leaves that model eager with a note; at
@@ -28,7 +29,7 @@ log = logging.getLogger(__name__)
 
 MODES = ("auto", "on", "off")
 BLOCK_CLASS = "Sapiens2Layer"
-WARMUP_BATCHES = (1, 2)  # the graph is made at 1; 2 proves it serves other sizes
+WARMUP_BATCHES = (1,)  # one graph with a symbolic batch serves every size (tests/system/test_compile_cli.py)
 RECOMPILE_LIMIT = 64  # the blocks of every loaded model share one code object (one entry per width and dtype)
 CACHE_ENV = "SAPIENS2_COMPILE_CACHE"
 _TIMINGS = "load_seconds.json"
@@ -154,7 +155,10 @@ def warm_up(model, input_size: tuple[int, int], device, dtype, batches=WARMUP_BA
     from torch.fx.experimental import _config as fx_config
 
     height, width = input_size
-    with fx_config.patch(backed_size_oblivious=True):  # read when a graph is made: here, not at run time
+    # both are read when a graph is made: here, not at run time. specialize_float: the blocks' float constants
+    # (norm epsilons, attention scaling) as constants; as symbols (dynamic=True's default) dynamo traces the block
+    # twice ("Restarting analysis due to _tensorify_python_scalars"), about 1 s of every launch, warm ones too
+    with fx_config.patch(backed_size_oblivious=True), torch._dynamo.config.patch(specialize_float=True):
         for batch in batches:
             dummy = torch.zeros(batch, 3, height, width, device=device, dtype=dtype)
             with torch.inference_mode():

@@ -11,6 +11,7 @@ import logging
 import gradio as gr
 
 from .. import tasks
+from ..jobs.image import announce_loads
 from ..jobs.video import DETECT_EVERY, VideoJob, VideoLimits, default_batch_size
 from ..media.image import load_image
 from ..media.video import VideoError
@@ -53,6 +54,7 @@ def run_video(ctx, video, task: str = DEFAULT_TASK, size: str = "0.4b", stride: 
                        temporal_smoothing=bool(temporal_smoothing))
         steps = job.run()
         progress(0, desc="Reading the video...")
+        announce_loads(ctx, job.jobs(), progress)  # models not loaded yet: "Loading ... compiling: N s last time"
         try:
             while True:
                 try:
@@ -65,7 +67,8 @@ def run_video(ctx, video, task: str = DEFAULT_TASK, size: str = "0.4b", stride: 
             steps.close()  # a cancelled request lands here: the partial files are removed
     motion = next((str(path) for path in out.files if path.name == "motion.glb"), None)
     SHOWN_MODELS.put(session_of(request), "video", motion)
-    yield str(out.video), [str(path) for path in out.files], notes_markdown(out.notes)
+    notes = out.notes + ctx.manager.take_compile_notes()  # "compiled at load in N s", once
+    yield str(out.video), [str(path) for path in out.files], notes_markdown(notes)
 
 
 def build_video_tab(ctx) -> None:

@@ -210,3 +210,24 @@ def test_no_cpp_compiler_leaves_the_model_eager(seg_model):
         state = regional.compile_model(seg_model, SIZE, "cpu", torch.float32)
     assert state.status == "eager" and "InvalidCxxCompiler: No working C++ compiler" in state.note
     torch.testing.assert_close(logits(seg_model, 2), reference)
+
+
+def test_a_video_request_says_it_compiles(tiny_dir, tmp_path, monkeypatch):
+    """The Video tab's words as the image tabs': the progress bar names the compile while the model loads, the
+    notes say once how long it took (eager backend)."""
+    from sapiens2_demo.jobs.image import AppContext
+    from sapiens2_demo.models.manager import ModelManager
+    from sapiens2_demo.ui.video_tab import run_video
+    from tests.videos import make_video
+
+    compile_blocks = regional.compile_blocks
+    monkeypatch.setattr(regional, "compile_blocks", lambda model, state, backend: compile_blocks(model, state, "eager"))
+    ctx = AppContext(manager=ModelManager(checkpoint_dir=tiny_dir, device="cpu", dtype="float32", compile="on"))
+    clip = make_video(tmp_path / "clip.mp4", frames=3, size=(64, 48), audio=False)
+    said = []
+    [(_, files, notes)] = list(run_video(ctx, str(clip), task="segment", progress=lambda *a, desc="", **k: said.append(desc)))
+    assert files and any("sapiens2-seg-0.4b" in desc and "compiling: up to a minute or two the first time" in desc
+                         for desc in said), said
+    assert "sapiens2-seg-0.4b: compiled at load in" in notes, notes
+    [(_, _, again)] = list(run_video(ctx, str(clip), task="segment", progress=lambda *a, desc="", **k: said.append(desc)))
+    assert "compiled at load" not in again  # said once
