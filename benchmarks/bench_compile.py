@@ -150,10 +150,13 @@ def record_pose(inputs: Path, output: Path, checkpoint_dir: Path, compile_mode: 
     """The batch command's pose task in this process, recording every decoder call: (heatmaps, boxes, keypoints)."""
     import numpy as np
 
+    import sapiens2_demo.pipelines.device_post as device_post
     import sapiens2_demo.pipelines.pose as pipeline
     from sapiens2_demo import cli
 
-    calls, originals = [], {name: getattr(pipeline, name) for name in ("decode_heatmaps", "pose_keypoints")}
+    # the host road's decoder and the device road's (CUDA), where the pose pipeline finds them
+    roads = ((pipeline, "decode_heatmaps"), (device_post, "pose_keypoints"))
+    calls, originals = [], [(module, name, getattr(module, name)) for module, name in roads]
 
     def recorder(decode):
         def recorded(heatmaps, boxes, *args, **kwargs):
@@ -166,8 +169,8 @@ def record_pose(inputs: Path, output: Path, checkpoint_dir: Path, compile_mode: 
     os.environ["SAPIENS2_COMPILE_CACHE"] = str(cache)
     os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
     try:
-        for name, decode in originals.items():
-            setattr(pipeline, name, recorder(decode))
+        for module, name, decode in originals:
+            setattr(module, name, recorder(decode))
         detector = detector or checkpoint_dir / "yolov8n-random.pt"
         status = cli.main(["--input", str(inputs), "--output", str(output), "--tasks", "pose", "--checkpoint-dir",
                            str(checkpoint_dir), "--detector", str(detector), "--device", device, "--compile",
@@ -175,8 +178,8 @@ def record_pose(inputs: Path, output: Path, checkpoint_dir: Path, compile_mode: 
         if status:
             raise RuntimeError(f"the pose run with --compile {compile_mode} exited {status}")
     finally:
-        for name, decode in originals.items():
-            setattr(pipeline, name, decode)
+        for module, name, decode in originals:
+            setattr(module, name, decode)
         for name, value in saved.items():
             os.environ.pop(name, None) if value is None else os.environ.__setitem__(name, value)
     return calls
