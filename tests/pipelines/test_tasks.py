@@ -76,15 +76,18 @@ def test_background_removal_blackens_the_background(ctx):
     assert (rendered[labels > 0].sum(axis=-1) > 0).all()
 
 
-def test_all_tasks_zip_holds_every_export(ctx):
+def test_all_tasks_zip_holds_every_default_download(ctx):
+    """The tasks' default (light) downloads: the raw arrays and point clouds come from the task endpoints with
+    raw_data, or the batch CLI."""
     out = image_jobs.all_tasks(ctx, load_image(ASSETS / "astronaut.jpg"), run_dir=ctx.outputs.new_run_dir("s"))
     assert [caption for _, caption in out.gallery] == ["Input", "Pose", "Body parts", "Normals", "Depth", "Matting"]
     with zipfile.ZipFile(out.files[0]) as zf:
         names = zf.namelist()
     for expected in ("pose/pose_sapiens2.json", "pose/pose_coco17.json", "body_parts/body_parts_labels.png",
-                     "normals/normals.npy", "depth/depth_mm.png", "depth/person.glb", "matting/matting_alpha.png",
+                     "normals/normals16.png", "depth/depth_mm.png", "matting/matting_alpha.png",
                      "depth/person_mesh.glb", "pose/pose_coco_wholebody.json", "pose/pose_3d.json"):
         assert expected in names, (expected, names)
+    assert not [name for name in names if name.endswith((".npy", ".ply"))], names
 
 
 def test_all_tasks_reports_a_failing_task_and_keeps_the_rest(manager, tmp_path, tiny_dir):
