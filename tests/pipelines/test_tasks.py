@@ -140,3 +140,24 @@ def test_downloads_are_written_while_the_render_is_drawn(ctx, monkeypatch):
     finally:
         tasks.register(spec)
     assert len(steps) == 1 and len(steps[0].files) == 2 and steps[0].main is not None
+
+
+def test_all_tasks_answer_once_when_the_zip_is_ready_with_the_gallery(ctx, monkeypatch):
+    """Each update costs an API client a fetch of every file in it: a zip done with the gallery comes in the same
+    update; a late one (late last time too) after the gallery."""
+    image = load_image(ASSETS / "astronaut.jpg")
+    monkeypatch.setattr(image_jobs, "SHOW_WITHIN_S", 60.0)
+    monkeypatch.setattr(image_jobs, "_WRITE_S", {})
+    steps = list(image_jobs.stream_all(ctx, image, run_dir=ctx.outputs.new_run_dir("s")))
+    assert len(steps) == 1 and zipfile.is_zipfile(steps[0].files[0]) and len(steps[0].gallery) == 6
+    monkeypatch.setattr(image_jobs, "_WRITE_S", {"all": 61.0})
+    write_files = TaskSpec.write_files
+
+    def slow(self, *args, **kwargs):
+        time.sleep(0.5)
+        return write_files(self, *args, **kwargs)
+
+    monkeypatch.setattr(TaskSpec, "write_files", slow)
+    shown, complete = image_jobs.stream_all(ctx, image, run_dir=ctx.outputs.new_run_dir("s"))
+    assert shown.files == [] and len(shown.gallery) == 6
+    assert zipfile.is_zipfile(complete.files[0]) and complete.gallery == shown.gallery
