@@ -22,7 +22,11 @@ echo call (interleaved: load drift hits both alike). Per endpoint:
 Targets (issue 20): the complete answer beyond the floor, best of 3, at most 0.3 s for /pose, /segment, /normals,
 /pointmap, /matting and at most 1.2 s for /all, at 1080p, tiny checkpoints, this 2-core CPU.
 By default the client does not download the output files (download_files=False: what a user waits for is the
-server's answer, not downloads nobody asked for yet); --download-files includes fetching them over localhost.
+server's answer, not downloads nobody asked for yet); --download-files includes fetching them over localhost, and
+then also prints, per endpoint, how many files the client fetched per call and how many MB: gradio_client fetches
+every file of every update (a generator's updates, then its final answer once more), each with a new HTTP client.
+A second floor, `/echo_stream`, is the same echo as a generator yielding once: the difference between the two is
+what gradio_client's handling of a streamed answer costs by itself.
 --root DIR imports `app` and `sapiens2_demo` from another checkout (e.g. an export of an older commit).
 The machine is shared and noisy: the load average is printed at the start and the end; compare the beyond-floor
 figures, not absolute seconds across runs.
@@ -107,10 +111,32 @@ def launch_echo_app():
         files = gr.File(file_count="multiple")
         notes = gr.Markdown()
         gr.Button().click(echo, [image], [shown, files, notes], api_name="echo")
+
+        def echo_stream(path):  # the same answer from a generator (as the image endpoints are)
+            yield echo(path)
+
+        gr.Button().click(echo_stream, [image], [shown, files, notes], api_name="echo_stream")
     demo.queue()
     port = free_port()
     demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
     return demo, f"http://127.0.0.1:{port}/"
+
+
+FETCHED: list[int] = []  # bytes of each file gradio_client downloaded (--download-files)
+
+
+def count_fetches() -> None:
+    """Wrap gradio_client's per-file download so each fetch is counted (instrumentation only)."""
+    from gradio_client import client as gradio_client
+
+    fetch = gradio_client.Endpoint._download_file
+
+    def counted(self, x):
+        path = fetch(self, x)
+        FETCHED.append(os.path.getsize(path))
+        return path
+
+    gradio_client.Endpoint._download_file = counted
 
 
 def timed_call(client, image: str, api_name: str) -> tuple[float, float]:
@@ -169,14 +195,23 @@ def main() -> None:
             for endpoint in endpoints:  # warm-up: models load, first-call costs
                 timed_call(client, image, f"/{endpoint}")
             echo_times: list[float] = []
-            times = {e: {"shown": [], "complete": [], "shown_beyond": [], "beyond": []} for e in endpoints}
+            stream_times: list[float] = []
+            times = {e: {"shown": [], "complete": [], "shown_beyond": [], "beyond": [], "beyond_stream": [],
+                         "fetched": []} for e in endpoints}
+            if args.download_files:
+                count_fetches()
             started = time.perf_counter()
             for _ in range(args.reps):
                 for endpoint in endpoints:
+                    _, stream_base = timed_call(floor, image, "/echo_stream")
                     _, base = timed_call(floor, image, "/echo")
+                    FETCHED.clear()
                     shown, complete = timed_call(client, image, f"/{endpoint}")
                     echo_times.append(base)
+                    stream_times.append(stream_base)
                     row = times[endpoint]
+                    row["fetched"].append(list(FETCHED))
+                    row["beyond_stream"].append(complete - stream_base)
                     row["shown"].append(shown)
                     row["complete"].append(complete)
                     row["shown_beyond"].append(shown - base)
@@ -188,7 +223,8 @@ def main() -> None:
             echo.close()
     median = statistics.median
     print(f"echo floor: median {median(echo_times):.3f} s (min {min(echo_times):.3f}, max {max(echo_times):.3f}, "
-          f"{len(echo_times)} calls)")
+          f"{len(echo_times)} calls); the same echo from a generator (/echo_stream): median "
+          f"{median(stream_times):.3f} s (min {min(stream_times):.3f})")
     print(f"\n{'endpoint':10} {'shown s':>8} {'complete s':>10} {'beyond floor s':>15} {'best s':>7} {'target s':>9} "
           f"{'met':>7} {'shown beyond s':>15}  {'complete min..max s':>20}")
     for endpoint in endpoints:
@@ -197,6 +233,12 @@ def main() -> None:
         print(f"/{endpoint:9} {median(row['shown']):8.3f} {median(row['complete']):10.3f} {beyond:15.3f} "
               f"{best:7.3f} {target:9.1f} {'met' if best <= target else 'MISSED':>7} {shown_beyond:15.3f}  "
               f"{min(row['complete']):9.3f}..{max(row['complete']):.3f}")
+    print(f"\n{'endpoint':10} {'best beyond the streamed echo s':>32} {'files fetched per call':>23} {'MB per call':>12}")
+    for endpoint in endpoints:
+        row = times[endpoint]
+        fetched = row["fetched"][-1]
+        print(f"/{endpoint:9} {min(row['beyond_stream']):32.3f} {len(fetched) if args.download_files else '-':>23} "
+              f"{sum(fetched) / 1e6 if args.download_files else 0:12.2f}")
     print(f"\nmedians over {args.reps} calls; beyond floor = median of (call - the echo call just before it). "
           f"load (1/5/15 min) at the start {load_start}, at the end {load_end}; timed part {wall:.0f} s")
 

@@ -52,10 +52,11 @@ class BatchOptions:
         return task_specs.get(task).size_or_default(self.size)
 
     def task_options(self) -> dict:
-        """The run's options under the names the task descriptions use."""
+        """The run's options under the names the task descriptions use; a batch run writes every file (the raw
+        arrays and point clouds an image request gives only on request)."""
         return dict(flip_test=self.flip_test, detection_threshold=self.detection_threshold, nms_iou=self.nms_iou,
                     max_people=self.max_people, keypoint_threshold=self.keypoint_threshold,
-                    remove_background=self.remove_background, lift_3d=self.lift_3d)
+                    remove_background=self.remove_background, lift_3d=self.lift_3d, raw_data=True)
 
     def required_files(self, task: str) -> tuple[str, ...]:
         """What a complete image export of `task` holds with this run's options: the task's `files`, plus its

@@ -71,17 +71,34 @@ def infer(ctx: AppContext, frames: list, jobs: list, progress=None) -> list:
     return gpu.answers(ctx.manager_key, frames, jobs)
 
 
-SHOW_WITHIN_S = 0.05  # downloads that take longer than this are written after the render is shown
-_WRITE_S: dict[str, float] = {}  # per task, how long its downloads took last time
+# Downloads done within this many seconds after the render come with it in one update; later ones after it. A
+# second update costs more than this wait: the page redraws, and gradio_client fetches every file of every update
+# again (benchmarks/bench_endpoints.py --download-files counts them).
+SHOW_WITHIN_S = 0.15
+_WRITE_S: dict[str, float] = {}  # per task (and "all"): how long after the render its downloads were done last time
+
+
+def _shown_then_complete(key: str, shown: TaskOutput, writing, complete) -> Iterator[TaskOutput]:
+    """Yield `complete(written)` alone when the writing (a future giving (written, the perf_counter when done))
+    ends within SHOW_WITHIN_S of now (the render is ready), else `shown` first; a task whose downloads came
+    late last time does not wait at all."""
+    ready = time.perf_counter()
+    wait = SHOW_WITHIN_S if _WRITE_S.get(key, 0.0) <= SHOW_WITHIN_S else 0.0
+    try:
+        written, done = writing.result(timeout=wait)
+    except FutureTimeout:
+        yield shown
+        written, done = writing.result()
+    _WRITE_S[key] = max(0.0, done - ready)
+    yield complete(written)
 
 
 def stream_task(ctx: AppContext, image: LoadedImage, *, task: str, run_dir: Path, progress=None,
                 size: str | None = None, **options) -> Iterator[TaskOutput]:
     """One task on one image: one GPU call, then the downloads written in a thread while the renders and
-    notes are made beside them. Downloads done within SHOW_WITHIN_S of the renders: one complete TaskOutput (a
-    second update costs the UI more than a few milliseconds of waiting). Slower ones: the renders are yielded
-    first (what the user looks at; no files yet), then the complete output; a task whose downloads were slow
-    last time does not wait at all."""
+    notes are made beside them. Downloads done within SHOW_WITHIN_S of the renders: one complete TaskOutput.
+    Slower ones: the renders are yielded first (what the user looks at; no files yet), then the complete output
+    (see _shown_then_complete)."""
     spec = tasks.get(task)
     started = time.perf_counter()
     spec.check(options)
@@ -89,25 +106,14 @@ def stream_task(ctx: AppContext, image: LoadedImage, *, task: str, run_dir: Path
     chosen = {**spec.defaults(), **options}
 
     def write():  # on an output of its own: it gathers only the writers' files, notes and 3D view
-        began = time.perf_counter()
-        try:
-            return spec.finish(TaskOutput(), image.rgb, result, run_dir, **chosen)
-        finally:
-            _WRITE_S[spec.name] = time.perf_counter() - began
+        return spec.finish(TaskOutput(), image.rgb, result, run_dir, **chosen), time.perf_counter()
 
     with ThreadPoolExecutor(max_workers=1) as pool:
         writing = pool.submit(write)  # the files need only the result: written while the renders are drawn
         shown = spec.present(image, result, **chosen)
         shown.notes.append(f"{spec.title} took {time.perf_counter() - started:.2f} s on {ctx.manager.device}.")
         shown.notes.extend(ctx.manager.take_compile_notes())
-        wait = SHOW_WITHIN_S if _WRITE_S.get(spec.name, 0.0) <= SHOW_WITHIN_S else 0.0
-        try:
-            yield _completed(shown, writing.result(timeout=wait))
-            return
-        except FutureTimeout:
-            pass
-        yield shown
-        yield _completed(shown, writing.result())
+        yield from _shown_then_complete(spec.name, shown, writing, functools.partial(_completed, shown))
 
 
 def _completed(shown: TaskOutput, written: TaskOutput) -> TaskOutput:
@@ -126,7 +132,8 @@ def stream_all(ctx: AppContext, image: LoadedImage, *, run_dir: Path, progress=N
                size: str = "0.4b") -> Iterator[TaskOutput]:
     """Every task of "all" on one image in one GPU call; the segmentation is computed once and shared (the
     cache). A task that fails (e.g. a missing checkpoint) is reported in the notes and the others go on.
-    Yields the gallery first, then the same output with every task's downloads zipped."""
+    Yields the gallery with every task's default downloads zipped; the gallery first when the zip is late (as
+    stream_task does)."""
     chosen = tasks.specs(in_all=True)
     if progress is not None:
         progress(0.05, desc="Running every task...")
@@ -144,7 +151,14 @@ def stream_all(ctx: AppContext, image: LoadedImage, *, run_dir: Path, progress=N
         with zipfile.ZipFile(archive, "w", zipfile.ZIP_STORED) as zf:  # PNG/GLB are compressed already
             for path in (path for written in finished for path in written.files):
                 zf.write(path, arcname=f"{path.parent.name}/{path.name}")
-        return finished, archive
+        return (finished, archive), time.perf_counter()
+
+    def complete(written) -> TaskOutput:
+        finished, archive = written
+        done = dataclasses.replace(out, notes=list(out.notes), files=[archive])
+        for (spec, _), task_written in zip(ran, finished):
+            done.notes.extend(f"{spec.short}: {note}" for note in task_written.notes)
+        return done
 
     with ThreadPoolExecutor(max_workers=1) as pool:
         writing = pool.submit(write_all)  # the files need only the results: written while the renders are drawn
@@ -157,12 +171,7 @@ def stream_all(ctx: AppContext, image: LoadedImage, *, run_dir: Path, progress=N
             task_out = spec.present(shown, answer[0], **{**spec.defaults(), **spec.all_options})
             out.gallery.append((task_out.main, spec.short))
             out.notes.extend(f"{spec.short}: {note}" for note in task_out.notes)
-        yield out
-        finished, archive = writing.result()
-    for (spec, _), written in zip(ran, finished):
-        out.notes.extend(f"{spec.short}: {note}" for note in written.notes)
-    out.files = [archive]
-    yield out
+        yield from _shown_then_complete("all", out, writing, complete)
 
 
 def all_tasks(ctx: AppContext, image: LoadedImage, **kwargs) -> TaskOutput:

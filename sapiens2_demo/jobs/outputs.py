@@ -30,6 +30,12 @@ class OutputStore:
     def new_run_dir(self, session: str | None) -> Path:
         self.sweep()
         path = self.root / _safe(session or "") / uuid.uuid4().hex[:12]
+        for _ in range(5):
+            try:
+                path.mkdir(parents=True)
+                return path
+            except FileNotFoundError:  # a sweep (another request) removed the session folder as it was still empty
+                continue
         path.mkdir(parents=True)
         return path
 

@@ -17,6 +17,12 @@ REMOVE_BACKGROUND = Option("remove_background", True, "Remove background (body-p
                            model="remove_background")
 
 
+def raw_data(files: str) -> Option:
+    """The option that adds a task's heavy raw downloads to an image request (off: the answer stays light; the
+    batch CLI always writes them). One name for every task, so every front door reads it alike."""
+    return Option("raw_data", False, f"Raw data too: {files} (a larger download)")
+
+
 # -- pipelines: frames in, one result per frame out (options meant for other tasks, e.g. batch_size, ignored) --
 def _person_masks(frames, manager, size, seg_cache, remove_background):
     if not remove_background:
@@ -263,14 +269,17 @@ register(TaskSpec(
     start=start_normals, draw=drawn.draw_normals, draw_start=drawn.start_normals,
     options=(REMOVE_BACKGROUND,
              Option("background", "black", "Background", "radio", (("black", "black"), ("original image", "image"))),
-             Option("png_bits", 16, "PNG bit depth", "radio", (8, 16))),
+             Option("png_bits", 16, "PNG bit depth", "radio", (8, 16)),
+             raw_data("normals.npy, float32 x y z per pixel, 25 MB at 1080p")),  # appended: API order
     uses_mask=True, follows_frames=True, carry=steady.carried, steady=True,  # video: temporal_smoothing
     renderer=normals_renderer, present=present.present_normals, export=task_files.export_normals,
-    files=("normals.npy", "normals16.png"), video_export=normals_video_export, live=True, in_all=True,
+    files=("normals.npy", "normals16.png"), option_files={"raw_data": ("normals.npy",)},
+    video_export=normals_video_export, live=True, in_all=True,
     button="Estimate normals", outputs=("slider",), result_label="Image / normals",
-    files_label="Downloads (.npy, PNG)",
+    files_label="Downloads (16- or 8-bit PNG; normals.npy with raw data)",
     description="Surface normals of the people in an image (one unit vector per pixel, camera frame). Gives the "
-                "input and the normal map as colours, the normals as .npy (float) and a 16- or 8-bit PNG."))
+                "input and the normal map as colours and the normals as a 16- or 8-bit PNG; with raw_data, also "
+                "as .npy (float32)."))
 
 register(TaskSpec(
     "pointmap", "Depth & 3D", "Depth", "pointmap", SIZES, run_pointmap, aliases=("depth",), start=start_pointmap,
@@ -279,19 +288,21 @@ register(TaskSpec(
              Option("max_points", 200_000, "Max points in the cloud", "slider", low=10_000, high=500_000,
                     step=10_000),
              Option("max_faces", 300_000, "Max faces in the surface mesh", "slider", low=10_000, high=1_000_000,
-                    step=10_000)),
+                    step=10_000),
+             raw_data("depth_m.npy (float32 metres) and the point cloud as .ply and .glb")),  # appended: API order
     uses_mask=True, follows_frames=True, carry=steady.carried, steady=True,  # video: temporal_smoothing
     renderer=depth_renderer, present=present.present_pointmap, export=task_files.export_pointmap,
     files=("depth_mm.png", "depth_m.npy"), optional_files=("person.ply", "person.glb", "person_mesh.glb"),
+    option_files={"raw_data": ("depth_m.npy",)},  # and the clouds when a valid point exists
     video_export=on_request(video_files.DepthVideoExport), live=True, in_all=True, button="Estimate depth & 3D",
     outputs=("slider", "model3d"), result_label="Image / depth (turbo inverse depth, colour bar in metres)",
     model3d_label="3D view (surface mesh; point clouds in the downloads)",
     model3d_files=("person_mesh.glb", "person.glb"),  # the mesh; the cloud when no face is left
-    files_label="Downloads (depth PNG mm, .npy m, point cloud .ply / .glb, surface mesh .glb)",
+    files_label="Downloads (surface mesh .glb, depth PNG mm; with raw data: .npy m, point cloud .ply / .glb)",
     description="Metric depth and 3D shape of the people in an image (a pointmap: one 3D point per pixel). Gives "
                 "the input and the depth as colours with a scale in metres, a coloured 3D surface mesh "
-                "(person_mesh.glb), the depth as a PNG in millimetres and .npy in metres, and the point cloud as "
-                ".ply and .glb."))
+                "(person_mesh.glb) and the depth as a PNG in millimetres; with raw_data, also the depth as .npy in "
+                "metres and the point cloud as .ply and .glb."))
 
 register(TaskSpec(
     "matting", "Matting", "Matting", "matting", ("1b",), run_matting, start=start_matting, draw=drawn.draw_matting,

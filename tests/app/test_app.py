@@ -106,7 +106,9 @@ def test_segment_endpoint(client):
 def test_normals_endpoint(client):
     from gradio_client import handle_file
 
-    slider, files, notes = client.predict(handle_file(str(ASSETS / "grace_hopper.jpg")), api_name="/normals")
+    slider, files, notes = client.predict(handle_file(str(ASSETS / "grace_hopper.jpg")), raw_data=True,
+                                          api_name="/normals")
+    assert {Path(f).name for f in files} == {"normals.npy", "normals16.png"}  # raw data on request
     normals = np.load(next(f for f in files if f.endswith(".npy")))
     assert normals.shape == (600, 512, 3)
     assert np.allclose(np.linalg.norm(normals, axis=-1), 1, atol=1e-4)
@@ -116,7 +118,7 @@ def test_pointmap_endpoint(client):
     from gradio_client import handle_file
 
     slider, model3d, files, notes = client.predict(handle_file(str(ASSETS / "grace_hopper.jpg")),
-                                                   remove_background=False, api_name="/pointmap")
+                                                   remove_background=False, raw_data=True, api_name="/pointmap")
     before, after = (_image(path) for path in slider)
     assert before.shape == after.shape and before.shape[0] == 600 and before.shape[1] > 512  # + colour bar
     assert Path(model3d).name == "person_mesh.glb"  # the viewer shows the surface mesh
@@ -124,6 +126,18 @@ def test_pointmap_endpoint(client):
     assert metres.shape == (600, 512) and metres.dtype == np.float32
     assert "fx =" in notes
     assert {"person.ply", "person.glb", "person_mesh.glb"} <= {Path(f).name for f in files}
+
+
+def test_dense_endpoints_answer_light_by_default(client):
+    """The default answer holds the light files only (the raw arrays and point clouds come with raw_data)."""
+    from gradio_client import handle_file
+
+    image = handle_file(str(ASSETS / "grace_hopper.jpg"))
+    _, files, _ = client.predict(image, api_name="/normals")
+    assert {Path(f).name for f in files} == {"normals16.png"}
+    _, model3d, files, _ = client.predict(image, remove_background=False, api_name="/pointmap")
+    assert {Path(f).name for f in files} == {"depth_mm.png", "person_mesh.glb"}
+    assert Path(model3d).name == "person_mesh.glb"
 
 
 def test_pointmap_endpoint_mesh_opens_with_faces_and_keeps_the_budget(client):
@@ -226,7 +240,7 @@ def test_the_render_is_shown_before_the_downloads_and_the_api_return_is_complete
     else:
         slider, files, _ = first
         assert files in ([], None) and len(slider) == 2
-        assert {Path(f).name for f in final[1]} == {"normals.npy", "normals16.png"}
+        assert {Path(f).name for f in final[1]} == {"normals16.png"}
         assert Path(final[0][1]).exists()
 
 
@@ -254,7 +268,7 @@ def test_downloads_are_served_from_the_output_folder_not_copied(app_server):
     client = Client(url, verbose=False, download_files=False)
     _, files, _ = client.predict(handle_file(str(ASSETS / "astronaut.jpg")), api_name="/normals")
     paths = [Path(f["path"]) for f in files]
-    assert {p.name for p in paths} == {"normals.npy", "normals16.png"}
+    assert {p.name for p in paths} == {"normals16.png"}  # light by default: raw_data adds normals.npy
     assert all(p.is_relative_to(root) and p.is_file() for p in paths)  # the written files themselves
     with urllib.request.urlopen(files[0]["url"]) as response:
         assert response.read() == paths[0].read_bytes()

@@ -63,7 +63,8 @@ def test_a_tool_call_through_an_mcp_client_returns_files(mcp_app):
             async with ClientSession(read, write) as session:
                 await session.initialize()
                 listed = {tool.name for tool in (await session.list_tools()).tools}
-                good = await session.call_tool("normals", {"image": picture, "remove_background": False})
+                good = await session.call_tool("normals", {"image": picture, "remove_background": False,
+                                                            "raw_data": True})
                 bad = await session.call_tool("normals", {"image": "data:image/jpeg;base64,aGVsbG8="})
                 return listed, good, bad
 

@@ -76,15 +76,18 @@ def test_background_removal_blackens_the_background(ctx):
     assert (rendered[labels > 0].sum(axis=-1) > 0).all()
 
 
-def test_all_tasks_zip_holds_every_export(ctx):
+def test_all_tasks_zip_holds_every_default_download(ctx):
+    """The tasks' default (light) downloads: the raw arrays and point clouds come from the task endpoints with
+    raw_data, or the batch CLI."""
     out = image_jobs.all_tasks(ctx, load_image(ASSETS / "astronaut.jpg"), run_dir=ctx.outputs.new_run_dir("s"))
     assert [caption for _, caption in out.gallery] == ["Input", "Pose", "Body parts", "Normals", "Depth", "Matting"]
     with zipfile.ZipFile(out.files[0]) as zf:
         names = zf.namelist()
     for expected in ("pose/pose_sapiens2.json", "pose/pose_coco17.json", "body_parts/body_parts_labels.png",
-                     "normals/normals.npy", "depth/depth_mm.png", "depth/person.glb", "matting/matting_alpha.png",
+                     "normals/normals16.png", "depth/depth_mm.png", "matting/matting_alpha.png",
                      "depth/person_mesh.glb", "pose/pose_coco_wholebody.json", "pose/pose_3d.json"):
         assert expected in names, (expected, names)
+    assert not [name for name in names if name.endswith((".npy", ".ply"))], names
 
 
 def test_all_tasks_reports_a_failing_task_and_keeps_the_rest(manager, tmp_path, tiny_dir):
@@ -137,3 +140,24 @@ def test_downloads_are_written_while_the_render_is_drawn(ctx, monkeypatch):
     finally:
         tasks.register(spec)
     assert len(steps) == 1 and len(steps[0].files) == 2 and steps[0].main is not None
+
+
+def test_all_tasks_answer_once_when_the_zip_is_ready_with_the_gallery(ctx, monkeypatch):
+    """Each update costs an API client a fetch of every file in it: a zip done with the gallery comes in the same
+    update; a late one (late last time too) after the gallery."""
+    image = load_image(ASSETS / "astronaut.jpg")
+    monkeypatch.setattr(image_jobs, "SHOW_WITHIN_S", 60.0)
+    monkeypatch.setattr(image_jobs, "_WRITE_S", {})
+    steps = list(image_jobs.stream_all(ctx, image, run_dir=ctx.outputs.new_run_dir("s")))
+    assert len(steps) == 1 and zipfile.is_zipfile(steps[0].files[0]) and len(steps[0].gallery) == 6
+    monkeypatch.setattr(image_jobs, "_WRITE_S", {"all": 61.0})
+    write_files = TaskSpec.write_files
+
+    def slow(self, *args, **kwargs):
+        time.sleep(0.5)
+        return write_files(self, *args, **kwargs)
+
+    monkeypatch.setattr(TaskSpec, "write_files", slow)
+    shown, complete = image_jobs.stream_all(ctx, image, run_dir=ctx.outputs.new_run_dir("s"))
+    assert shown.files == [] and len(shown.gallery) == 6
+    assert zipfile.is_zipfile(complete.files[0]) and complete.gallery == shown.gallery

@@ -35,3 +35,23 @@ def test_delete_session(tmp_path):
     (run / "pose.json").write_text("{}")
     store.delete_session("gone")
     assert not run.exists()
+
+
+
+def test_a_new_run_folder_survives_a_sweep_removing_its_empty_session_folder(tmp_path, monkeypatch):
+    """Sixteen simultaneous requests: one request's sweep removed the session folder another had just made (still
+    empty) before that one made its run folder inside it (mkdir: FileNotFoundError)."""
+    from pathlib import Path
+
+    store = OutputStore(tmp_path, max_age_s=60)
+    mkdir, raced = Path.mkdir, []
+
+    def racing(self, *args, **kwargs):
+        if self.parent.name == "s" and not raced:
+            raced.append(self)
+            raise FileNotFoundError(2, "No such file or directory", str(self))
+        return mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", racing)
+    run = store.new_run_dir("s")
+    assert raced and run.is_dir() and run.parent.name == "s"

@@ -53,7 +53,7 @@ def test_pointmap_writes_the_surface_mesh_and_shows_it(tmp_path):
     import trimesh
 
     image = SimpleNamespace(rgb=rgb(), notes=[])
-    out = shown_then_written("pointmap", image, plane_pointmap(), tmp_path, max_faces=1000)
+    out = shown_then_written("pointmap", image, plane_pointmap(), tmp_path, max_faces=1000, raw_data=True)
     names = [path.name for path in out.files]
     assert {"person.ply", "person.glb", "person_mesh.glb"} <= set(names)
     assert out.model3d.name == "person_mesh.glb"
@@ -118,10 +118,11 @@ def test_lift_on_frames_without_people_runs_no_model_and_stays_valid(tmp_path):
     assert "pose_3d.glb" not in [p.name for p in written]
 
 
-@pytest.mark.parametrize("task,name,default", [("pose", "lift_3d", False), ("pointmap", "max_faces", 300_000)])
-def test_new_options_are_appended_so_positional_api_calls_keep_working(task, name, default):
+@pytest.mark.parametrize("task,names", [("pose", ["lift_3d"]), ("pointmap", ["max_faces", "raw_data"]),
+                                        ("normals", ["png_bits", "raw_data"])])
+def test_new_options_are_appended_so_positional_api_calls_keep_working(task, names):
     spec = tasks.get(task)
-    assert spec.options[-1].name == name and spec.options[-1].default == default
+    assert [option.name for option in spec.options[-len(names):]] == names
 
 
 def test_all_tasks_lift_and_the_job_carries_it():
