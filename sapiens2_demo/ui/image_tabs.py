@@ -4,6 +4,10 @@ its widgets made from the task's options, plus the All-tasks tab.
 An endpoint's parameters are `image`, then `size` (when the task has more than one), then the task's options
 in order, each with its default, so gradio_client calls them by name: `client.predict(img, boxes=..., api_name=
 "/pose")`. The handler's signature is built from the options (gradio reads parameter names from it).
+
+A tab's button streams (the render first, the downloads when written); the named endpoint (API, MCP) answers once,
+complete: gradio_client fetches every file of every update of a streamed answer and then the final one again, so
+a second update would cost an API caller more than it gives (benchmarks/bench_endpoints.py --download-files).
 """
 
 from __future__ import annotations
@@ -91,8 +95,9 @@ def result_value(kind: str, out):
             "model3d": lambda: str(out.model3d) if out.model3d else None}[kind]()
 
 
-def make_handler(ctx, spec):
-    """The endpoint function for `spec`, with a signature gradio and gradio_client read parameter names from."""
+def make_handler(ctx, spec, stream: bool = True):
+    """The endpoint function for `spec`, with a signature gradio and gradio_client read parameter names from:
+    a generator of the shown and then the complete output (stream), or a function returning the complete one."""
     has_size = len(spec.sizes) > 1
     names = (["size"] if has_size else []) + [option.name for option in spec.options]
     images = {option.name for option in spec.options if option.kind == "image"}
@@ -109,6 +114,13 @@ def make_handler(ctx, spec):
             SHOWN_MODELS.put(session_of(request), spec.name, str(out.model3d) if out.model3d else None)
             yield (*[result_value(kind, out) for kind in spec.outputs], [str(p) for p in out.files],
                    notes_markdown(out.notes))
+
+    if not stream:
+        streamed = handler
+
+        def handler(image, *args):
+            *_, complete = streamed(image, *args)
+            return complete
 
     kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
     defaults = {"size": spec.default_size(), **spec.defaults()}
@@ -239,8 +251,11 @@ def build_task_tab(ctx, spec) -> None:
             by_name[name].change(lambda chosen, value=value: gr.update(visible=chosen == value), by_name[name],
                                  by_name[option.name], api_visibility="private", show_progress="hidden")
     inputs = [tab.img] + ([size] if len(spec.sizes) > 1 else []) + [by_name[o.name] for o in spec.options]
-    event = btn.click(make_handler(ctx, spec), inputs, [*shown, files, tab.info], api_name=spec.name,
+    outputs = [*shown, files, tab.info]
+    event = btn.click(make_handler(ctx, spec), inputs, outputs, api_name=f"{spec.name}_tab", api_visibility="private",
                       concurrency_id=spec.family, show_progress_on=shown[:1] or None)
+    gr.on([], make_handler(ctx, spec, stream=False), inputs, outputs, api_name=spec.name,  # API and MCP only
+          concurrency_id=spec.family)
     if viewer is not None:  # a failed run leaves the viewer as it was
         show, fill = viewer_steps(spec.name)
         event.success(show, None, viewer, api_visibility="private", show_progress="hidden").then(
@@ -263,6 +278,12 @@ def build_all_tab(ctx) -> None:
         for out in stream_request(ctx, "All tasks", image_jobs.stream_all, image, request, progress, size=size):
             yield out.gallery, (str(out.files[0]) if out.files else None), notes_markdown(out.notes)
 
+    def all_tasks_complete(image, size: str = "0.4b", request: gr.Request = None, progress=gr.Progress()):
+        *_, complete = all_tasks(image, size, request, progress)
+        return complete
+
+    all_tasks_complete.__doc__, all_tasks_complete.__name__ = all_tasks.__doc__, "all_tasks"
+
     with task_tab("All tasks", "all", scales=(1, 2)) as tab:
         with tab.inputs:
             chosen = tasks.specs(in_all=True)
@@ -273,4 +294,6 @@ def build_all_tab(ctx) -> None:
             gallery = gr.Gallery(label="All tasks", columns=3, height="auto", format="png", object_fit="contain",
                                  elem_id="all-output")  # contain: the depth tile keeps its colour bar
             files = gr.File(label="Download everything (.zip)", interactive=False, elem_id="all-files")
-    btn.click(all_tasks, [tab.img, size], [gallery, files, tab.info], api_name="all", concurrency_id="all")
+    outputs = [gallery, files, tab.info]
+    btn.click(all_tasks, [tab.img, size], outputs, api_name="all_tab", api_visibility="private", concurrency_id="all")
+    gr.on([], all_tasks_complete, [tab.img, size], outputs, api_name="all", concurrency_id="all")  # API, MCP

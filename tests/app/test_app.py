@@ -212,9 +212,10 @@ def test_bad_upload_is_a_clear_error_and_app_survives(client, tmp_path):
 
 
 @pytest.mark.parametrize("endpoint", ["/normals", "/all"])
-def test_the_render_is_shown_before_the_downloads_and_the_api_return_is_complete(client, endpoint, monkeypatch):
-    """A generator handler: the first update carries the render and no downloads (nothing the user looks at
-    waits for the files); the final one, what `predict` returns, carries both."""
+def test_the_api_answers_once_complete_and_the_tab_shows_the_render_first(client, app_server, endpoint, monkeypatch):
+    """Slow downloads: the named endpoint (what gradio_client and MCP call) still answers in one update with the
+    render and every download (a second update would make the client fetch every file twice); the tab's own
+    event streams, the render first (nothing the user looks at waits for the files)."""
     from gradio_client import handle_file
 
     from sapiens2_demo.jobs import image as image_jobs
@@ -230,29 +231,40 @@ def test_the_render_is_shown_before_the_downloads_and_the_api_return_is_complete
     monkeypatch.setattr(TaskSpec, "write_files", slow)
     job = client.submit(handle_file(str(ASSETS / "astronaut.jpg")), api_name=endpoint)
     final = job.result()
-    first = job.outputs()[0]
-    assert len(job.outputs()) == 2
+    assert len(job.outputs()) == 1
     if endpoint == "/all":
-        gallery, archive, _ = first
-        assert len(gallery) >= 6 and archive is None
-        assert [item["caption"] for item in final[0]] == [item["caption"] for item in gallery]
-        assert zipfile.is_zipfile(final[1])
+        assert len(final[0]) >= 6 and zipfile.is_zipfile(final[1])
     else:
-        slider, files, _ = first
-        assert files in ([], None) and len(slider) == 2
-        assert {Path(f).name for f in final[1]} == {"normals16.png"}
-        assert Path(final[0][1]).exists()
+        assert {Path(f).name for f in final[1]} == {"normals16.png"} and Path(final[0][1]).exists()
+
+    steps = tab_steps(app_server, endpoint)
+    assert len(steps) == 2
+    first, last = steps
+    if endpoint == "/all":
+        assert len(first[0]) >= 6 and first[1] is None and zipfile.is_zipfile(last[1])
+    else:
+        assert first[1] in ([], None) and {Path(f).name for f in last[1]} == {"normals16.png"}
 
 
-def test_downloads_written_quickly_make_one_complete_update(client, monkeypatch):
-    from gradio_client import handle_file
+def tab_steps(app_server, endpoint: str) -> list:
+    """The updates the tab's own (streamed, private) event gives for the astronaut, its options at their defaults."""
+    import inspect
 
+    import gradio as gr
+
+    [tab_event] = [fn for fn in app_server[0].fns.values() if fn.api_name == f"{endpoint[1:]}_tab"]
+    assert inspect.isgeneratorfunction(tab_event.fn)
+    call = inspect.signature(tab_event.fn).bind(str(ASSETS / "astronaut.jpg"))
+    call.apply_defaults()
+    call.arguments["progress"] = gr.Progress(track_tqdm=False)
+    return list(tab_event.fn(*call.args))
+
+
+def test_downloads_written_quickly_make_one_complete_update_in_the_tab(app_server, monkeypatch):
     from sapiens2_demo.jobs import image as image_jobs
 
     monkeypatch.setattr(image_jobs, "SHOW_WITHIN_S", 60.0)
-    job = client.submit(handle_file(str(ASSETS / "astronaut.jpg")), api_name="/segment")
-    slider, legend, files, _ = job.result()
-    assert len(job.outputs()) == 1
+    [(slider, legend, files, _)] = tab_steps(app_server, "/segment")
     assert {Path(f).name for f in files} == {"body_parts_labels.png", "body_parts_colors.png"}
 
 
