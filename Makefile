@@ -28,7 +28,7 @@ run-tiny: setup  ## launch on tiny random-weight checkpoints: works offline, out
 	$(OFFLINE) $(PY) -m sapiens2_demo.models.tiny $(TINY_DIR) --detector
 	$(OFFLINE) $(PY) app.py --checkpoint-dir $(TINY_DIR) --detector $(TINY_DIR)/yolov8n-random.pt $(ARGS)
 
-run-standin: setup  ## launch on stand-ins: tiny checkpoints trained about a minute on synthetic targets (not models)
+run-standin: setup  ## launch on stand-ins: tiny checkpoints trained a minute or two on synthetic targets (not models)
 	test -f $(STANDIN_DIR)/STANDINS.txt || $(OFFLINE) $(PY) -m sapiens2_demo.models.tiny $(STANDIN_DIR) --trained --detector
 	$(OFFLINE) $(PY) app.py --checkpoint-dir $(STANDIN_DIR) --detector $(STANDIN_DIR)/yolov8n-random.pt $(ARGS)
 

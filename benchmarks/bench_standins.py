@@ -2,7 +2,7 @@
 
     HF_HUB_OFFLINE=1 YOLO_OFFLINE=1 python benchmarks/bench_standins.py [--checkpoint-dir DIR] [--random-dir DIR]
 
-Stand-ins (models/standin.py) are tiny Sapiens2 configs trained for a minute on synthetic targets: not models.
+Stand-ins (models/standin.py) are tiny Sapiens2 configs trained for a minute or two on synthetic targets: not models.
 --checkpoint-dir: stand-ins to measure (default: trained, or reused, under /tmp/sapiens2-standins-<key>).
 --random-dir: random-weight tiny checkpoints to compare with (default: written to a temporary folder).
 On the astronaut photo it prints: the bytes of the normals' 16-bit PNG (background removed by the checkpoints'

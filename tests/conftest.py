@@ -29,7 +29,7 @@ def tiny_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def standin_dir() -> Path:
-    """Stand-in checkpoints (models/standin.py: the tiny configs trained a minute on synthetic targets, so their
+    """Stand-in checkpoints (models/standin.py: the tiny configs trained a minute or two on synthetic targets, so their
     outputs have structure; stand-ins, not models) plus a random-weight YOLOv8n at yolov8n-random.pt. Trained
     once per version of their training code and kept in /tmp/sapiens2-standins-<key>, so reruns are free."""
     from sapiens2_demo.models.standin import cached_standins

@@ -89,6 +89,21 @@ def make_video(path, *, frames: int = 24, size: tuple[int, int] = (320, 240), fp
     return path
 
 
+def write_frames(path, frames, fps: float = 10) -> Path:
+    """Frames (H, W, 3) uint8 to an H.264 mp4, near-lossless (crf 0) so the test's noise is what the model sees."""
+    path = Path(path)
+    with av.open(str(path), "w", format="mp4") as out:
+        stream = out.add_stream("libx264", rate=Fraction(fps))
+        stream.width, stream.height, stream.pix_fmt = frames[0].shape[1], frames[0].shape[0], "yuv444p"
+        stream.options = {"preset": "ultrafast", "crf": "0"}
+        for i, rgb in enumerate(frames):
+            frame = av.VideoFrame.from_ndarray(rgb, format="rgb24")
+            frame.pts = i
+            out.mux(stream.encode(frame))
+        out.mux(stream.encode())
+    return path
+
+
 def _write_sine(out, stream, duration: float, hz: float = 440.0) -> None:
     total = round(duration * AUDIO_RATE)
     chunk = 960 if stream.codec_context.name == "libopus" else 1024

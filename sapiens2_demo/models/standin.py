@@ -12,7 +12,9 @@ smoothly varying features, so speed figures measured on them resemble real ones.
 Training is deterministic (fixed seeds, deterministic torch algorithms, no download; bit-for-bit only with
 the same torch build and thread count): one shared backbone with the four dense heads (segmentation,
 normals, pointmap, matting) on whole-image samples, its backbone also saved as the pretrain checkpoint; the
-pose model on person crops. Same layout and loading path as the random-weight tiny checkpoints.
+pose model on person crops, its body maps weighing as much as the face's (so the hips and neck land near their
+targets and a video's 3D motion can be lifted on the stand-ins). Same layout and loading path as the
+random-weight tiny checkpoints.
 """
 
 from __future__ import annotations
@@ -23,13 +25,14 @@ from pathlib import Path
 import numpy as np
 
 from .registry import BACKBONE_FAMILY, DENSE_FAMILIES, POSE_FAMILY, TASKS
-from .standin_targets import PHOTOS, build_scene, flip_indices, seg_classes
+from .standin_targets import PHOTOS, build_scene, flip_indices, keypoint_weights, seg_classes
 
 DENSE_TASKS = DENSE_FAMILIES  # trained on one shared backbone, in the registry's order: seg, normal, pointmap, matting
 SEED = 0
-DENSE_STEPS, POSE_STEPS, BATCH = 250, 200, 4
+DENSE_STEPS, POSE_STEPS, BATCH = 250, 800, 4
 SAMPLES_PER_PHOTO = 24
-HEATMAP_SIGMA = 2.0  # at the tiny 64x48 heatmaps (the released 256x192 ones use 6)
+POSE_LR = 5e-3
+HEATMAP_SIGMA = 3.0  # at the tiny 64x48 heatmaps (the released 256x192 ones use 6): wide, so learnt fast
 
 
 def standin_key() -> str:
@@ -109,6 +112,10 @@ def _train_dense(scenes, input_hw, log):
     for model in models.values():
         model.model = backbone  # one shared backbone: trained once, saved into every checkpoint
     samples = _dense_samples(scenes, input_hw, np.random.default_rng(SEED))
+    with torch.no_grad():  # instance norms leave the absolute depth to the last bias: start it at the mean
+        valid = samples["valid"][:, None]
+        mean = (samples["points"] * valid).sum(axis=(0, 2, 3)) / valid.sum()
+        pointmap.decode_head.predictor.bias.copy_(torch.from_numpy(mean.astype(np.float32)))
     params = list({id(p): p for m in models.values() for p in m.parameters()}.values())
     optimiser = torch.optim.AdamW(params, lr=3e-3, weight_decay=1e-4)
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimiser, max_lr=3e-3, total_steps=DENSE_STEPS)
@@ -125,26 +132,23 @@ def _train_dense(scenes, input_hw, log):
         logits = seg.decode_head(features)
         labels = batch["parts"][:, 2::4, 2::4].long()  # the label at each logit's centre (ignore: 255)
         seg_loss = F.cross_entropy(logits, labels, ignore_index=255)
-        # The full-resolution heads see a random window of half the patches each way (4x cheaper; they
-        # dominate a step's cost), and their targets are cut to match.
-        top, left = (int(rng.integers(0, n - n // 2 + 1)) for n in patches)
-        window = features[:, :, top:top + patches[0] // 2, left:left + patches[1] // 2]
-        size = config.patch_size
-        rows = slice(top * size, (top + patches[0] // 2) * size)
-        cols = slice(left * size, (left + patches[1] // 2) * size)
-        valid = batch["valid"][:, None, rows, cols]
-        normals = normal.decode_head(window)
+        # The full-resolution heads dominate a step's cost: each sees one sample of the batch, a different one,
+        # whole (a window would be cheaper, but their instance norms would then learn a window's statistics and
+        # be off on the whole image they see at inference).
+        one, target, valid = _whole(features, batch, 0, "normals")
+        normals = normal.decode_head(one)
         # Smooth unit targets: steps between neighbouring pixels cost too (the pixel shuffle leaves a grid),
         # and so does a length far from 1 (near 0, normalising would turn noise into directions).
         length = normals.pow(2).sum(dim=1).sqrt()
-        normal_loss = (_masked_mse(normals, batch["normals"][:, :, rows, cols], valid) + 40 * _steps(normals)
-                       + (length - 1).pow(2).mean())
-        pointmaps = pointmap.decode_head(window)
+        normal_loss = _masked_mse(normals, target, valid) + 40 * _steps(normals) + (length - 1).pow(2).mean()
+        one, target, valid = _whole(features, batch, 1, "points")
         scales = pointmap.scale_head(features)
-        point_loss = (_masked_mse(pointmaps, batch["points"][:, :, rows, cols], valid) / 4
+        # Depth smooth on the person, as the 3D lift needs it (its median window refuses a spread depth).
+        points = pointmap.decode_head(one)
+        point_loss = (_masked_mse(points, target, valid) + _steps(points)
                       + F.mse_loss(scales, torch.ones_like(scales)))
-        matte = matting.decode_head(window).sigmoid()
-        matte_loss = _masked_mse(matte, batch["matte"][:, :, rows, cols], valid) * 4
+        one, target, valid = _whole(features, batch, 2, "matte")
+        matte_loss = _masked_mse(matting.decode_head(one).sigmoid(), target, valid) * 4
         # The first feature channel follows the matte, and neighbouring patches stay alike.
         guide = F.adaptive_avg_pool2d(batch["matte"][:, 3:] * 2 - 1, patches)
         feature_loss = F.mse_loss(features[:, :1], guide) + _roughness(features)
@@ -159,6 +163,11 @@ def _train_dense(scenes, input_hw, log):
     pretrain = getattr(transformers, TASKS[BACKBONE_FAMILY].auto_class).from_config(tiny_config(BACKBONE_FAMILY))
     pretrain.load_state_dict(backbone.state_dict())
     return {task: model.eval() for task, model in models.items()}, pretrain.eval()
+
+
+def _whole(features, batch, i, key):
+    """Sample i's features, its `key` target and valid pixels, each as a batch of one."""
+    return features[i:i + 1], batch[key][i:i + 1], batch["valid"][i:i + 1, None]
 
 
 def _masked_mse(prediction, target, valid):
@@ -267,17 +276,20 @@ def _train_pose(scenes, input_hw, log):
 
     torch.manual_seed(SEED)
     model = getattr(transformers, TASKS[POSE_FAMILY].auto_class).from_config(tiny_config(POSE_FAMILY))
-    pixels, heatmaps = _pose_samples(scenes, input_hw, np.random.default_rng(SEED + 2))
-    optimiser = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=1e-4)
-    schedule = torch.optim.lr_scheduler.OneCycleLR(optimiser, max_lr=3e-3, total_steps=POSE_STEPS)
+    pixels, heatmaps, seen = _pose_samples(scenes, input_hw, np.random.default_rng(SEED + 2))
+    optimiser = torch.optim.AdamW(model.parameters(), lr=POSE_LR, weight_decay=1e-4)
+    schedule = torch.optim.lr_scheduler.OneCycleLR(optimiser, max_lr=POSE_LR, total_steps=POSE_STEPS)
     rng = np.random.default_rng(SEED + 3)
+    weights = torch.from_numpy(keypoint_weights())[None, :, None, None]
     model.train()
     for step in range(POSE_STEPS):
         pick = rng.choice(len(pixels), BATCH, replace=False)
         target = torch.from_numpy(heatmaps[pick])
+        mask = weights * torch.from_numpy(seen[pick])[:, :, None, None]
         predicted = model(pixel_values=torch.from_numpy(pixels[pick])).heatmaps
-        # The peaks weigh more than the empty rest, or the maps would learn to be flat.
-        loss = (((predicted - target) ** 2) * (1 + 20 * target)).mean() * 100
+        # The peaks weigh more than the empty rest, or the maps would learn to be flat; keypoints outside the
+        # crop weigh nothing, and each group of maps (body, hands and feet, face) weighs the same.
+        loss = (((predicted - target) ** 2) * (1 + 20 * target) * mask).mean() * 100
         optimiser.zero_grad(set_to_none=True)
         loss.backward()
         optimiser.step()
@@ -287,10 +299,10 @@ def _train_pose(scenes, input_hw, log):
     return model.eval()
 
 
-def _pose_samples(scenes, input_hw, rng) -> tuple[np.ndarray, np.ndarray]:
+def _pose_samples(scenes, input_hw, rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Person crops as the processor makes them (transformers' crop_and_resize: box padded 1.25, input
     aspect) around jittered boxes of the person, mirrored half the time (keypoints swap sides),
-    colour-jittered; UDP Gaussian heatmap targets, keypoints outside the crop pulled to its edge."""
+    colour-jittered; UDP Gaussian heatmap targets, and which keypoints are in the crop (the others have none)."""
     import torch
     from transformers.models.sapiens2.image_processing_sapiens2 import (
         boxes_to_crop_params,
@@ -299,7 +311,7 @@ def _pose_samples(scenes, input_hw, rng) -> tuple[np.ndarray, np.ndarray]:
     )
 
     flip = flip_indices()
-    pixels, targets = [], []
+    pixels, targets, seen = [], [], []
     for index in range(SAMPLES_PER_PHOTO * len(scenes)):
         scene = scenes[index % len(scenes)]
         h, w = scene.parts.shape
@@ -314,12 +326,16 @@ def _pose_samples(scenes, input_hw, rng) -> tuple[np.ndarray, np.ndarray]:
         box = [*(centre - size / 2).tolist(), *size.tolist()]  # x y w h
         cxcywh = torch.tensor([[*centre.tolist(), *size.tolist()]])
         crop_centre, crop_size = (t[0].numpy() for t in boxes_to_crop_params(cxcywh, output_size=input_hw))
-        margin = crop_size * 0.02
-        keypoints = np.clip(keypoints, crop_centre - crop_size / 2 + margin, crop_centre + crop_size / 2 - margin)
+        # Keypoints outside the photo or the crop have no target (as unlabelled ones in real training): the
+        # legs below the frame must not teach the hips' maps to peak at the crop's edge.
+        low = np.maximum(crop_centre - crop_size / 2, 0)
+        high = np.minimum(crop_centre + crop_size / 2, np.float32([w, h]))
+        seen.append(((keypoints >= low) & (keypoints < high)).all(axis=1))
         tensor = torch.from_numpy(np.ascontiguousarray(image).transpose(2, 0, 1).astype(np.float32))
         crop = crop_and_resize(tensor, cxcywh, output_size=input_hw)[0].clamp(0, 255)
         pixels.append(_normalise(_jitter(crop.permute(1, 2, 0).numpy().round().astype(np.uint8), rng)))
         heatmaps, _ = generate_udp_gaussian_heatmaps([[box]], [[keypoints.tolist()]], output_size=input_hw,
                                                      downscale_factor=4, sigma=HEATMAP_SIGMA)
         targets.append(heatmaps[0].numpy())
-    return np.stack(pixels).astype(np.float32), np.stack(targets).astype(np.float32)
+    return (np.stack(pixels).astype(np.float32), np.stack(targets).astype(np.float32),
+            np.stack(seen).astype(np.float32))

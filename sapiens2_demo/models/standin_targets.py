@@ -62,6 +62,7 @@ _ANCHORS = {
                (150, 300), (285, 228), (300, 200), (130, 420), (90, 430), (130, 560), (95, 570), (130, 690),
                (95, 700)],
 }
+_FACE_START = 70  # keypoints 70-307 are the face
 _KEYPOINTS_FILE = Path(__file__).resolve().parents[1] / "data" / "keypoints308.json"
 
 
@@ -160,6 +161,17 @@ def _keypoints308(name: str) -> np.ndarray:
             centre = anchors[f"{side}_eye"] if side else anchors["nose"]
             points[i] = 0.5 * (centre + anchors["nose"]) + _offset(i, flip, 0.9 * eye_gap)
     return points
+
+
+def keypoint_weights() -> np.ndarray:
+    """Per keypoint map, its weight in the loss: the face's 238 maps would otherwise outweigh the body's few
+    (a 3D lift needs the hips and neck); each group (body, hands and feet, face) weighs the same in all."""
+    names = json.loads(_KEYPOINTS_FILE.read_text())["names"]
+    hands_feet = [any(part in name for part in ("thumb", "finger", "toe", "heel")) for name in names]
+    group = np.where(np.arange(len(names)) >= _FACE_START, 2, np.where(hands_feet, 1, 0))
+    counts = np.bincount(group, minlength=3)
+    weights = len(names) / (3 * counts[group])
+    return (weights / weights.mean()).astype(np.float32)
 
 
 def _offset(i: int, flip: np.ndarray, radius: float) -> np.ndarray:

@@ -3,9 +3,7 @@ least 3x less; a moving edge is followed within one frame (the filter resets whe
 
 import io
 import zipfile
-from fractions import Fraction
 
-import av
 import numpy as np
 import pytest
 from PIL import Image
@@ -13,22 +11,9 @@ from PIL import Image
 from sapiens2_demo import gpu
 from sapiens2_demo.jobs.video import process_video
 from sapiens2_demo.pipelines.steady import SteadyFilter
+from tests.videos import write_frames
 
 SIZE = (160, 120)
-
-
-def write_clip(path, frames, fps=10):
-    """Frames (H, W, 3) uint8 to an H.264 mp4, near-lossless (crf 0) so the test's noise is what the model sees."""
-    with av.open(str(path), "w", format="mp4") as out:
-        stream = out.add_stream("libx264", rate=Fraction(fps))
-        stream.width, stream.height, stream.pix_fmt = frames[0].shape[1], frames[0].shape[0], "yuv444p"
-        stream.options = {"preset": "ultrafast", "crf": "0"}
-        for i, rgb in enumerate(frames):
-            frame = av.VideoFrame.from_ndarray(rgb, format="rgb24")
-            frame.pts = i
-            out.mux(stream.encode(frame))
-        out.mux(stream.encode())
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +22,7 @@ def still_clip(tmp_path_factory, person_image):
     base = np.asarray(Image.fromarray(person_image).resize(SIZE), np.float32)
     rng = np.random.default_rng(0)
     frames = [np.clip(base + rng.normal(0, 2.0, base.shape), 0, 255).astype(np.uint8) for _ in range(12)]
-    return write_clip(tmp_path_factory.mktemp("still") / "still.mp4", frames)
+    return write_frames(tmp_path_factory.mktemp("still") / "still.mp4", frames)
 
 
 def depth_frames(path) -> np.ndarray:
