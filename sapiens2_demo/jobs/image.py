@@ -72,8 +72,7 @@ def infer(ctx: AppContext, frames: list, jobs: list, progress=None) -> list:
 
 
 # Downloads done within this many seconds after the render come with it in one update; later ones after it. A
-# second update costs more than this wait: the page redraws, and gradio_client fetches every file of every update
-# again (benchmarks/bench_endpoints.py --download-files counts them).
+# second update costs the page a redraw (the tabs stream; the API endpoints take only the complete output).
 SHOW_WITHIN_S = 0.15
 _WRITE_S: dict[str, float] = {}  # per task (and "all"): how long after the render its downloads were done last time
 
