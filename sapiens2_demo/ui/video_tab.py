@@ -16,8 +16,8 @@ from ..media.image import load_image
 from ..media.video import VideoError
 from ..util import notes_markdown
 from .common import ASSETS, note, session_of, user_errors
-from .image_tabs import SHOWN_MODELS, viewer_steps
 from .sizes import size_menu
+from .viewers import SHOWN_MODELS, fill_after, model_viewer
 
 log = logging.getLogger(__name__)
 
@@ -159,8 +159,9 @@ def build_video_tab(ctx) -> None:
             with gr.Column():
                 rendered = gr.Video(label="Result (with the input's audio)", interactive=False, elem_id="video-output")
                 files = gr.File(label="Downloads", file_count="multiple", interactive=False, elem_id="video-files")
-                viewer = gr.Model3D(label="3D motion (motion.glb: the first person's animation plays)",
-                                    clear_color=(0.1, 0.1, 0.1, 1.0), visible=False, elem_id="video-motion")
+                viewer = model_viewer("video", "3D motion (motion.glb: the first person's animation plays)",
+                                      "The 3D motion appears here", 'tick "3D motion" under Pose options and '
+                                      "run pose", elem_id="video-motion")
                 info = gr.Markdown(elem_classes=["notes"])
         note()
         inputs = [clip, task, size, stride, det_thr, max_people, tracking, smoothing, min_cutoff, beta, fg, raw,
@@ -174,9 +175,6 @@ def build_video_tab(ctx) -> None:
                           show_progress_on=[rendered])
         event.then(lambda: gr.update(interactive=False), None, stop, api_visibility="private", show_progress="hidden",
                    queue=False)
-        # the 3D viewer is filled from the model the run recorded, in two plain steps (see viewer_steps)
-        show, fill = viewer_steps("video")
-        event.success(show, None, viewer, api_visibility="private", show_progress="hidden").then(
-            fill, None, viewer, api_visibility="private", show_progress="hidden")
+        fill_after(event, "video", viewer)  # the motion the run recorded, in a step of its own (see viewers.py)
         stop.click(lambda: gr.update(interactive=False), None, stop, cancels=[event], api_visibility="private",
                    queue=False)
