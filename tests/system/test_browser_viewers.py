@@ -158,3 +158,15 @@ def test_bad_upload_is_refused_on_upload_and_a_failed_run_keeps_the_outputs(page
     assert page.locator("#normals-output img").first.get_attribute("src") == shown  # the outputs as they were
     assert page.locator("#normals-files a").count() >= 1
     assert page.locator('[data-testid="status-tracker"] .error').filter(visible=True).count() == 0
+
+
+def test_a_bad_video_is_refused_on_upload(page, tmp_path):
+    """A text file named .mp4 in the Video tab: cleared at once with a warning that says why, before any run."""
+    page.get_by_role("tab", name="Video", exact=True).click()
+    bogus = tmp_path / "clip.mp4"
+    bogus.write_text("this is not a video\n" * 10)
+    page.locator("#video-input input[type=file]").set_input_files(str(bogus))
+    warning = page.locator(".toast-body.warning").filter(has_text="could not be read as a video")
+    warning.wait_for(state="visible", timeout=30_000)
+    page.locator("#video-input input[type=file]").wait_for(state="attached", timeout=30_000)  # the drop zone again
+    assert page.locator("#video-input video").count() == 0
