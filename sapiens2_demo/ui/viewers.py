@@ -16,6 +16,7 @@ proportions of its first drawing buffer).
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 import threading
 from collections import OrderedDict
@@ -64,11 +65,14 @@ SHOWN_MODELS = ShownModels()
 
 def model_viewer(tab: str, label: str, title: str, hint: str = "", elem_id: str | None = None) -> gr.Model3D:
     """A tab's 3D viewer, holding the card (`title`, `hint`) until a run makes a model."""
-    card = write_card_glb(Path(tempfile.gettempdir()) / "sapiens2_viewer_cards" / f"{CARD_PREFIX}{tab}.glb",
-                          title, hint)
-    # gradio copies the card into its cache and keeps it there (a default value); the copy is what runs return
-    return gr.Model3D(str(card), label=label, height=VIEWER_HEIGHT, clear_color=CLEAR_COLOUR, interactive=False,
-                      elem_id=elem_id or f"{tab}-viewer")
+    folder = tempfile.mkdtemp(prefix="sapiens2-viewer-card-")  # one per app build: two processes never share it
+    try:
+        card = write_card_glb(Path(folder) / f"{CARD_PREFIX}{tab}.glb", title, hint)
+        # gradio copies the card into its cache and keeps it there (a default value); that copy is what runs return
+        return gr.Model3D(str(card), label=label, height=VIEWER_HEIGHT, clear_color=CLEAR_COLOUR,
+                          interactive=False, elem_id=elem_id or f"{tab}-viewer")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def fill_step(tab: str, card: str):
