@@ -167,7 +167,7 @@ def stream_all(ctx: AppContext, image: LoadedImage, *, run_dir: Path, progress=N
             if isinstance(answer, Exception):
                 out.notes.append(f"{spec.short}: {answer}")
                 continue
-            task_out = spec.present(shown, answer[0], **{**spec.defaults(), **spec.all_options})
+            task_out = spec.present(shown, answer[0], tile=True, **{**spec.defaults(), **spec.all_options})
             out.gallery.append((task_out.main, spec.short))
             out.notes.extend(f"{spec.short}: {note}" for note in task_out.notes)
         yield from _shown_then_complete("all", out, writing, complete)

@@ -140,23 +140,34 @@ def _format_metres(value: float) -> str:
     return f"{value:.2f}" if value < 1 else f"{value:.3g}"
 
 
+TILE_LABEL_SHARE = 1 / 19  # a gallery tile's labels: this share of the tile's longer side
+TILE_BAR_WIDTH = 4.6  # a tile's colour bar is this many label heights wide
+
+
 @lru_cache(maxsize=16)
-def depth_colorbar(bounds: DepthBounds, height: int, width: int | None = None, cmap: str = "turbo") -> np.ndarray:
+def depth_colorbar(bounds: DepthBounds, height: int, width: int | None = None, cmap: str = "turbo",
+                   fontsize: float | None = None, tile: bool = False) -> np.ndarray:
     """(height, width, 3) uint8 RGB colour scale in metres: near (top) to far (bottom), white background, with
-    tick labels right of the strip and "m" below it (an image viewer's toolbar covers the top right corner).
-    Labels are 1/30 of the height, so they stay readable where the picture is shown small (a gallery tile).
-    Drawn with PIL (a few ms; matplotlib took ~70 ms), read-only and cached: a request shows it beside both sides of its slider.
+    tick labels right of the strip. Labels are 1/30 of the height (or `fontsize` px).
+    Beside a picture shown large (the Depth tab's slider), "m" sits below the strip: an image viewer's toolbar
+    covers the top right corner. For a gallery `tile` the strip is narrower, "m" sits above it, and the bottom
+    15 % stays clear: the gallery's caption covers the bottom right corner.
+    Drawn with PIL (a few ms; matplotlib took ~70 ms), read-only and cached: a request shows it beside both sides
+    of its slider.
 
     Tick positions follow the inverse-depth colouring, so equal steps in metres are not evenly spaced.
     """
     from PIL import Image, ImageDraw, ImageFont
 
     height = max(int(height), 64)
-    fontsize = float(np.clip(height / 30.0, 7.0, 40.0))
-    width = int(width or round(fontsize * 6.5))
-    # the top 7 % stays clear (an image viewer's toolbar sits there), the bottom holds the "m"
-    top, bottom = max(round(fontsize * 0.6), round(height * 0.07)), height - round(fontsize * 1.6)
-    left, right = round(width * 0.08), round(width * 0.30)
+    fontsize = float(fontsize or np.clip(height / 30.0, 7.0, 40.0))
+    width = int(width or round(fontsize * (TILE_BAR_WIDTH if tile else 6.5)))
+    if tile:
+        top, bottom = round(fontsize * 1.9), height - max(round(fontsize * 0.8), round(height * 0.15))
+        left, right = round(fontsize * 0.35), round(fontsize * 1.25)
+    else:  # the top 7 % stays clear (an image viewer's toolbar sits there), the bottom holds the "m"
+        top, bottom = max(round(fontsize * 0.6), round(height * 0.07)), height - round(fontsize * 1.6)
+        left, right = round(width * 0.08), round(width * 0.30)
     canvas = np.full((height, width, 3), 255, np.uint8)
     rows = np.linspace(255, 0, bottom - top).round().astype(np.uint8)  # row 0 = t 1 = near
     canvas[top:bottom, left:right] = colormap_lut(cmap)[rows][:, None, :]
@@ -167,17 +178,32 @@ def depth_colorbar(bounds: DepthBounds, height: int, width: int | None = None, c
     ticks = _ticks(bounds, max(3, min(9, int(bar_px // (fontsize * 4)))), min_gap=fontsize * 2.2 / bar_px)
     for position, value in ticks:
         y = bottom - 1 - position * (bar_px - 1)
-        draw.line([(right, y), (right + fontsize * 0.35, y)], fill=(0, 0, 0), width=1)
+        draw.line([(right, y), (right + fontsize * 0.35, y)], fill=(0, 0, 0), width=max(1, round(fontsize / 14)))
         draw.text((right + fontsize * 0.5, y), _format_metres(value), fill=(0, 0, 0), font=font, anchor="lm")
-    draw.text(((left + right) / 2, bottom + fontsize * 0.3), "m", fill=(0, 0, 0), font=font, anchor="mt")
+    if tile:
+        draw.text(((left + right) / 2, top - fontsize * 0.45), "m", fill=(0, 0, 0), font=font, anchor="mb")
+    else:
+        draw.text(((left + right) / 2, bottom + fontsize * 0.3), "m", fill=(0, 0, 0), font=font, anchor="mt")
     rgb = np.asarray(picture).copy()
     rgb.setflags(write=False)
     return rgb
 
 
-def attach_colorbar(image: np.ndarray, bounds: DepthBounds, cmap: str = "turbo") -> np.ndarray:
-    """`image` with the colour scale as a strip on its right (same height)."""
-    bar = depth_colorbar(bounds, int(image.shape[0]), cmap=cmap)
+def tile_fontsize(height: int, width: int) -> float:
+    """The label size that keeps a gallery tile's labels at TILE_LABEL_SHARE of the tile's longer side once the
+    colour bar (TILE_BAR_WIDTH labels wide) is attached: a gallery shows each tile scaled to fit a cell of a
+    fixed size, so on screen they are as large as that share of a cell (~13 px in the All-tasks tab's 255 px
+    cells) whatever the picture's size or shape."""
+    share = TILE_LABEL_SHARE
+    return max(7.0, share * width / (1 - TILE_BAR_WIDTH * share), share * height)
+
+
+def attach_colorbar(image: np.ndarray, bounds: DepthBounds, cmap: str = "turbo", tile: bool = False) -> np.ndarray:
+    """`image` with the colour scale as a strip on its right (same height); `tile`: for a gallery tile, labels
+    sized by tile_fontsize."""
+    height, width = int(image.shape[0]), int(image.shape[1])
+    bar = depth_colorbar(bounds, height, cmap=cmap, fontsize=tile_fontsize(height, width) if tile else None,
+                         tile=tile)
     if bar.shape[0] != image.shape[0]:  # images under 64 px: bar is drawn at 64 and cut
         bar = bar[:image.shape[0]] if bar.shape[0] > image.shape[0] else bar
         bar = np.pad(bar, ((0, image.shape[0] - bar.shape[0]), (0, 0), (0, 0)), constant_values=255)

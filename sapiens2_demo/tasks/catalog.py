@@ -246,6 +246,7 @@ register(TaskSpec(
     outputs=("image",), result_label="Keypoints",
     files_label="Downloads (official JSON, COCO-17, OpenPose, COCO-WholeBody; 3D keypoints when lifted)",
     viewer_file="pose_3d.glb", viewer_label="3D skeleton (metres, camera frame)",
+    viewer_card=("The 3D skeleton appears here", 'tick "Lift to 3D" and run; then drag to turn it'),
     description="Whole-body 2D pose of every person in an image: 308 keypoints per person (body, feet, hands, "
                 "face), found with a person detector. Gives the skeleton drawing and the keypoints as the official "
                 "Sapiens2 JSON, COCO-17, OpenPose BODY_25 and COCO-WholeBody files; with lift_3d, also 3D keypoints "
@@ -297,6 +298,7 @@ register(TaskSpec(
     video_export=on_request(video_files.DepthVideoExport), live=True, in_all=True, button="Estimate depth & 3D",
     outputs=("slider", "model3d"), result_label="Image / depth (turbo inverse depth, colour bar in metres)",
     model3d_label="3D view (surface mesh; point clouds in the downloads)",
+    viewer_card=("The person's 3D surface appears here", "after a run; then drag to turn it, scroll to zoom"),
     model3d_files=("person_mesh.glb", "person.glb"),  # the mesh; the cloud when no face is left
     files_label="Downloads (surface mesh .glb, depth PNG mm; with raw data: .npy m, point cloud .ply / .glb)",
     description="Metric depth and 3D shape of the people in an image (a pointmap: one 3D point per pixel). Gives "

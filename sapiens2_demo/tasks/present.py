@@ -1,6 +1,7 @@
 """An image request's result as the user sees it: the renders and the notes (no model work, no files: the
 downloads are written after the display, by the spec's `export`, see TaskSpec.finish).
 One function per task: (LoadedImage, result, **options) -> TaskOutput; options meant for others are ignored.
+`tile=True` (the All-tasks gallery) asks for the main render only, drawn to be read at a gallery cell's size.
 """
 
 from __future__ import annotations
@@ -51,15 +52,17 @@ def present_normals(image, result, *, background: str = "black", **_) -> TaskOut
     return TaskOutput(main=rendered, before_after=(image.rgb, rendered), notes=list(image.notes))
 
 
-def present_pointmap(image, result, **_) -> TaskOutput:
+def present_pointmap(image, result, *, tile: bool = False, **_) -> TaskOutput:
     from ..render.depth import DepthAnnotator, attach_colorbar, depth_bounds
 
     bounds = depth_bounds(result, result.mask)
     rendered = DepthAnnotator().annotate(image.rgb, result, bounds=bounds)
-    # the colour bar (metres) on both sides of the slider keeps them the same size
-    before, after = attach_colorbar(image.rgb, bounds), attach_colorbar(rendered, bounds)
     notes = [*image.notes, f"Depth colour scale: {bounds.near:.2f}–{bounds.far:.2f} m (inverse depth, turbo).",
              f"Focal length used: fx = {result.focal_length:.1f} px at the model input (scale {result.scale:.4f})."]
+    if tile:  # a gallery tile: the colour bar's labels sized for a small cell
+        return TaskOutput(main=attach_colorbar(rendered, bounds, tile=True), notes=notes)
+    # the colour bar (metres) on both sides of the slider keeps them the same size
+    before, after = attach_colorbar(image.rgb, bounds), attach_colorbar(rendered, bounds)
     return TaskOutput(main=after, before_after=(before, after), notes=notes)
 
 

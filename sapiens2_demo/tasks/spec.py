@@ -94,6 +94,7 @@ class TaskSpec:
     model3d_files: tuple[str, ...] = ()
     viewer_file: str | None = None  # e.g. "pose_3d.glb": shown in an extra 3D viewer when a run writes it
     viewer_label: str = "3D view"
+    viewer_card: tuple[str, str] = ("The 3D view appears here", "after a run")  # what an empty viewer says
     all_options: dict = field(default_factory=dict, hash=False)  # the All-tasks tab's options, e.g. {"lift_3d": True}
     files_label: str = "Downloads"
     items: Callable | None = None  # (job, n_frames) -> model items, for the GPU-time estimate

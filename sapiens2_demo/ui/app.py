@@ -9,9 +9,10 @@ from .. import tasks
 from ..jobs.image import AppContext
 from .common import session_of, task_tab
 from .features_tab import build_features_tab
-from .image_tabs import SHOWN_MODELS, build_all_tab, build_task_tab, run_request
+from .image_tabs import build_all_tab, build_task_tab, run_request
 from .live_tab import build_live_tab
 from .video_tab import build_video_tab
+from .viewers import CARD_PREFIX, SHOWN_MODELS
 
 
 def build_app(ctx: AppContext) -> gr.Blocks:
@@ -45,7 +46,8 @@ def build_app(ctx: AppContext) -> gr.Blocks:
 CSS = """
 [data-testid="status-tracker"]:has(> .error) { display: none !important; }
 [id$="-files"] .label-clear-button { display: none !important; }
-"""
+a[data-testid="model3d-download-link"][href*="CARD_PREFIX"] { display: none !important; }
+""".replace("CARD_PREFIX", CARD_PREFIX)  # an empty viewer's card (viewers.py) is not a download
 
 
 # The Live tab's stream buttons named for what they do: gradio's say "Record", which sounds like saving a video

@@ -13,8 +13,6 @@ a second update would cost an API caller more than it gives (benchmarks/bench_en
 from __future__ import annotations
 
 import inspect
-import threading
-from collections import OrderedDict
 
 import gradio as gr
 
@@ -24,6 +22,7 @@ from ..media.image import ImageError, load_image
 from ..util import notes_markdown
 from .common import ImageUpload, as_display_files, check_upload, session_of, task_tab, user_errors
 from .sizes import size_menu
+from .viewers import SHOWN_MODELS, fill_after, model_viewer
 
 
 def stream_request(ctx, title: str, stream, image, request, progress, **kwargs):
@@ -178,54 +177,6 @@ def has_viewer(spec) -> bool:
     return "model3d" in spec.outputs or spec.viewer_file is not None
 
 
-class ShownModels:
-    """The 3D model each session's last run of a tab made: the input of that tab's viewer steps. Kept here rather
-    than in a gr.State output of the endpoint: gradio 6.31's MCP server drops State outputs twice, so every tool
-    call of such an endpoint fails (IndexError)."""
-
-    MAX_ENTRIES = 4096  # API clients never close their session: the oldest entries go beyond this
-
-    def __init__(self):
-        self._paths: OrderedDict[tuple, str | None] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def put(self, session: str | None, tab: str, path: str | None) -> None:
-        with self._lock:
-            self._paths[(session, tab)] = path
-            self._paths.move_to_end((session, tab))
-            while len(self._paths) > self.MAX_ENTRIES:
-                self._paths.popitem(last=False)
-
-    def get(self, session: str | None, tab: str) -> str | None:
-        with self._lock:
-            return self._paths.get((session, tab))
-
-    def forget(self, session: str | None) -> None:
-        with self._lock:
-            for key in [key for key in self._paths if key[0] == session]:
-                del self._paths[key]
-
-
-SHOWN_MODELS = ShownModels()
-
-
-def viewer_steps(tab: str):
-    """The two plain steps that fill a tab's 3D viewer after a run, from the model the run recorded: first show
-    the (empty) viewer, or hide it when the run made no model; then give it the model.
-
-    gradio 6.31's Model3D draws nothing when its value changes again while its renderer is still loading (a
-    generator's None-then-path, the same path twice), or when the value comes in the update that makes a hidden
-    viewer visible; so the streamed endpoint never touches the visible viewer, and the value comes last, alone."""
-
-    def shown(request: gr.Request):
-        return gr.Model3D(visible=SHOWN_MODELS.get(session_of(request), tab) is not None)
-
-    def model(request: gr.Request):
-        return gr.Model3D(value=SHOWN_MODELS.get(session_of(request), tab))
-
-    return shown, model
-
-
 def build_task_tab(ctx, spec) -> None:
     with task_tab(spec.title, spec.name) as tab:
         with tab.inputs:
@@ -238,9 +189,8 @@ def build_task_tab(ctx, spec) -> None:
             btn = gr.Button(spec.button, variant="primary")
         with tab.results:
             shown = [result_widget(kind, spec) for kind in spec.outputs]
-            viewer = (gr.Model3D(label=spec.viewer_label if spec.viewer_file else spec.model3d_label,
-                                 clear_color=(0.1, 0.1, 0.1, 1.0), visible=False, interactive=False,
-                                 elem_id=f"{spec.name}-viewer") if has_viewer(spec) else None)
+            viewer = (model_viewer(spec.name, spec.viewer_label if spec.viewer_file else spec.model3d_label,
+                                   *spec.viewer_card) if has_viewer(spec) else None)
             files = gr.File(label=spec.files_label, file_count="multiple", interactive=False,
                             elem_id=f"{spec.name}-files")
     by_name = dict(zip([o.name for o in spec.options if not o.advanced], plain))
@@ -256,10 +206,8 @@ def build_task_tab(ctx, spec) -> None:
                       concurrency_id=spec.family, show_progress_on=shown[:1] or None)
     gr.on([], make_handler(ctx, spec, stream=False), inputs, outputs, api_name=spec.name,  # API and MCP only
           concurrency_id=spec.family)
-    if viewer is not None:  # a failed run leaves the viewer as it was
-        show, fill = viewer_steps(spec.name)
-        event.success(show, None, viewer, api_visibility="private", show_progress="hidden").then(
-            fill, None, viewer, api_visibility="private", show_progress="hidden")
+    if viewer is not None:  # the model the run recorded, in a step of its own (see viewers.py)
+        fill_after(event, spec.name, viewer)
 
 
 def build_all_tab(ctx) -> None:

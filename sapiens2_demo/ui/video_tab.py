@@ -14,11 +14,11 @@ from .. import tasks
 from ..jobs.image import announce_loads
 from ..jobs.video import DETECT_EVERY, VideoJob, VideoLimits, default_batch_size
 from ..media.image import load_image
-from ..media.video import VideoError
+from ..media.video import VideoError, probe
 from ..util import notes_markdown
-from .common import ASSETS, note, session_of, user_errors
-from .image_tabs import SHOWN_MODELS, viewer_steps
+from .common import ASSETS, ImageUpload, check_upload, note, session_of, user_errors
 from .sizes import size_menu
+from .viewers import SHOWN_MODELS, fill_after, model_viewer
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +28,21 @@ VIDEO_EXTENSIONS = [".mp4", ".mov", ".webm", ".mkv", ".avi", ".m4v"]
 # (clip, task): a few seconds each, made from the image tabs' public-domain photos by assets/make_example_videos.py
 VIDEO_EXAMPLES = [[str(ASSETS / "astronaut_pan.mp4"), tasks.names(video=True)[0]],
                   [str(ASSETS / "grace_hopper_zoom.mp4"), tasks.names(video=True)[1]]]
+
+
+def check_video_upload(path, limits: VideoLimits | None = None):
+    """A video upload's quick check (the input's upload event): a file we cannot read as a video (its first frame
+    must decode), or one over the size limit, is cleared at once with a warning that says why, instead of
+    waiting for a run to fail. The run checks again (API callers skip this step)."""
+    if path is None:
+        return gr.skip()
+    try:
+        probe(path, max_bytes=(limits or VideoLimits()).max_bytes)
+    except VideoError as error:
+        log.info("refused a video upload: %s", error)
+        gr.Warning(str(error), title="Not a video we can use")  # the reader's words are the visitor's
+        return None
+    return gr.skip()
 
 
 def run_video(ctx, video, task: str = DEFAULT_TASK, size: str = "0.4b", stride: int = 1, detection_threshold: float = 0.3,
@@ -120,6 +135,7 @@ def build_video_tab(ctx) -> None:
             with gr.Column():
                 clip = gr.Video(label="Video (mp4, mov, webm, mkv, avi)", sources=["upload"], include_audio=True,
                                  elem_id="video-input")
+                clip.upload(check_video_upload, clip, clip, api_visibility="private", show_progress="hidden")
                 choices = [(spec.short, spec.name) for spec in tasks.specs(video=True)] + [("All tasks (grid)", "all")]
                 task = gr.Radio(choices, value=choices[0][1], label="Task")
                 gr.Examples(VIDEO_EXAMPLES, [clip, task], label="Example clips", elem_id="video-examples",
@@ -148,8 +164,9 @@ def build_video_tab(ctx) -> None:
                     raw = gr.Checkbox(False, label="Also export the raw normal maps (float16 .npy per frame)")
                     mode = gr.Radio(["colour", "transparent", "image"], value="colour", label="Matting background")
                     colour = gr.ColorPicker("#00b140", label="Matting background colour")
-                    bg_img = gr.Image(type="filepath", label="Matting background image", sources=["upload"],
-                                      visible=False)
+                    bg_img = ImageUpload(type="filepath", label="Matting background image", sources=["upload"],
+                                         visible=False)
+                    bg_img.upload(check_upload, bg_img, bg_img, api_visibility="private", show_progress="hidden")
                 exports = gr.Checkbox(False, label="Also export per-frame data: body-part label and depth PNG zips, "
                                       "normals .npy, matting alpha and transparent videos (slower: a file per frame "
                                       "or two more videos to encode)")
@@ -162,8 +179,9 @@ def build_video_tab(ctx) -> None:
             with gr.Column():
                 rendered = gr.Video(label="Result (with the input's audio)", interactive=False, elem_id="video-output")
                 files = gr.File(label="Downloads", file_count="multiple", interactive=False, elem_id="video-files")
-                viewer = gr.Model3D(label="3D motion (motion.glb: the first person's animation plays)",
-                                    clear_color=(0.1, 0.1, 0.1, 1.0), visible=False, elem_id="video-motion")
+                viewer = model_viewer("video", "3D motion (motion.glb: the first person's animation plays)",
+                                      "The 3D motion appears here", 'tick "3D motion" under Pose options and '
+                                      "run pose", elem_id="video-motion")
                 info = gr.Markdown(elem_classes=["notes"])
         note()
         inputs = [clip, task, size, stride, det_thr, max_people, tracking, smoothing, min_cutoff, beta, fg, raw,
@@ -177,9 +195,6 @@ def build_video_tab(ctx) -> None:
                           show_progress_on=[rendered])
         event.then(lambda: gr.update(interactive=False), None, stop, api_visibility="private", show_progress="hidden",
                    queue=False)
-        # the 3D viewer is filled from the model the run recorded, in two plain steps (see viewer_steps)
-        show, fill = viewer_steps("video")
-        event.success(show, None, viewer, api_visibility="private", show_progress="hidden").then(
-            fill, None, viewer, api_visibility="private", show_progress="hidden")
+        fill_after(event, "video", viewer)  # the motion the run recorded, in a step of its own (see viewers.py)
         stop.click(lambda: gr.update(interactive=False), None, stop, cancels=[event], api_visibility="private",
                    queue=False)

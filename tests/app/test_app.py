@@ -182,20 +182,40 @@ def test_pose_skeleton_viewer_is_not_an_api_endpoint(client):
     assert not api["unnamed_endpoints"]
 
 
-def test_viewer_steps_show_the_sessions_last_model_or_hide():
+def test_viewer_step_gives_the_sessions_last_model_or_the_card():
     from types import SimpleNamespace
 
-    from sapiens2_demo.ui.image_tabs import SHOWN_MODELS, viewer_steps
+    from sapiens2_demo.ui.viewers import SHOWN_MODELS, fill_step
 
-    show, fill = viewer_steps("pose")
+    fill = fill_step("pose", "/cache/sapiens2-viewer-card-pose.glb")
     request = SimpleNamespace(session_hash="viewer-test")
     SHOWN_MODELS.put("viewer-test", "pose", "/x/pose_3d.glb")
-    SHOWN_MODELS.put("someone-else", "pose", None)
-    assert show(request).visible is True and fill(request).value["path"].endswith("pose_3d.glb")
-    SHOWN_MODELS.put("viewer-test", "pose", None)  # a run with no 3D model hides the viewer
-    assert show(request).visible is False
+    SHOWN_MODELS.put("someone-else", "pose", "/y/pose_3d.glb")
+    SHOWN_MODELS.put("viewer-test", "pointmap", "/x/person_mesh.glb")
+    assert fill(request) == "/x/pose_3d.glb"
+    SHOWN_MODELS.put("viewer-test", "pose", None)  # a run with no 3D model puts the card back
+    assert fill(request) == "/cache/sapiens2-viewer-card-pose.glb"
+    SHOWN_MODELS.put("viewer-test", "pose", "/x/pose_3d.glb")
     SHOWN_MODELS.forget("viewer-test")
-    assert SHOWN_MODELS.get("viewer-test", "pose") is None and show(request).visible is False
+    assert SHOWN_MODELS.get("viewer-test", "pose") is None and fill(request).endswith("card-pose.glb")
+    assert SHOWN_MODELS.get("someone-else", "pose") == "/y/pose_3d.glb"
+
+
+def test_every_viewer_starts_with_its_card(app_server):
+    """The 3D viewers are shown from the start and hold a model (the card that says what a run shows there), a
+    fixed height, and no hidden state; the card is a real .glb with one textured quad."""
+    import gradio as gr
+    import trimesh
+
+    demo, _ = app_server
+    viewers = {block.elem_id: block for block in demo.blocks.values()
+               if isinstance(block, gr.Model3D) and block.elem_id in ("pose-viewer", "pointmap-viewer", "video-motion")}
+    assert set(viewers) == {"pose-viewer", "pointmap-viewer", "video-motion"}
+    for viewer in viewers.values():
+        assert viewer.visible is True and viewer.height and viewer.value["path"].endswith(".glb")
+        assert "sapiens2-viewer-card-" in viewer.value["path"]
+        mesh = trimesh.load(viewer.value["path"], force="mesh")
+        assert len(mesh.faces) == 2 and mesh.visual.material.emissiveTexture is not None
 
 
 def test_bad_upload_is_a_clear_error_and_app_survives(client, tmp_path):

@@ -96,3 +96,32 @@ def test_size_menus_mark_what_this_server_cannot_load(tiny_dir, monkeypatch):
     assert menu.value == "0.4b"
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")  # online: the hub has every size
     assert unavailable_reason(manager, "seg", "0.8b") is None
+
+
+@pytest.mark.parametrize("content,name,expected", [
+    (b"this is not a video\n" * 10, "clip.mp4", "could not be read as a video"),
+    (b"", "clip.mp4", "The video file is empty"),
+    ((ASSETS / "camera.jpg").read_bytes(), "clip.mp4", "This file is an image, not a video"),
+    ((ASSETS / "astronaut_pan.mp4").read_bytes(), "big.mp4", "more than the"),  # over a 0.1 MB limit
+], ids=["text", "empty", "image", "too-big"])
+def test_a_bad_video_is_refused_on_upload_with_the_reason(tmp_path, content, name, expected):
+    """The Video input's upload step clears a file it cannot use and warns why (the run would fail the same way)."""
+    from sapiens2_demo.jobs.video import VideoLimits
+    from sapiens2_demo.ui.video_tab import check_video_upload
+
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.warns(UserWarning) as warned:  # gr.Warning outside a request; a toast in the app
+        assert check_video_upload(str(path), VideoLimits(max_bytes=100_000)) is None
+    message = str(warned[0].message)
+    assert expected in message
+    assert_for_visitors(message)
+
+
+def test_a_good_video_upload_is_left_as_it_is():
+    import gradio as gr
+
+    from sapiens2_demo.ui.video_tab import check_video_upload
+
+    assert check_video_upload(str(ASSETS / "astronaut_pan.mp4")) == gr.skip()
+    assert check_video_upload(None) == gr.skip()

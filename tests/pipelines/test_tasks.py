@@ -81,6 +81,11 @@ def test_all_tasks_zip_holds_every_default_download(ctx):
     raw_data, or the batch CLI."""
     out = image_jobs.all_tasks(ctx, load_image(ASSETS / "astronaut.jpg"), run_dir=ctx.outputs.new_run_dir("s"))
     assert [caption for _, caption in out.gallery] == ["Input", "Pose", "Body parts", "Normals", "Depth", "Matting"]
+    from sapiens2_demo.render.depth import TILE_BAR_WIDTH, tile_fontsize
+
+    (picture, _), (depth, _) = out.gallery[0], out.gallery[4]  # the depth tile's colour bar is drawn for a cell
+    height, width = picture.shape[:2]
+    assert depth.shape[0] == height and depth.shape[1] - width == round(TILE_BAR_WIDTH * tile_fontsize(height, width))
     with zipfile.ZipFile(out.files[0]) as zf:
         names = zf.namelist()
     for expected in ("pose/pose_sapiens2.json", "pose/pose_coco17.json", "body_parts/body_parts_labels.png",

@@ -1,8 +1,15 @@
-"""Fixtures of the system tests: the browser tests' Chromium page on the app (one per test module)."""
+"""Fixtures of the system tests: the browser tests' Chromium page on the app (one per test module), and what they
+read from a 3D viewer's canvas."""
 
+import io
+import os
 import shutil
+import time
+from pathlib import Path
 
+import numpy as np
 import pytest
+from PIL import Image
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
@@ -25,3 +32,60 @@ def page(app_url):
         page.get_by_role("tab", name="Pose", exact=True).wait_for(timeout=60_000)
         yield page
         browser.close()
+
+
+def canvas_picture(page, viewer: str) -> np.ndarray | None:
+    """The viewer's canvas as pixels, or None while there is no canvas at least 200 px tall."""
+    canvas = page.locator(f"#{viewer} canvas")
+    if not canvas.count():
+        return None
+    box = canvas.first.bounding_box()
+    if not box or box["height"] < 200:
+        return None
+    return np.asarray(Image.open(io.BytesIO(canvas.first.screenshot())).convert("RGB"))
+
+
+def distinct_colours(picture: np.ndarray) -> int:
+    return len(np.unique(picture.reshape(-1, 3), axis=0))
+
+
+def drawn_share(picture: np.ndarray) -> float:
+    """The share of the canvas that is not its clear colour (the corner pixel): 0 for an empty scene."""
+    background = picture[2, 2].astype(int)
+    return float((np.abs(picture.astype(int) - background).max(axis=2) > 12).mean())
+
+
+def drawn(picture: np.ndarray | None) -> bool:
+    return picture is not None and distinct_colours(picture) >= 50 and drawn_share(picture) >= 0.005
+
+
+def wait_for_drawing(page, viewer: str, model_name: str, previous_href: str | None, previous: np.ndarray | None,
+                     timeout_s: float = 90) -> tuple[np.ndarray, str]:
+    """Wait until the viewer offers a new model named `model_name` and its canvas shows it: visible, at least
+    200 px tall, many distinct colours (an empty scene is one clear colour), and not the previous picture."""
+    link = page.locator(f'#{viewer} a[data-testid="model3d-download-link"]')
+    deadline = time.monotonic() + timeout_s
+    href, seen = None, None
+    while time.monotonic() < deadline:
+        href = link.first.get_attribute("href") if link.count() else None
+        if href and model_name in href and href != previous_href:
+            seen = canvas_picture(page, viewer)
+            if drawn(seen) and (
+                    previous is None or seen.shape != previous.shape or np.abs(
+                        seen.astype(int) - previous.astype(int)).mean() > 1):
+                return seen, href
+        page.wait_for_timeout(500)
+    if seen is not None:
+        Image.fromarray(seen).save(Path(os.environ.get("SAPIENS2_SCREENSHOTS", "/tmp")) / f"{viewer}-failed.png")
+    raise AssertionError(f"{viewer} did not draw {model_name}: link {href!r}, canvas "
+                         f"{None if seen is None else (seen.shape, distinct_colours(seen), drawn_share(seen))}")
+
+
+CARD = "sapiens2-viewer-card-"  # an empty viewer's model (ui/viewers.py)
+
+
+def wait_for_card(page, viewer: str) -> tuple[np.ndarray, str]:
+    """The viewer's card, drawn, with no download button (a card is not a download)."""
+    picture, href = wait_for_drawing(page, viewer, CARD, None, None)
+    assert not page.locator(f'#{viewer} a[data-testid="model3d-download-link"]').first.is_visible()
+    return picture, href

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ASSETS
-from tests.system.conftest import CHROMIUM
+from tests.system.conftest import CHROMIUM, wait_for_card, wait_for_drawing
 
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed "
                                 "(make browser-deps installs it as root)")
@@ -54,14 +54,13 @@ def test_pose_lifted_to_3d_shows_the_skeleton_viewer(page, monkeypatch):
     monkeypatch.setattr(lift, "lift_keypoints", functools.partial(lift.lift_keypoints, min_score=-np.inf,
                                                                    max_spread=np.inf))
     page.get_by_role("tab", name="Pose", exact=True).click()
+    card, card_href = wait_for_card(page, "pose-viewer")  # the earlier pose run was not lifted
     panel = page.locator("#tab-pose")
     panel.locator("input[type=file]").first.set_input_files(str(ASSETS / "astronaut.jpg"))
     panel.get_by_label("Lift to 3D (also runs the depth model)").check()
     panel.get_by_role("button", name="Estimate pose").click()
     page.locator('#pose-files a[href*="pose_3d.glb"]').first.wait_for(state="visible", timeout=120_000)
-    # the viewer holds the skeleton: its download link (no canvas showed up in this headless, --disable-gpu Chromium)
-    page.locator('#pose-viewer a[data-testid="model3d-download-link"][href*="pose_3d.glb"]').wait_for(
-        state="attached", timeout=30_000)
+    wait_for_drawing(page, "pose-viewer", "pose_3d.glb", card_href, card)  # the skeleton, drawn
     assert page.locator(".toast-body.error").count() == 0
 
 
@@ -128,6 +127,7 @@ def test_video_3d_motion_shows_motion_glb_in_the_viewer(page, browser_clip, monk
 
     monkeypatch.setattr(lift, "lift_keypoints", walk)
     page.get_by_role("tab", name="Video", exact=True).click()
+    card, card_href = wait_for_card(page, "video-motion")  # the earlier runs made no motion
     panel = page.locator("#tab-video")
     upload = panel.locator("#video-input input[type=file]")
     if upload.count():
@@ -138,9 +138,7 @@ def test_video_3d_motion_shows_motion_glb_in_the_viewer(page, browser_clip, monk
     panel.get_by_role("button", name="Process video").click()
     page.locator('#video-files a[href*="motion.glb"]').first.wait_for(state="visible", timeout=180_000)
     assert page.locator('#video-files a[href*=".bvh"]').count() == 1
-    # no canvas shows in this headless, --disable-gpu Chromium: the viewer's download link says it holds the file
-    page.locator('#video-motion a[data-testid="model3d-download-link"][href*="motion.glb"]').wait_for(
-        state="attached", timeout=30_000)
+    wait_for_drawing(page, "video-motion", "motion.glb", card_href, card)  # the animated skeleton, drawn
     page.locator("#video-motion-3d input[type=checkbox]").uncheck()  # the next test runs plain pose
     assert page.locator(".toast-body.error").count() == 0
 

@@ -91,3 +91,38 @@ def test_attach_colorbar_keeps_height():
     out = attach_colorbar(image, DepthBounds(0.5, 10.0))
     assert out.shape[0] == 300 and out.shape[1] > 200
     np.testing.assert_array_equal(out[:, :200], image)
+
+
+def label_rows(bar: np.ndarray) -> list[tuple[int, int]]:
+    """(first, last) row of each run of rows holding dark text (or tick marks) right of the colour strip."""
+    colourful = (bar.max(axis=2).astype(int) - bar.min(axis=2)) > 60
+    strip_right = int(np.nonzero(colourful.any(axis=0))[0].max()) + 1
+    dark = (bar[:, strip_right:] < 80).all(axis=2).any(axis=1)
+    runs, start = [], None
+    for row, on in enumerate([*dark, False]):
+        if on and start is None:
+            start = row
+        elif not on and start is not None:
+            runs.append((start, row - 1))
+            start = None
+    return runs
+
+
+@pytest.mark.parametrize("height,width", [(512, 512), (600, 512), (1080, 1920), (1920, 1080), (200, 300)])
+def test_a_gallery_tiles_labels_keep_their_size_whatever_the_picture(height, width):
+    """All tasks shows the depth render in a gallery cell of a fixed size: the labels must be a fixed share of
+    the tile's longer side (so ~13 px on screen), where the slider's (1/30 of the height) shrink to ~6 px."""
+    image = np.zeros((height, width, 3), np.uint8)
+    tile = attach_colorbar(image, DepthBounds(0.4, 12.0), tile=True)
+    plain = attach_colorbar(image, DepthBounds(0.4, 12.0))
+    labels = [last - first + 1 for first, last in label_rows(tile[:, width:])]
+    assert len(labels) >= 2  # at least the two ends ("m" sits above the strip, not right of it)
+    assert min(labels) >= 0.6 * max(tile.shape[:2]) / 19  # digit height ~0.7 of the font size
+    assert tile.shape[1] - width <= 0.31 * tile.shape[1]  # the picture keeps most of the tile
+    plain_labels = [last - first + 1 for first, last in label_rows(plain[:, width:])]
+    assert max(plain_labels) < min(labels)  # the slider's labels are left as they were, smaller
+
+
+def test_a_gallery_tile_keeps_its_bottom_corner_for_the_caption():
+    tile = attach_colorbar(np.zeros((600, 500, 3), np.uint8), DepthBounds(0.4, 12.0), tile=True)
+    assert (tile[-int(600 * 0.12):, 500:] == 255).all()  # the gallery's caption covers the bottom right
