@@ -30,6 +30,7 @@ from sapiens2_demo.pipelines.postprocess import (
 )
 from sapiens2_demo.pose.boxes import xyxy_to_xywh
 from sapiens2_demo.pose.decode import decode_heatmaps
+from tests.heatmaps import singular_map
 
 TOL_PX = 0.05
 _MODELS = {}
@@ -269,8 +270,7 @@ def test_pose_keypoints_leave_the_heatmaps_on_the_device(host_copies):
     heatmaps[0, 7] *= 1e-3  # faint: the clamp bites near the peak
     heatmaps[0, 8] *= 80  # hot: above the clamp's 50
     heatmaps[0, 9] = np.nan
-    heatmaps[0, 10] = 1.0
-    heatmaps[0, 10, 0, 6:8] = np.nextafter(np.float32(1), np.float32(2))  # nearly flat: singular Hessian
+    heatmaps[0, 10] = singular_map()  # nearly flat: the reference's Hessian is singular (tests/heatmaps.py)
     boxes = np.array([[0, 0, 96, 128], [10, 10, 50, 40]], np.float32)
     expected = decode_heatmaps(heatmaps, boxes, (256, 192))
     host_copies.clear()

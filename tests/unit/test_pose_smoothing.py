@@ -13,6 +13,7 @@ from sapiens2_demo.pose.smoothing import (
     OneEuroFilter,
     smoothing_factor,
 )
+from tests.heatmaps import singular_map
 
 FPS = 30.0
 
@@ -192,12 +193,12 @@ def test_zero_score_keypoints_are_held_and_do_not_feed_the_filter():
 
 
 def degenerate_heatmaps():
-    """(1, 3, 64, 48): a Gaussian peak, a nearly flat map (1.0 with two pixels one float32 step higher: its
-    Hessian is singular, transformers' DARK-UDP gives (-inf, nan)) and an all-NaN map."""
+    """(1, 3, 64, 48): a Gaussian peak, a nearly flat map (its Hessian is singular: transformers' DARK-UDP
+    gives inf / nan, tests/heatmaps.py) and an all-NaN map."""
     yy, xx = np.mgrid[0:64, 0:48]
     heatmaps = np.ones((1, 3, 64, 48), np.float32)
     heatmaps[0, 0] = np.exp(-((xx - 20.3) ** 2 + (yy - 30.6) ** 2) / 8)
-    heatmaps[0, 1, 0, 6:8] = np.nextafter(np.float32(1), np.float32(2))
+    heatmaps[0, 1] = singular_map()
     heatmaps[0, 2] = np.nan
     return heatmaps
 

@@ -8,21 +8,20 @@ from sapiens2_demo.export.video import PoseVideoExport, pose_frame_document
 from sapiens2_demo.pose.decode import decode_heatmaps
 from sapiens2_demo.pose.smoothing import KeypointSmoother
 from sapiens2_demo.results import PoseResult
+from tests.heatmaps import singular_map
 
 K, FPS = 308, 30.0
 
 
 def _heatmaps(frame: int) -> np.ndarray:
-    """(1, K, 64, 48): Gaussian peaks drifting with the frame; keypoint 5 nearly flat (1.0 with two pixels
-    one float32 step higher, where transformers' DARK-UDP gives (-inf, nan)) on frames 2 and 3, keypoint 9
-    all NaN on frame 3."""
+    """(1, K, 64, 48): Gaussian peaks drifting with the frame; keypoint 5 nearly flat (where transformers'
+    DARK-UDP gives inf / nan, tests/heatmaps.py) on frames 2 and 3, keypoint 9 all NaN on frame 3."""
     yy, xx = np.mgrid[0:64, 0:48]
     centres = np.random.default_rng(0).uniform(8, 40, (K, 2)) + 0.3 * frame
     maps = np.exp(-((xx - centres[:, 0, None, None]) ** 2 + (yy - centres[:, 1, None, None]) ** 2) / 8)
     maps = maps[None].astype(np.float32)
     if frame in (2, 3):
-        maps[0, 5] = 1.0
-        maps[0, 5, 0, 6:8] = np.nextafter(np.float32(1), np.float32(2))
+        maps[0, 5] = singular_map()
     if frame == 3:
         maps[0, 9] = np.nan
     return maps
