@@ -1,6 +1,6 @@
 """A real browser (Debian's Chromium via Playwright) visits every tab, uploads, runs, sees the output.
 
-Screenshots go to $SAPIENS2_SCREENSHOTS (default: tests' tmp dir); `docs/screenshot.png` in the README is one.
+Screenshots go to $SAPIENS2_SCREENSHOTS (default: tests' tmp dir); `docs/screenshot.jpg` in the README was taken the same way.
 """
 
 import os
