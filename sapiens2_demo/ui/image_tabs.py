@@ -12,6 +12,7 @@ a second update would cost an API caller more than it gives (benchmarks/bench_en
 
 from __future__ import annotations
 
+import functools
 import inspect
 
 import gradio as gr
@@ -114,13 +115,6 @@ def make_handler(ctx, spec, stream: bool = True):
             yield (*[result_value(kind, out) for kind in spec.outputs], [str(p) for p in out.files],
                    notes_markdown(out.notes))
 
-    if not stream:
-        streamed = handler
-
-        def handler(image, *args):
-            *_, complete = streamed(image, *args)
-            return complete
-
     kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
     defaults = {"size": spec.default_size(), **spec.defaults()}
     handler.__signature__ = inspect.Signature(
@@ -131,7 +125,19 @@ def make_handler(ctx, spec, stream: bool = True):
     handler.__annotations__ = {"request": gr.Request}  # gradio finds the request by type hint, not the signature
     handler.__name__ = spec.name
     handler.__doc__ = endpoint_doc(spec, names)
-    return handler
+    return handler if stream else last_answer(handler)
+
+
+def last_answer(streamed):
+    """A function returning only the last update of the generator function `streamed` (its complete answer), with
+    its name, docstring and signature (gradio reads parameter names and the request's type hint from them)."""
+
+    @functools.wraps(streamed)
+    def complete(*args, **kwargs):
+        *_, last = streamed(*args, **kwargs)
+        return last
+
+    return complete
 
 
 OUTPUT_DOCS = {"image": "the rendered picture", "slider": "the input and the rendered picture",
@@ -226,12 +232,6 @@ def build_all_tab(ctx) -> None:
         for out in stream_request(ctx, "All tasks", image_jobs.stream_all, image, request, progress, size=size):
             yield out.gallery, (str(out.files[0]) if out.files else None), notes_markdown(out.notes)
 
-    def all_tasks_complete(image, size: str = "0.4b", request: gr.Request = None, progress=gr.Progress()):
-        *_, complete = all_tasks(image, size, request, progress)
-        return complete
-
-    all_tasks_complete.__doc__, all_tasks_complete.__name__ = all_tasks.__doc__, "all_tasks"
-
     with task_tab("All tasks", "all", scales=(1, 2)) as tab:
         with tab.inputs:
             chosen = tasks.specs(in_all=True)
@@ -244,4 +244,4 @@ def build_all_tab(ctx) -> None:
             files = gr.File(label="Download everything (.zip)", interactive=False, elem_id="all-files")
     outputs = [gallery, files, tab.info]
     btn.click(all_tasks, [tab.img, size], outputs, api_name="all_tab", api_visibility="private", concurrency_id="all")
-    gr.on([], all_tasks_complete, [tab.img, size], outputs, api_name="all", concurrency_id="all")  # API, MCP
+    gr.on([], last_answer(all_tasks), [tab.img, size], outputs, api_name="all", concurrency_id="all")  # API, MCP
