@@ -25,11 +25,11 @@ run: setup  ## launch on http://127.0.0.1:7860 (pass flags with ARGS="--checkpoi
 	$(PY) app.py $(ARGS)
 
 run-tiny: setup  ## launch on tiny random-weight checkpoints: works offline, outputs are noise
-	$(OFFLINE) $(PY) -m sapiens2_demo.models.tiny $(TINY_DIR) --detector
+	$(OFFLINE) $(PY) -m sapiens2_demo.standins $(TINY_DIR) --detector
 	$(OFFLINE) $(PY) app.py --checkpoint-dir $(TINY_DIR) --detector $(TINY_DIR)/yolov8n-random.pt $(ARGS)
 
 run-standin: setup  ## launch on stand-ins: tiny checkpoints trained a minute or two on synthetic targets (not models)
-	test -f $(STANDIN_DIR)/STANDINS.txt || $(OFFLINE) $(PY) -m sapiens2_demo.models.tiny $(STANDIN_DIR) --trained --detector
+	test -f $(STANDIN_DIR)/STANDINS.txt || $(OFFLINE) $(PY) -m sapiens2_demo.standins $(STANDIN_DIR) --trained --detector
 	$(OFFLINE) $(PY) app.py --checkpoint-dir $(STANDIN_DIR) --detector $(STANDIN_DIR)/yolov8n-random.pt $(ARGS)
 
 browser-deps:  ## Debian's chromium for the Playwright test (root only; otherwise that test is skipped)

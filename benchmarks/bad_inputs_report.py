@@ -24,7 +24,7 @@ def main() -> None:
     args = parser.parse_args()
     from gradio_client import Client, handle_file
 
-    from sapiens2_demo.models.tiny import write_all, write_tiny_detector
+    from sapiens2_demo.standins.tiny import write_all, write_tiny_detector
     from tests.app.test_bad_inputs_api import BAD_BOXES, BAD_FILES, build_payload
     from tests.conftest import launch_app
 

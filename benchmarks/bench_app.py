@@ -5,7 +5,7 @@ Prints the time from `python app.py` to the first HTTP answer, and per tab the t
 
     python benchmarks/bench_app.py [--checkpoint-dir DIR]
 
---checkpoint-dir: e.g. stand-ins (`python -m sapiens2_demo.models.tiny DIR --trained --detector`: tiny configs
+--checkpoint-dir: e.g. stand-ins (`python -m sapiens2_demo.standins DIR --trained --detector`: tiny configs
 trained on synthetic targets, not models); default: tiny random weights in a temporary folder. The detector is
 DIR/yolov8n-random.pt when there, else the app's default.
 """
@@ -42,7 +42,7 @@ def main() -> None:
     args = parser.parse_args()
     from gradio_client import Client, handle_file
 
-    from sapiens2_demo.models.tiny import write_all, write_tiny_detector
+    from sapiens2_demo.standins.tiny import write_all, write_tiny_detector
 
     with tempfile.TemporaryDirectory() as tmp:
         ckpts = args.checkpoint_dir or Path(tmp)

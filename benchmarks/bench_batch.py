@@ -9,7 +9,7 @@
 
     python benchmarks/bench_batch.py [--images 200] [--tasks all] [--batch-size 8] [--skip-ray] [--checkpoint-dir DIR]
 
---checkpoint-dir: e.g. stand-ins (`python -m sapiens2_demo.models.tiny DIR --trained --detector`, not models);
+--checkpoint-dir: e.g. stand-ins (`python -m sapiens2_demo.standins DIR --trained --detector`, not models);
 default: tiny random weights in a temporary folder. Its detector: DIR/yolov8n-random.pt.
 
 Inputs: crops/resizes of the assets at 640x480 JPEG. The tiny models make the model cheap, so these figures
@@ -115,7 +115,7 @@ def main() -> None:
     from transformers.utils import logging as transformers_logging
 
     from sapiens2_demo.batch.options import BatchOptions, parse_tasks
-    from sapiens2_demo.models.tiny import write_all, write_tiny_detector
+    from sapiens2_demo.standins.tiny import write_all, write_tiny_detector
 
     transformers_logging.disable_progress_bar()
 

@@ -251,7 +251,7 @@ def main() -> None:
     work = args.keep or Path(tempfile.mkdtemp(prefix="bench_compile_"))
     checkpoints = args.checkpoint_dir
     if checkpoints is None:
-        from sapiens2_demo.models.tiny import write_all, write_tiny_detector
+        from sapiens2_demo.standins.tiny import write_all, write_tiny_detector
 
         checkpoints = work / "tiny"
         if not (checkpoints / "yolov8n-random.pt").is_file():

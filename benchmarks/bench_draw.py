@@ -44,7 +44,7 @@ def main() -> None:
     from sapiens2_demo.results import Job
 
     if not (Path(args.checkpoint_dir) / "sapiens2-seg-0.4b").exists():  # written once, as bench_video does
-        from sapiens2_demo.models.tiny import write_all
+        from sapiens2_demo.standins.tiny import write_all
 
         write_all(Path(args.checkpoint_dir))
     manager = ModelManager(args.checkpoint_dir, device=args.device)

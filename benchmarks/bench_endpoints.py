@@ -4,7 +4,7 @@
         [--reps 7] [--endpoints pose,segment,normals,pointmap,matting,all] [--checkpoint-dir /tmp/sapiens2-tiny]
         [--root DIR] [--download-files]
 
---checkpoint-dir takes either kind of tiny checkpoints: random weights (`python -m sapiens2_demo.models.tiny DIR
+--checkpoint-dir takes either kind of tiny checkpoints: random weights (`python -m sapiens2_demo.standins DIR
 --detector`, written there when the folder is empty) or structured stand-ins (`... DIR --trained --detector`,
 issue 20); the header names the folder, say which kind it holds when quoting figures.
 
@@ -69,7 +69,7 @@ def free_port() -> int:
 
 def tiny_checkpoints(root: Path) -> Path:
     if not (root / "yolov8n-random.pt").exists():
-        subprocess.run([sys.executable, "-m", "sapiens2_demo.models.tiny", str(root), "--detector"], cwd=ROOT,
+        subprocess.run([sys.executable, "-m", "sapiens2_demo.standins", str(root), "--detector"], cwd=ROOT,
                        check=True, stdout=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(ROOT)})
     return root
 
@@ -162,7 +162,7 @@ def main() -> None:
     parser.add_argument("--endpoints", default=",".join(ENDPOINTS), help="comma-separated from "
                                                                          f"{','.join(ENDPOINTS)}")
     parser.add_argument("--checkpoint-dir", type=Path, default=DEFAULT_TINY,
-                        help="tiny checkpoints (written with `python -m sapiens2_demo.models.tiny` if missing)")
+                        help="tiny checkpoints (written with `python -m sapiens2_demo.standins` if missing)")
     parser.add_argument("--root", type=Path, default=None, help="import app and sapiens2_demo from this checkout")
     parser.add_argument("--download-files", action="store_true", help="the client also downloads every output file")
     args = parser.parse_args()

@@ -360,7 +360,7 @@ def main() -> None:
     parser.add_argument("--compile", action="store_true", help="torch.compile, when this build supports it")
     parser.add_argument("--sizes", default="tiny", help="tiny,full (full = full-size 0.4b random weights)")
     parser.add_argument("--checkpoint-dir", type=Path, default=None,
-                        help="checkpoints for the `tiny` size, e.g. stand-ins (models/standin.py; not models); "
+                        help="checkpoints for the `tiny` size, e.g. stand-ins (standins/train.py; not models); "
                              "default: tiny random weights, written to a temporary folder")
     parser.add_argument("--tasks", default=",".join(TASKS))
     parser.add_argument("--batches", default="1,8")

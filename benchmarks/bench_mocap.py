@@ -37,7 +37,7 @@ RUNS = {"pose": ("pose", {}), "pointmap": ("pointmap", {}), "pose + 3D motion": 
 
 def manager_for(checkpoint_dir: Path, device: str):
     from sapiens2_demo.models.manager import ModelManager
-    from sapiens2_demo.models.tiny import write_all, write_tiny_detector
+    from sapiens2_demo.standins.tiny import write_all, write_tiny_detector
 
     detector = checkpoint_dir / "yolov8n-random.pt"
     if not detector.exists():

@@ -10,7 +10,7 @@
 2. pipeline: estimate_pose_batch on --frames 720p frames (the astronaut photo) with --people fixed boxes each,
    flip test on: per person, the forward and decode milliseconds and the bytes copied off the device.
    --checkpoint-dir: tiny random-weight checkpoints (default, written to a temporary folder), stand-ins
-   (`python -m sapiens2_demo.models.tiny DIR --trained`: tiny configs trained on synthetic targets, not
+   (`python -m sapiens2_demo.standins DIR --trained`: tiny configs trained on synthetic targets, not
    models) or real ones. --force-reference: every keypoint map takes the reference's full blur (the worst
    case). --road: the decode road (auto: the device road on CUDA, the host road elsewhere).
 """
@@ -125,10 +125,10 @@ def fixed_boxes(people: int) -> np.ndarray:
 
 def bench_pipeline(args) -> None:
     from sapiens2_demo.models.manager import ModelManager
-    from sapiens2_demo.models.tiny import write_all
     from sapiens2_demo.pipelines import device_post
     from sapiens2_demo.pipelines import pose as pipeline
     from sapiens2_demo.pipelines.pose import Detections, estimate_pose_batch
+    from sapiens2_demo.standins.tiny import write_all
 
     scratch = tempfile.TemporaryDirectory()
     root = args.checkpoint_dir

@@ -2,7 +2,7 @@
 
     HF_HUB_OFFLINE=1 YOLO_OFFLINE=1 python benchmarks/bench_standins.py [--checkpoint-dir DIR] [--random-dir DIR]
 
-Stand-ins (models/standin.py) are tiny Sapiens2 configs trained for a minute or two on synthetic targets: not models.
+Stand-ins (standins/train.py) are tiny Sapiens2 configs trained for a minute or two on synthetic targets: not models.
 --checkpoint-dir: stand-ins to measure (default: trained, or reused, under /tmp/sapiens2-standins-<key>).
 --random-dir: random-weight tiny checkpoints to compare with (default: written to a temporary folder).
 On the astronaut photo it prints: the bytes of the normals' 16-bit PNG (background removed by the checkpoints'
@@ -37,11 +37,11 @@ def figures(checkpoint_dir: Path) -> dict[str, float]:
 
     from sapiens2_demo.export.image import write_normals_png
     from sapiens2_demo.models.manager import ModelManager
-    from sapiens2_demo.models.standin_targets import build_scene
     from sapiens2_demo.pipelines import pose as pose_pipeline
     from sapiens2_demo.pipelines.dense import estimate_matting, estimate_normals, segment
     from sapiens2_demo.pipelines.features import extract_features
     from sapiens2_demo.pose.decode import slow_path_maps
+    from sapiens2_demo.standins.targets import build_scene
 
     scene = build_scene("astronaut")
     image = scene.image
@@ -78,8 +78,8 @@ def main() -> None:
     parser.add_argument("--random-dir", type=Path, default=None,
                         help="random-weight tiny checkpoints (written there when missing)")
     args = parser.parse_args()
-    from sapiens2_demo.models.standin import cached_standins
-    from sapiens2_demo.models.tiny import write_all
+    from sapiens2_demo.standins.tiny import write_all
+    from sapiens2_demo.standins.train import cached_standins
 
     start = time.perf_counter()
     standins = args.checkpoint_dir or cached_standins()

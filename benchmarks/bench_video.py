@@ -35,7 +35,7 @@ Targets (issue 15, tiny checkpoints, this 2-core CPU): ours/floor >= 0.5 (seg, n
 --root DIR imports `sapiens2_demo` from another checkout (e.g. an export of an older commit for BEFORE figures).
 --breakdown adds where our path's time goes per thread; --profile prints cProfile's top 15 of its main thread.
 --fullsize: full-size 0.4b random-weight checkpoints (~30 s a forward on a 2-core CPU; 4 frames of seg).
---checkpoint-dir takes either kind of tiny checkpoints: random weights (`python -m sapiens2_demo.models.tiny DIR
+--checkpoint-dir takes either kind of tiny checkpoints: random weights (`python -m sapiens2_demo.standins DIR
 --detector`, written there when missing) or the structured stand-ins (`... DIR --trained --detector`, issue 20);
 the header names the folder: say which kind it holds when quoting figures.
 --overlap: whether a GPU call runs each batch's post-processing, drawing and copy back beside the next batch's
@@ -138,7 +138,7 @@ def tiny_checkpoints(root: Path = DEFAULT_TINY) -> Checkpoints:
     """The tiny random-weight checkpoints in `root`, written there with the package's own CLI when missing."""
     root = Path(root)
     if not (root / "yolov8n-random.pt").exists():
-        subprocess.run([sys.executable, "-m", "sapiens2_demo.models.tiny", str(root), "--detector"], cwd=ROOT,
+        subprocess.run([sys.executable, "-m", "sapiens2_demo.standins", str(root), "--detector"], cwd=ROOT,
                        check=True, stdout=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(ROOT)})
     quiet_transformers()
     return Checkpoints(root, root / "yolov8n-random.pt", "tiny")
@@ -785,7 +785,7 @@ def main() -> None:
     parser.add_argument("--tasks", default=None, help=f"comma-separated from {','.join(TASKS)} "
                                                       "(default all; seg with --fullsize)")
     parser.add_argument("--checkpoint-dir", type=Path, default=DEFAULT_TINY,
-                        help="tiny checkpoints (written there with `python -m sapiens2_demo.models.tiny` if missing)")
+                        help="tiny checkpoints (written there with `python -m sapiens2_demo.standins` if missing)")
     parser.add_argument("--content", choices=("shapes", "photo"), default="shapes",
                         help="the clip: moving shapes (as issue 15 measured) or the astronaut photo panning")
     parser.add_argument("--root", type=Path, default=None, help="import sapiens2_demo from this checkout")

@@ -5,7 +5,7 @@ shapes per task (the table "Head shapes of the 0.4b task models" in ../shared/re
 weights are noise, but every tensor has its real size, so a forward costs what the released model's does.
 
 Written once into a cache folder in the --checkpoint-dir layout (`DIR/sapiens2-<task>-0.4b/`), like
-sapiens2_demo/models/tiny.py, and reused afterwards (about 1.6-2.0 GB and a minute each):
+sapiens2_demo/standins/tiny.py, and reused afterwards (about 1.6-2.0 GB and a minute each):
 
     python benchmarks/fullsize.py [--dir /tmp/sapiens2-fullsize] [--tasks seg,pose]
 
@@ -46,7 +46,7 @@ NUM_LABELS = {"pose": 308, "seg": 29, "normal": 3, "pointmap": 3}
 def fullsize_config(task: str):
     from transformers import Sapiens2Config, Sapiens2HeadConfig
 
-    from sapiens2_demo.models.tiny import _flip_pairs
+    from sapiens2_demo.standins.tiny import _flip_pairs
 
     if task not in HEADS:
         raise ValueError(f"No full-size head for {task!r}; choose from {', '.join(FULLSIZE_TASKS)}.")

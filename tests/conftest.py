@@ -19,7 +19,7 @@ ASSETS = Path(__file__).resolve().parent.parent / "assets"
 @pytest.fixture(scope="session")
 def tiny_dir(tmp_path_factory) -> Path:
     """Every task's tiny checkpoint (smallest size) plus a random-weight YOLOv8n at yolov8n-random.pt."""
-    from sapiens2_demo.models.tiny import write_all, write_tiny_detector
+    from sapiens2_demo.standins.tiny import write_all, write_tiny_detector
 
     root = tmp_path_factory.mktemp("checkpoints")
     write_all(root)
@@ -29,10 +29,10 @@ def tiny_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def standin_dir() -> Path:
-    """Stand-in checkpoints (models/standin.py: the tiny configs trained a minute or two on synthetic targets, so their
+    """Stand-in checkpoints (standins/train.py: the tiny configs trained a minute or two on synthetic targets, so their
     outputs have structure; stand-ins, not models) plus a random-weight YOLOv8n at yolov8n-random.pt. Trained
     once per version of their training code and kept in /tmp/sapiens2-standins-<key>, so reruns are free."""
-    from sapiens2_demo.models.standin import cached_standins
+    from sapiens2_demo.standins.train import cached_standins
 
     return cached_standins(log=lambda message: None)
 

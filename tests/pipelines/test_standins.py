@@ -1,4 +1,4 @@
-"""Stand-in checkpoints (models/standin.py: tiny configs trained on synthetic targets; stand-ins, not models): they
+"""Stand-in checkpoints (standins/train.py: tiny configs trained on synthetic targets; stand-ins, not models): they
 load through the normal path, in the same layout and configs as the random-weight ones, and their outputs have the
 loose structure of real ones where random weights give noise (benchmarks/bench_standins.py prints the figures)."""
 
@@ -14,14 +14,14 @@ ASTRONAUT_BOX = [[30, 10, 370, 512]]
 
 @pytest.fixture(scope="module")
 def astronaut():
-    from sapiens2_demo.models.standin_targets import build_scene
+    from sapiens2_demo.standins.targets import build_scene
 
     return build_scene("astronaut")
 
 
 def test_standins_load_through_the_normal_path_with_the_tiny_configs(standin_dir, tiny_dir, standin_manager, manager):
     from sapiens2_demo.models.inference import input_size
-    from sapiens2_demo.models.tiny import TINY_INPUT
+    from sapiens2_demo.standins.tiny import TINY_INPUT
 
     assert "not models" in (standin_dir / "STANDINS.txt").read_text().lower()
     for task in TASKS.values():

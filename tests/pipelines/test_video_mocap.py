@@ -111,7 +111,7 @@ PADS = (0, 8, 16, 32)  # the person box, padded (and clipped to the frame) by th
 @pytest.fixture(scope="module")
 def cameraman(tmp_path_factory):
     """The cameraman photo drifting 2 px a frame (8 frames at 10 fps), and its synthetic person layout."""
-    from sapiens2_demo.models.standin_targets import build_scene
+    from sapiens2_demo.standins.targets import build_scene
 
     scene = build_scene("camera")
     frames = [np.roll(scene.image, 2 * i, axis=1) for i in range(8)]

@@ -8,7 +8,7 @@ import torch
 
 from sapiens2_demo.models import compile as regional
 
-SIZE = (256, 192)  # the tiny checkpoints' input (models/tiny.py)
+SIZE = (256, 192)  # the tiny checkpoints' input (standins/tiny.py)
 
 
 @pytest.fixture()

@@ -1,13 +1,13 @@
-"""Stand-in checkpoints: the tiny Sapiens2 configs (models/tiny.py) trained for a short while (a few CPU
+"""Stand-in checkpoints: the tiny Sapiens2 configs (standins/tiny.py) trained for a short while (a few CPU
 minutes) on synthetic targets, so their outputs have the structure of real ones. THEY ARE STAND-INS, NOT MODELS: their answers
-are shapes learnt from three photos (models/standin_targets.py), not estimates of anything.
+are shapes learnt from three photos (standins/targets.py), not estimates of anything.
 
 Why: random weights make every map noise, the worst case of every content-dependent cost (the slow pose
 decode path, PNGs of noise, label upsampling, video encoding). Stand-ins give body parts as a few large
 regions, smooth normals and depth, a matte that follows the person, one clear peak per keypoint and
 smoothly varying features, so speed figures measured on them resemble real ones.
 
-    python -m sapiens2_demo.models.tiny DIR --trained [--detector]
+    python -m sapiens2_demo.standins DIR --trained [--detector]
 
 Training is deterministic (fixed seeds, deterministic torch algorithms, no download; bit-for-bit only with
 the same torch build and thread count): one shared backbone with the four dense heads (segmentation,
@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .registry import BACKBONE_FAMILY, DENSE_FAMILIES, POSE_FAMILY, TASKS
-from .standin_targets import PHOTOS, build_scene, flip_indices, keypoint_weights, seg_classes
+from ..models.registry import BACKBONE_FAMILY, DENSE_FAMILIES, POSE_FAMILY, TASKS
+from .targets import PHOTOS, build_scene, flip_indices, keypoint_weights, seg_classes
 
 DENSE_TASKS = DENSE_FAMILIES  # trained on one shared backbone, in the registry's order: seg, normal, pointmap, matting
 SEED = 0
@@ -36,16 +36,29 @@ HEATMAP_SIGMA = 3.0  # at the tiny 64x48 heatmaps (the released 256x192 ones use
 
 
 def standin_key() -> str:
-    """A hash of everything that decides the stand-ins' weights: this code, the targets' code, the tiny
-    configs, the photos and the torch version (for caching the written checkpoints)."""
+    """A hash of everything that decides the stand-ins' weights: this package's code (as syntax trees without
+    docstrings, so editing a comment or a docstring keeps the cached ones), the photos and the torch version."""
     import torch
 
     here = Path(__file__).resolve().parent
     digest = hashlib.sha256(torch.__version__.encode())
-    for path in (here / "standin.py", here / "standin_targets.py", here / "tiny.py",
-                 *[here.parents[1] / "assets" / f"{name}.jpg" for name in PHOTOS]):
-        digest.update(path.read_bytes())
+    for name in ("train.py", "targets.py", "tiny.py"):
+        digest.update(_code_only(here / name).encode())
+    for name in PHOTOS:
+        digest.update((here.parents[1] / "assets" / f"{name}.jpg").read_bytes())
     return digest.hexdigest()[:16]
+
+
+def _code_only(path: Path) -> str:
+    import ast
+
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree)
 
 
 def write_standins(root: Path, log=print) -> Path:
@@ -66,7 +79,7 @@ def write_standins(root: Path, log=print) -> Path:
         save_checkpoint(_train_pose(scenes, TINY_INPUT, log), POSE_FAMILY, root)
     finally:
         torch.use_deterministic_algorithms(deterministic)
-    (root / "STANDINS.txt").write_text("Stand-in checkpoints (models/standin.py): tiny Sapiens2 configs trained "
+    (root / "STANDINS.txt").write_text("Stand-in checkpoints (sapiens2_demo/standins): tiny Sapiens2 configs trained "
                                        "a few CPU minutes on synthetic targets. Not models: their outputs are "
                                        f"shapes, not estimates.\nkey {standin_key()}\n")
     return root

@@ -3,21 +3,17 @@
 They go through exactly the loading path of real checkpoints (`--checkpoint-dir` layout:
 `DIR/sapiens2-<task>-<size>/{config.json, model.safetensors, preprocessor_config.json}`).
 With random weights their outputs are noise, but every shape, pre- and post-processing step is the real one.
-With --trained they are stand-ins (models/standin.py): the same configs trained for a few CPU minutes on
-synthetic targets from the bundled photos, so outputs have structure (large part regions, smooth normals
-and depth, a matte on the person, one clear peak per keypoint). Stand-ins, not models: their outputs are
-learnt shapes, not estimates. --detector writes a random-weight YOLOv8n either way.
+The stand-ins (train.py) are these configs trained on synthetic targets. Written from the command line with
 
-    python -m sapiens2_demo.models.tiny DIR [--trained] [--detector]
+    python -m sapiens2_demo.standins DIR [--trained] [--detector]
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
-from .registry import TASKS, checkpoint
+from ..models.registry import TASKS, checkpoint
 
 TINY_INPUT = (256, 192)  # (height, width): 4:3 like the real 1024x768, 16x12 patches
 TINY_BACKBONE = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
@@ -83,27 +79,3 @@ def write_all(root: Path, sizes: dict[str, tuple[str, ...]] | None = None) -> Pa
         for size in (sizes or {}).get(task.name, task.sizes[:1]):
             write_tiny_checkpoint(task.name, size, root)
     return root
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("dir", type=Path)
-    parser.add_argument("--detector", action="store_true", help="also write DIR/yolov8n-random.pt (random weights)")
-    parser.add_argument("--trained", action="store_true",
-                        help="stand-ins, not models: train the tiny configs for a few CPU minutes on synthetic targets "
-                             "(deterministic, offline) so their outputs have structure; see models/standin.py")
-    args = parser.parse_args()
-    if args.trained:
-        from .standin import write_standins
-
-        write_standins(args.dir)
-    else:
-        write_all(args.dir)
-    if args.detector:
-        write_tiny_detector(args.dir / "yolov8n-random.pt")
-    kind = "stand-in (trained on synthetic targets; not models)" if args.trained else "random-weight"
-    print(f"tiny {kind} checkpoints written to {args.dir}")
-
-
-if __name__ == "__main__":
-    main()

@@ -1,4 +1,4 @@
-"""Synthetic training targets for the stand-in checkpoints (models/standin.py), from the three bundled photos.
+"""Synthetic training targets for the stand-in checkpoints (standins/train.py), from the three bundled photos.
 
 Each photo has a hand-drawn person layout (ellipses and polygons, in the photo's pixels) from which we compute,
 all deterministically: a person mask, body parts (regions of the layout), a smooth depth (a bulge inside the
