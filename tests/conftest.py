@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
+import sapiens2_demo  # noqa: E402, F401 - first: turns ultralytics' run-time installs off before anything imports it
+
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 
 

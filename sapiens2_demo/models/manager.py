@@ -95,6 +95,18 @@ def _model_nbytes(model) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
+def detector_file(name: str) -> str:
+    """A path as given; a bare release name ('yolo26n.pt') in the app's cache, where ultralytics downloads it
+    when it is not there yet (it would otherwise write it into the working directory)."""
+    from .. import cache_root
+
+    if Path(name).exists() or Path(name).name != name:
+        return name
+    folder = cache_root() / "sapiens2-ultralytics" / "weights"
+    folder.mkdir(parents=True, exist_ok=True)
+    return str(folder / name)
+
+
 class ModelManager:
     def __init__(self, checkpoint_dir: str | Path | None = None, device: str | None = None,
                  dtype: str | None = None, memory_budget_bytes: int | None = None,
@@ -265,9 +277,10 @@ class ModelManager:
             from ultralytics import YOLO
 
             offline = os.environ.get("HF_HUB_OFFLINE") == "1" or os.environ.get("YOLO_OFFLINE") == "1"
-            if not Path(name).exists() and offline:
+            path = detector_file(name)
+            if not Path(path).exists() and offline:
                 raise FileNotFoundError(f"{name} is not on disk and downloads are off (offline)")
-            model = YOLO(name)  # a path, or a release name that ultralytics fetches when online
+            model = YOLO(path)  # a path, or a release that ultralytics fetches (into the app's cache) when online
         except Exception as error:
             raise CheckpointUnavailable(
                 f"Could not load the person detector {name!r}: {type(error).__name__}: {error}. "
