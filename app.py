@@ -95,10 +95,12 @@ def main(argv=None) -> None:
 def launch(demo, args: argparse.Namespace, **kwargs):
     """demo.launch with this app's settings (also how the tests start it): the page's style, the upload limit,
     and the MCP server when asked for."""
+    from sapiens2_demo.ui import mcp
     from sapiens2_demo.ui.app import launch_options
 
     return demo.launch(server_name=args.host, server_port=args.port, max_file_size=args.max_file_size,
-                       show_error=True, mcp_server=args.mcp, **launch_options(), **kwargs)
+                       show_error=True, mcp_server=args.mcp, app_kwargs={"lifespan": mcp.lifespan(demo)},
+                       **launch_options(), **kwargs)
 
 
 if __name__ == "__main__":

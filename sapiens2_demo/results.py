@@ -147,6 +147,7 @@ class TaskOutput:
     model3d: Path | None = None
     gallery: list[tuple[np.ndarray, str]] | None = None
     extra: dict = field(default_factory=dict)  # task-specific values a tab shows (e.g. a second 3D view)
+    summary: dict = field(default_factory=dict)  # the result in a few numbers (tasks/summary.py), for agents
 
 
 def compact_maps(result, image_hw: tuple[int, int]):

@@ -22,6 +22,7 @@ from ..models.manager import ModelManager
 from ..models.registry import UnknownCheckpoint, checkpoint
 from ..pipelines.dense import SegmentationCache
 from ..results import TaskOutput
+from ..tasks.summary import summarize
 from ..util import in_parallel
 from .outputs import OutputStore
 
@@ -110,6 +111,7 @@ def stream_task(ctx: AppContext, image: LoadedImage, *, task: str, run_dir: Path
     with ThreadPoolExecutor(max_workers=1) as pool:
         writing = pool.submit(write)  # the files need only the result: written while the renders are drawn
         shown = spec.present(image, result, **chosen)
+        shown.summary = summarize(result, image.rgb.shape[:2])
         shown.notes.append(f"{spec.title} took {time.perf_counter() - started:.2f} s on {ctx.manager.device}.")
         shown.notes.extend(ctx.manager.take_compile_notes())
         yield from _shown_then_complete(spec.name, shown, writing, functools.partial(_completed, shown))

@@ -21,6 +21,7 @@ from .. import tasks
 from ..jobs import image as image_jobs
 from ..media.image import ImageError, load_image
 from ..util import notes_markdown
+from . import mcp
 from .common import ImageUpload, as_display_files, check_upload, session_of, task_tab, user_errors
 from .sizes import size_menu
 from .viewers import SHOWN_MODELS, fill_after, model_viewer
@@ -162,11 +163,13 @@ def option_doc(option) -> str:
     return f"{option.label} ({allowed}; default {option.default!r}{shown})"
 
 
-def endpoint_doc(spec, names: list[str]) -> str:
-    """The handler's docstring: gradio shows it in the API page and serves it as the MCP tool's description."""
+IMAGE_DOC = "the input picture of one or more people (JPEG, PNG, WebP; up to 50 megapixels)"
+
+
+def endpoint_doc(spec, names: list[str], image_doc: str = IMAGE_DOC, returns: str | None = None) -> str:
+    """The handler's docstring: gradio shows it in the API page (and an MCP tool's, ui/mcp.py, as its description)."""
     options = {option.name: option for option in spec.options}
-    lines = [spec.description or spec.title, "", "Args:",
-             "    image: the input picture of one or more people (JPEG, PNG, WebP; up to 50 megapixels)"]
+    lines = [spec.description or spec.title, "", "Args:", f"    image: {image_doc}"]
     for name in names:
         if name == "size":
             lines.append(f"    size: model size, one of {', '.join(spec.sizes)} (facebook/sapiens2-{spec.family}-"
@@ -174,8 +177,8 @@ def endpoint_doc(spec, names: list[str]) -> str:
                          f"{spec.default_size()!r})")
         else:
             lines.append(f"    {name}: {option_doc(options[name])}")
-    returns = [OUTPUT_DOCS[kind] for kind in spec.outputs]
-    lines += ["", "Returns:", f"    {', '.join(returns)}; the downloads (a list of files); notes (Markdown)"]
+    outputs = ", ".join(OUTPUT_DOCS[kind] for kind in spec.outputs)
+    lines += ["", "Returns:", "    " + (returns or f"{outputs}; the downloads (a list of files); notes (Markdown)")]
     return "\n".join(lines)
 
 
@@ -210,8 +213,11 @@ def build_task_tab(ctx, spec) -> None:
     outputs = [*shown, files, tab.info]
     event = btn.click(make_handler(ctx, spec), inputs, outputs, api_name=f"{spec.name}_tab", api_visibility="private",
                       concurrency_id=spec.family, show_progress_on=shown[:1] or None)
-    gr.on([], make_handler(ctx, spec, stream=False), inputs, outputs, api_name=spec.name,  # API and MCP only
+    gr.on([], make_handler(ctx, spec, stream=False), inputs, outputs, api_name=spec.name,  # the API only
           concurrency_id=spec.family)
+    names = [o.name for o in spec.options]
+    names = (["size"] if len(spec.sizes) > 1 else []) + names
+    mcp.add_tool(ctx, spec, inputs, names, endpoint_doc(spec, names, mcp.IMAGE_INPUT, mcp.RETURNS))
     if viewer is not None:  # the model the run recorded, in a step of its own (see viewers.py)
         fill_after(event, spec.name, viewer)
 
