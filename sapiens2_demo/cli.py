@@ -127,6 +127,8 @@ def export_main(argv: list[str]) -> int:
           f"  output {', '.join(result.output_names)}")
     for batch, difference in result.checks.items():
         print(f"  checked at batch {batch}: largest difference to PyTorch {difference:.1e} of the output's range")
+    if result.non_contiguous:
+        print(f"  checked a non-contiguous input (channels last in memory): {result.non_contiguous}")
     return 0
 
 

@@ -8,11 +8,19 @@ Both take `pixel_values` (B, 3, H, W) as the checkpoint's processor makes them (
 ImageNet mean/std) in the exported dtype, and return the model's tensor outputs by name (seg: `logits`, pose:
 `heatmaps`, ...), in the order `output_names` gives. The graph is torch.export's; ONNX goes through
 torch.onnx's dynamo exporter, the package through `torch._inductor.aoti_compile_and_package`.
+
+Strides: onnxruntime copies any numpy array it is fed, but an AOTInductor package reads its input's memory as
+the contiguous layout it was compiled for and does not look at the strides by default: a transposed array
+(`rgb.transpose(2, 0, 1)`, which `astype` keeps) gives wrong numbers silently. With AOTI_RUNTIME_CHECK_INPUTS=1
+in the caller's environment the package checks every input and refuses another layout ("unmatched stride
+value"); the packages are compiled so that this check also takes batch 1 (`check_lowerbound` off). The check
+here feeds a non-contiguous input too: ONNX must match eager, the package must refuse it.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +30,7 @@ log = logging.getLogger(__name__)
 FORMATS = ("onnx", "aoti")
 MAX_BATCH = 1024
 CHECK_BATCHES = (1, 3)
+CHECK_INPUTS_ENV = "AOTI_RUNTIME_CHECK_INPUTS"  # read by the package at its first call: set before it
 
 
 class ExportError(RuntimeError):
@@ -36,6 +45,7 @@ class ExportResult:
     output_names: list[str]
     seconds: float
     checks: dict[int, float] = field(default_factory=dict)  # batch -> largest relative difference to eager
+    non_contiguous: str = ""  # what the file did with a non-contiguous input: "matches: ..." or "refused: ..."
 
 
 def _outputs_module(model, names: list[str]):
@@ -84,7 +94,10 @@ def write_aoti(module, example, path: Path) -> None:
     import torch
 
     program = _export_program(module, example)
-    torch._inductor.aoti_compile_and_package(program, package_path=str(path))
+    # the input check (AOTI_RUNTIME_CHECK_INPUTS=1) would otherwise refuse batch 1: export's example of 2 sets
+    # the batch dimension's lower bound at 2 (0/1 specialisation), though the graph takes 1
+    torch._inductor.aoti_compile_and_package(program, package_path=str(path),
+                                             inductor_configs={"aot_inductor.check_lowerbound": False})
 
 
 def run_file(path: Path, fmt: str, pixel_values) -> list:
@@ -136,6 +149,29 @@ def check_file(result: ExportResult, module, device, dtype, batches=CHECK_BATCHE
     return checks
 
 
+def check_non_contiguous(result: ExportResult, module, device, dtype, tolerance: float = 1e-3) -> str:
+    """Feed the file a non-contiguous input (channels last in memory, as `rgb.transpose(2, 0, 1)` makes it): it
+    must give eager's answer or refuse the input, never another answer. Returns what it did."""
+    import torch
+
+    generator = torch.Generator().manual_seed(1)
+    x = torch.randn(2, *result.input_size, 3, generator=generator).to(device=device, dtype=dtype).permute(0, 3, 1, 2)
+    with torch.inference_mode():
+        reference = [out.float().cpu().numpy() for out in module(x.contiguous())]
+    try:
+        ours = run_file(result.path, result.format, x)
+    except RuntimeError as error:
+        if result.format == "aoti" and "stride" in str(error):
+            return f"refused: {str(error).strip().splitlines()[0]}"
+        raise ExportError(f"{result.path} failed on a non-contiguous input: {error}") from error
+    difference = relative_difference(ours, reference)
+    if difference > tolerance:
+        raise ExportError(f"{result.path} gives a different answer for a non-contiguous input (largest difference "
+                          f"{difference:.1e} of the output's range) instead of refusing it"
+                          + (f"; is {CHECK_INPUTS_ENV}=0 set?" if result.format == "aoti" else ""))
+    return f"matches: largest difference {difference:.1e} of the output's range"
+
+
 def _require_onnx(check: bool) -> None:
     """ONNX files need packages the app itself does not (they are in requirements-dev.txt): say how to get them."""
     import importlib.util
@@ -175,5 +211,8 @@ def export(loaded, fmt: str, output: str | Path, check: bool = True) -> ExportRe
     if check and fmt == "onnx" and loaded.dtype == torch.bfloat16:
         log.warning("not checked: onnxruntime's CPU provider cannot feed bfloat16 (numpy has no such type)")
     elif check:
+        if fmt == "aoti":
+            os.environ.setdefault(CHECK_INPUTS_ENV, "1")  # as the README's caller does: refuse other layouts
         result.checks = check_file(result, module, loaded.device, loaded.dtype)
+        result.non_contiguous = check_non_contiguous(result, module, loaded.device, loaded.dtype)
     return result

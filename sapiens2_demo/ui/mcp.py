@@ -27,6 +27,7 @@ import json
 import re
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 
 import gradio as gr
 
@@ -83,6 +84,48 @@ def tool_handler(ctx, spec, names: list[str], doc: str):
     tool.__name__ = spec.name  # the tool's name
     tool.__doc__ = doc
     return tool
+
+
+VIDEO_INPUT = ("the video, one of: a data URL ('data:video/mp4;base64,...'; mov, webm, mkv, avi too), or an http(s) "
+               "URL this server can fetch (a URL gradio's upload_file_to_gradio tool returned included). A path on "
+               "your machine is refused: upload the file first with that tool and pass the URL it returns. The "
+               "first 60 s are processed.")
+VIDEO_RETURNS = ("a frame from the middle of the rendered video as an image (at most 1024 px on its long side) and "
+                 "its URL; a JSON summary (task, frames, frame rate, duration, size) with the notes; the rendered "
+                 "video and the downloads as JSON {file name: URL}")
+
+
+def add_video_tool(ctx, inputs: list, doc: str) -> None:
+    """The `video` tool on the Video tab's inputs (`doc`: the tab endpoint's docstring, reworded for agents)."""
+    from .video_tab import run_video
+
+    doc = re.sub(r"(\n\s+video: )[^\n]*", lambda m: m.group(1) + VIDEO_INPUT, doc, count=1)
+    doc = re.sub(r"(Returns:\n\s+)[^\n]*", lambda m: m.group(1) + VIDEO_RETURNS, doc, count=1)
+
+    signature = inspect.signature(run_video)
+    signature = signature.replace(parameters=list(signature.parameters.values())[1:])  # without ctx
+
+    def video(*args, **kwargs):
+        from ..media.video import probe, read_frames
+
+        arguments = signature.bind(*args, **kwargs)
+        arguments.apply_defaults()
+        chosen = {**arguments.arguments, "request": SimpleNamespace(session_hash=f"agent-{uuid.uuid4().hex[:12]}")}
+        *_, (rendered, files, notes) = run_video(ctx, **chosen)  # the request only names the (own) folder
+        info = probe(rendered)
+        frame = next(frame for i, frame in enumerate(read_frames(rendered)) if i >= info.frame_count // 2)
+        summary = {"task": chosen["task"], "frames": info.frame_count, "fps": round(info.fps, 3),
+                   "seconds": round(info.duration, 3), "size": {"width": info.width, "height": info.height},
+                   "notes": [TAG.sub("", line[2:]) for line in notes.splitlines() if line.startswith("- ")]}
+        return str(write_render(frame.rgb, Path(rendered).parent)), json.dumps(summary, ensure_ascii=False), files
+
+    video.__signature__ = signature
+    video.__annotations__ = {"request": gr.Request}
+    video.__doc__ = doc
+    outputs = [gr.Image(type="filepath", format="jpeg", visible=False), gr.Textbox(visible=False),
+               gr.File(file_count="multiple", visible=False)]
+    gr.on([], video, inputs, outputs, api_name=ENDPOINT_PREFIX + "video", api_visibility="undocumented",
+          concurrency_id="video")
 
 
 def write_render(picture, run_dir: Path) -> Path:

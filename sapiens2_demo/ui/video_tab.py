@@ -16,6 +16,7 @@ from ..jobs.video import DETECT_EVERY, VideoJob, VideoLimits, default_batch_size
 from ..media.image import load_image
 from ..media.video import VideoError, probe
 from ..util import notes_markdown
+from . import mcp
 from .common import ASSETS, ImageUpload, check_upload, note, session_of, user_errors
 from .sizes import size_menu
 from .viewers import SHOWN_MODELS, fill_after, model_viewer
@@ -193,6 +194,7 @@ def build_video_tab(ctx) -> None:
                   queue=False)
         event = btn.click(video, inputs, [rendered, files, info], api_name="video", concurrency_id="video",
                           show_progress_on=[rendered])
+        mcp.add_video_tool(ctx, inputs, video.__doc__)  # the MCP tool, on these inputs
         event.then(lambda: gr.update(interactive=False), None, stop, api_visibility="private", show_progress="hidden",
                    queue=False)
         fill_after(event, "video", viewer)  # the motion the run recorded, in a step of its own (see viewers.py)

@@ -43,7 +43,7 @@ def test_schema_describes_a_tool_per_task(mcp_app):
     _, url = mcp_app
     with urllib.request.urlopen(url + "gradio_api/mcp/schema", timeout=30) as response:
         tools = {tool["name"]: tool for tool in json.load(response)}
-    assert set(tools) == set(TOOLS.values())  # the gradio_client endpoints are not tools of their own
+    assert set(tools) == {*TOOLS.values(), "video"}  # the gradio_client endpoints are not tools of their own
     for task, name in TOOLS.items():
         tool = tools[name]
         assert len(tool["description"]) > 80, (name, tool["description"])
@@ -176,3 +176,22 @@ def test_the_readmes_python_client_runs_as_written(mcp_app, capsys):
     assert set(TOOLS.values()) <= set(ast.literal_eval(tools))
     mime, people, files = answer.split(" ", 2)
     assert mime == "image/jpeg" and 1 <= int(people) <= 5 and "pose_sapiens2.json" in files
+
+
+def test_the_video_tool_takes_a_data_url(mcp_app, tmp_path):
+    """The video is a file input (one URL string) and answers like the image tools: a frame, a summary, the files."""
+    from tests.videos import make_video
+
+    _, url = mcp_app
+    with urllib.request.urlopen(url + "gradio_api/mcp/schema", timeout=30) as response:
+        [tool] = [tool for tool in json.load(response) if tool["name"] == "video"]
+    assert tool["inputSchema"]["properties"]["video"]["type"] == "string"
+    assert "required" not in tool["inputSchema"]["properties"]["video"]
+    assert tool["inputSchema"]["properties"]["stride"]["type"] == "integer"
+    clip = make_video(tmp_path / "clip.mp4", frames=6, size=(96, 64), fps=6, audio=False)
+    data = "data:video/mp4;base64," + base64.b64encode(Path(clip).read_bytes()).decode()
+    [result] = call_tools(url, [("video", {"video": data, "task": "segment"})])
+    assert not result.isError, texts(result)
+    image, summary, files = answer_parts(result)
+    assert image.mimeType == "image/jpeg" and summary["task"] == "segment" and summary["frames"] == 6
+    assert any(name.endswith(".mp4") for name in files) and "FileData" not in " ".join(texts(result))
