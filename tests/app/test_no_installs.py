@@ -49,3 +49,14 @@ def test_ultralytics_settings_live_under_the_app_cache():
     home_config = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "Ultralytics"
     assert USER_CONFIG_DIR != home_config and Path(os.environ["YOLO_CONFIG_DIR"]) in USER_CONFIG_DIR.parents
     assert SETTINGS_FILE.parent == USER_CONFIG_DIR
+
+
+def test_a_detector_named_by_release_is_fetched_into_the_app_cache(tmp_path, monkeypatch):
+    from sapiens2_demo.models.manager import detector_file
+
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "cache" / "huggingface"))
+    assert detector_file("yolo26n.pt") == str(tmp_path / "cache" / "sapiens2-ultralytics" / "weights" / "yolo26n.pt")
+    mine = tmp_path / "mine.pt"
+    mine.write_bytes(b"weights")
+    assert detector_file(str(mine)) == str(mine)  # a path as given
+    assert detector_file("models/yolo.pt") == "models/yolo.pt"  # a relative path too, even before it exists
