@@ -1,9 +1,11 @@
-"""The MCP tools (`--mcp`): one per image task, answering as an agent needs it, on gradio's MCP server.
+"""The MCP tools (`--mcp`): one per image task and one for video, answering as an agent needs it, on gradio's MCP
+server.
 
-A tool answers with three content items: the render as MCP image content (at most 1024 px on its long side), a
-JSON summary (people and keypoint counts, part shares, depth range, ...; tasks/summary.py) with the notes, and the
-downloads as JSON {name: URL} the client can fetch. The tools are endpoints of their own (`/mcp_<task>`, left out
-of the API page); the gradio_client endpoints (`/pose`, ...) keep their answers and are not tools.
+A tool answers with three content items: the render as MCP image content (at most 1024 px on its long side; for
+video a frame from the middle), a JSON summary (people and keypoint counts, part shares, depth range, ...;
+tasks/summary.py) with the notes, and the downloads as JSON {name: URL} the client can fetch. The tools are
+endpoints of their own (`/mcp_<task>`, left out of the API page) on the tabs' inputs; the gradio_client endpoints
+(`/pose`, ...) keep their answers and are not tools.
 
 gradio 6.31's MCP server is adapted where it falls short for agents (`adapt`, installed when the server starts):
 - an endpoint with several outputs reached it as one tuple and was answered as that tuple's Python repr (unless
