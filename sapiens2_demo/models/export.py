@@ -211,8 +211,13 @@ def export(loaded, fmt: str, output: str | Path, check: bool = True) -> ExportRe
     if check and fmt == "onnx" and loaded.dtype == torch.bfloat16:
         log.warning("not checked: onnxruntime's CPU provider cannot feed bfloat16 (numpy has no such type)")
     elif check:
-        if fmt == "aoti":
-            os.environ.setdefault(CHECK_INPUTS_ENV, "1")  # as the README's caller does: refuse other layouts
-        result.checks = check_file(result, module, loaded.device, loaded.dtype)
-        result.non_contiguous = check_non_contiguous(result, module, loaded.device, loaded.dtype)
+        before = os.environ.get(CHECK_INPUTS_ENV)
+        if fmt == "aoti" and before is None:
+            os.environ[CHECK_INPUTS_ENV] = "1"  # as the README's caller does: refuse other layouts
+        try:
+            result.checks = check_file(result, module, loaded.device, loaded.dtype)
+            result.non_contiguous = check_non_contiguous(result, module, loaded.device, loaded.dtype)
+        finally:
+            if before is None:
+                os.environ.pop(CHECK_INPUTS_ENV, None)
     return result

@@ -1,9 +1,19 @@
 """`python -m sapiens2_demo.cli export` on the tiny seg and pose checkpoints: the ONNX file runs in onnxruntime
 and the AOTInductor package in `torch._inductor.aoti_load_package`, at batch 1 and 3 (the batch dimension is
-dynamic), with outputs within 1e-3 (relative to the output's range) of the eager fp32 model.
+dynamic), with outputs within 1e-3 (relative to the output's range) of the eager fp32 model; and the README's
+model-file block runs as written beside those files.
 
 Slow: an AOTInductor package of a tiny model compiles its C++ for 40-120 s on a 2-core CPU (ONNX: ~10 s).
 """
+
+import contextlib
+import io
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,6 +23,7 @@ from sapiens2_demo import cli
 
 pytestmark = pytest.mark.slow
 TASKS = {"seg": "logits", "pose": "heatmaps"}
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -36,22 +47,34 @@ def assert_close(ours, expected) -> None:
     assert np.abs(ours - expected).max() <= 1e-3 * np.abs(expected).max()
 
 
-def export(tiny_dir, task: str, fmt: str, output, capsys) -> str:
-    code = cli.main(["export", "--task", task, "--size", "0.4b", "--format", fmt, "--output", str(output),
-                     "--checkpoint-dir", str(tiny_dir), "--no-check"])
-    out = capsys.readouterr()
-    assert code == 0, out.err
-    assert output.is_file()
-    return out.out
+@pytest.fixture(scope="module")
+def exported(tiny_dir, tmp_path_factory):
+    """export(task, fmt) -> (file, what the command printed): each file written once per module (an AOTInductor
+    package compiles for minutes), in one folder, under the names the README's block uses (seg.onnx, pose.pt2)."""
+    folder = tmp_path_factory.mktemp("exported")
+    made = {}
+
+    def export(task: str, fmt: str):
+        if (task, fmt) not in made:
+            output = folder / f"{task}.{'onnx' if fmt == 'onnx' else 'pt2'}"
+            with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(io.StringIO()) as printed:
+                patch.setenv("TORCHINDUCTOR_CACHE_DIR", str(folder / "inductor"))
+                code = cli.main(["export", "--task", task, "--size", "0.4b", "--format", fmt, "--output", str(output),
+                                 "--checkpoint-dir", str(tiny_dir), "--no-check"])
+            assert code == 0 and output.is_file()
+            made[task, fmt] = output, printed.getvalue()
+        return made[task, fmt]
+
+    return export
 
 
 @pytest.mark.parametrize("task", TASKS)
-def test_onnx_runs_in_onnxruntime(tiny_dir, eager, task, tmp_path, capsys):
+def test_onnx_runs_in_onnxruntime(exported, eager, task):
     import onnxruntime
 
-    printed = export(tiny_dir, task, "onnx", tmp_path / f"{task}.onnx", capsys)
+    path, printed = exported(task, "onnx")
     assert f"output {TASKS[task]}" in printed and "(batch, 3, 256, 192) float32" in printed
-    session = onnxruntime.InferenceSession(str(tmp_path / f"{task}.onnx"), providers=["CPUExecutionProvider"])
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     assert [i.name for i in session.get_inputs()] == ["pixel_values"]
     assert [o.name for o in session.get_outputs()] == [TASKS[task]]
     for batch in (1, 3):
@@ -61,15 +84,55 @@ def test_onnx_runs_in_onnxruntime(tiny_dir, eager, task, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("task", TASKS)
-def test_aoti_package_loads_and_runs(tiny_dir, eager, task, tmp_path, capsys, monkeypatch):
-    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
-    export(tiny_dir, task, "aoti", tmp_path / f"{task}.pt2", capsys)
-    package = torch._inductor.aoti_load_package(str(tmp_path / f"{task}.pt2"))
+def test_aoti_package_loads_and_runs(exported, eager, task):
+    path, _ = exported(task, "aoti")
+    package = torch._inductor.aoti_load_package(str(path))
     for batch in (1, 3):
         x, expected = reference(eager, task, batch)
         with torch.inference_mode():
             [ours] = package(x)
         assert_close(ours.numpy(), expected)
+
+
+def readme_block() -> str:
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Model files (ONNX, AOTInductor)"):]
+    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+
+
+def test_the_readmes_block_runs_as_written_and_matches_eager(exported, tiny_dir):
+    """The README's model-file block, as written, in a process of its own (as a deployer runs it: the package
+    reads AOTI_RUNTIME_CHECK_INPUTS at its first call) beside seg.onnx and pose.pt2: both answers within 1e-3 of
+    the eager model on the block's own input; and the package refuses the transposed view the block used to pass
+    (it read that as contiguous and answered wrongly, silently)."""
+    folder = exported("seg", "onnx")[0].parent
+    exported("pose", "aoti")
+    if not (folder / "assets").exists():
+        (folder / "assets").symlink_to(ROOT / "assets")
+    script = readme_block() + textwrap.dedent(f"""
+        from sapiens2_demo.models.manager import ModelManager
+        from sapiens2_demo.models.registry import checkpoint
+
+        eager = ModelManager(checkpoint_dir={str(tiny_dir)!r}, device="cpu", dtype="float32", compile="off")
+        x = torch.from_numpy(pixel_values)
+        with torch.inference_mode():
+            for task, key, ours in (("seg", "logits", logits), ("pose", "heatmaps", heatmaps.numpy())):
+                expected = eager.get(checkpoint(task, "0.4b")).model(pixel_values=x)[key].numpy()
+                assert ours.shape == expected.shape, (task, ours.shape, expected.shape)
+                print(task, float(np.abs(ours - expected).max() / np.abs(expected).max()))
+        view = torch.from_numpy(pixel_values[0].transpose(1, 2, 0).copy()).permute(2, 0, 1)[None]  # the old input
+        try:
+            package(view)
+            print("transposed answered")
+        except RuntimeError as error:
+            print("transposed refused:", error)
+    """)
+    run = subprocess.run([sys.executable, "-c", script], cwd=folder, capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = dict(line.split(" ", 1) for line in run.stdout.strip().splitlines())
+    assert float(lines["seg"]) <= 1e-3 and float(lines["pose"]) <= 1e-3, lines
+    assert lines["transposed"].startswith("refused: ") and "stride" in lines["transposed"], lines
 
 
 def test_export_checks_itself(tiny_dir, tmp_path, capsys):
