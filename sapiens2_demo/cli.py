@@ -98,7 +98,8 @@ def parse_export_args(argv: list[str]) -> argparse.Namespace:
                         help="cpu, cuda, cuda:1 (default cpu; an aoti package runs on the device it was made for)")
     parser.add_argument("--dtype", default="float32", help="float32, bfloat16 or float16 (default float32)")
     parser.add_argument("--no-check", dest="check", action="store_false",
-                        help="skip running the file at batch 1 and 3 against PyTorch")
+                        help="skip running the file at batch 1 and 3 against PyTorch, and on a non-contiguous "
+                             "input (ONNX must match; an aoti package must refuse it)")
     return parser.parse_args(argv)
 
 
