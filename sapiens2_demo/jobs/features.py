@@ -16,6 +16,7 @@ from ..models.manager import CheckpointUnavailable
 from ..pipelines.features import patch_mask
 from ..render.features import cosine_similarity, features_picture, joint_pca_rgb, upsample_to_image
 from ..results import FeaturesResult, TaskOutput
+from ..tasks.summary import summarize
 from .image import AppContext, infer
 
 
@@ -88,8 +89,10 @@ def run_features(ctx: AppContext, image: LoadedImage, image2: LoadedImage | None
     notes.append("Colours: the first 3 PCA components of the patch features as RGB"
                  + (", one PCA for both images (same colour = similar features)." if image2 is not None else "."))
     output = FeaturesOutput(main=pictures[0], before_after=(image.rgb, pictures[0]), files=files, notes=notes)
+    output.summary = summarize(results[0], image.rgb.shape[:2])
     if image2 is not None:
         output.similarity = cosine_similarity(results[0].embedding, results[1].embedding)
+        output.summary["cls_cosine_similarity"] = round(float(output.similarity), 4)
         output.gallery = [(image2.rgb, "Second image"), (pictures[1], "Second image: joint PCA colours")]
         notes.append(f"Cosine similarity of the CLS embeddings: {output.similarity:.4f}.")
     notes.append(f"Features took {time.perf_counter() - started:.2f} s on {ctx.manager.device}.")

@@ -72,4 +72,7 @@ def build_features_tab(ctx: AppContext, task_tab, run) -> Callable:
         btn.click(features, [tab.img, image2, size_dropdown, use_mask],
                   [slider, slider2, similarity, files, tab.info], api_name=spec.name, concurrency_id=spec.family,
                   show_progress_on=[slider])
+    from . import mcp
+
+    mcp.add_features_tool(ctx, [tab.img, image2, size_dropdown, use_mask], features.__doc__, spec.family)
     return features

@@ -69,11 +69,9 @@ def tool_handler(ctx, spec, names: list[str], doc: str):
             for name in images:
                 chosen[name] = load_image(chosen[name]).rgb if chosen.get(name) is not None else None
             loaded = load_image(image)
-            run_dir = ctx.outputs.new_run_dir(f"agent-{uuid.uuid4().hex[:12]}")
+            run_dir = agent_folder(ctx)
             out = image_jobs.run_task(ctx, loaded, task=spec.name, run_dir=run_dir, progress=progress, **chosen)
-            render = write_render(out.main, run_dir)
-        summary = {"task": spec.name, **out.summary, "notes": [TAG.sub("", note) for note in out.notes]}
-        return str(render), json.dumps(summary, ensure_ascii=False), [str(path) for path in out.files]
+            return answer(spec.name, out, run_dir)
 
     kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
     defaults = {"size": spec.default_size(), **spec.defaults()}
@@ -86,6 +84,52 @@ def tool_handler(ctx, spec, names: list[str], doc: str):
     tool.__name__ = spec.name  # the tool's name
     tool.__doc__ = doc
     return tool
+
+
+def agent_session() -> str:
+    """A session of its own for each call: gradio's MCP transport has no sessions."""
+    return f"agent-{uuid.uuid4().hex[:12]}"
+
+
+def agent_folder(ctx) -> Path:
+    return ctx.outputs.new_run_dir(agent_session())
+
+
+def answer(task: str, out, run_dir: Path) -> tuple[str, str, list[str]]:
+    """A TaskOutput as the tools' three outputs: the render's file, the JSON summary with the notes, the files."""
+    render = write_render(out.main, run_dir)
+    summary = {"task": task, **out.summary, "notes": [TAG.sub("", note) for note in out.notes]}
+    return str(render), json.dumps(summary, ensure_ascii=False), [str(path) for path in out.files]
+
+
+def add_features_tool(ctx, inputs: list, doc: str, family: str) -> None:
+    """The `features` tool on the Features tab's inputs (`doc`: the tab endpoint's docstring)."""
+    from ..jobs.features import load_second_image, run_features
+
+    doc = re.sub(r"(\n\s+image: )[^\n]*", lambda m: m.group(1) + IMAGE_INPUT, doc, count=1)
+    doc = re.sub(r"(\n\s+image2: )[^\n]*", lambda m: m.group(1) + "an optional second picture to compare with "
+                 "the first, passed the same way", doc, count=1)
+    doc = re.sub(r"(Returns:\n)(\s+)[^\n]*(\n\s+[^\n]*)*", lambda m: m.group(1) + m.group(2) + RETURNS
+                 + " (the summary: embedding size, patch grid, and with a second image the cosine similarity of "
+                 "the two CLS embeddings)", doc, count=1)
+
+    def features(image, image2=None, size: str = "0.4b", use_mask: bool = True, request: gr.Request = None,
+                 progress=gr.Progress()):
+        with user_errors("Features"):
+            if image is None:
+                raise ImageError("No image was given: pass `image` as a data URL or an http(s) URL.")
+            second = load_second_image(image2)
+            loaded = load_image(image)
+            run_dir = agent_folder(ctx)
+            out = run_features(ctx, loaded, second, run_dir=run_dir, progress=progress, size=size,
+                               use_mask=bool(use_mask))
+            return answer("features", out, run_dir)
+
+    features.__doc__ = doc
+    outputs = [gr.Image(type="filepath", format="jpeg", visible=False), gr.Textbox(visible=False),
+               gr.File(file_count="multiple", visible=False)]
+    gr.on([], features, inputs, outputs, api_name=ENDPOINT_PREFIX + "features", api_visibility="undocumented",
+          concurrency_id=family)
 
 
 VIDEO_INPUT = ("the video, one of: a data URL ('data:video/mp4;base64,...'; mov, webm, mkv, avi too), or an http(s) "
@@ -112,7 +156,7 @@ def add_video_tool(ctx, inputs: list, doc: str) -> None:
 
         arguments = signature.bind(*args, **kwargs)
         arguments.apply_defaults()
-        chosen = {**arguments.arguments, "request": SimpleNamespace(session_hash=f"agent-{uuid.uuid4().hex[:12]}")}
+        chosen = {**arguments.arguments, "request": SimpleNamespace(session_hash=agent_session())}
         *_, (rendered, files, notes) = run_video(ctx, **chosen)  # the request only names the (own) folder
         info = probe(rendered)
         frame = next(frame for i, frame in enumerate(read_frames(rendered)) if i >= info.frame_count // 2)

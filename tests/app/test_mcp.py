@@ -43,7 +43,7 @@ def test_schema_describes_a_tool_per_task(mcp_app):
     _, url = mcp_app
     with urllib.request.urlopen(url + "gradio_api/mcp/schema", timeout=30) as response:
         tools = {tool["name"]: tool for tool in json.load(response)}
-    assert set(tools) == {*TOOLS.values(), "video"}  # the gradio_client endpoints are not tools of their own
+    assert set(tools) == {*TOOLS.values(), "features", "video"}  # the gradio_client endpoints are not tools
     for task, name in TOOLS.items():
         tool = tools[name]
         assert len(tool["description"]) > 80, (name, tool["description"])
@@ -195,3 +195,15 @@ def test_the_video_tool_takes_a_data_url(mcp_app, tmp_path):
     image, summary, files = answer_parts(result)
     assert image.mimeType == "image/jpeg" and summary["task"] == "segment" and summary["frames"] == 6
     assert any(name.endswith(".mp4") for name in files) and "FileData" not in " ".join(texts(result))
+
+
+def test_the_features_tool_compares_two_pictures(mcp_app):
+    _, url = mcp_app
+    first, second = ("data:image/jpeg;base64," + base64.b64encode((ASSETS / name).read_bytes()).decode()
+                     for name in ("camera.jpg", "astronaut.jpg"))
+    [result] = call_tools(url, [("features", {"image": first, "image2": second, "use_mask": False})])
+    assert not result.isError, texts(result)
+    image, summary, files = answer_parts(result)
+    assert summary["task"] == "features" and summary["embedding_size"] > 0 and len(summary["patch_grid"]) == 2
+    assert -1 <= summary["cls_cosine_similarity"] <= 1
+    assert any(name.startswith("features2") for name in files)
