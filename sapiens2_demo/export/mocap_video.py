@@ -39,10 +39,10 @@ class MotionVideoExport:
     -> the files written, or abort(). `notes` says what was written, for whom, and what was filled."""
 
     def __init__(self, folder: Path, *, fps: float, smoothing: bool = True, min_cutoff: float | None = None,
-                 beta: float | None = None, tracking: bool = True, **_):
-        self.folder, self.fps, self.tracking = Path(folder), float(fps), tracking
+                 beta: float | None = None, tracking: bool = True, guards: bool = True, **_):
+        self.folder, self.fps, self.tracking, self.guards = Path(folder), float(fps), tracking, guards
         self.lines = JsonLinesWriter(self.folder / "pose_3d.jsonl")
-        self.recorder = MotionRecorder(smoothing=smoothing, min_cutoff=min_cutoff, beta=beta)
+        self.recorder = MotionRecorder(smoothing=smoothing, min_cutoff=min_cutoff, beta=beta, guards=guards)
         self.notes: list[str] = []
         self._written: list[Path] = []
         self._unlifted = 0  # frames with people but no lift at all (the pointmap model not run)

@@ -7,7 +7,10 @@ is refused instead, since no single depth there is right. A keypoint is not avai
   - its score is below `min_score`, or its coordinates are not finite;
   - its own pixel is outside the image or the mask;
   - fewer than 25 % of the window's in-image pixels are valid;
-  - the valid samples' depth spread (interquartile range of z) exceeds `max_spread` metres.
+  - the valid samples' depth spread (interquartile range of z) exceeds `max_spread` metres;
+  - it lies more than `max_depth_gap` metres in front of the person's median depth (the median of their lifted
+    keypoints): a keypoint hidden behind someone else reads the depth of whoever covers it, and no pose puts a
+    joint that far before the rest of the body (None: no such check).
 Lifted points are in the camera frame of the input image (x right, y down, z forward, metres), NaN where
 not available.
 """
@@ -22,6 +25,7 @@ from ..results import PointmapResult, PoseResult, resolve_mask
 from .meta import NUM_KEYPOINTS
 
 MIN_VALID_FRACTION = 0.25
+MAX_DEPTH_GAP = 0.8  # metres: an outstretched arm reaches ~0.7 m in front of the torso
 
 
 @dataclass
@@ -48,7 +52,8 @@ def _quantile(sorted_rows: np.ndarray, counts: np.ndarray, q: float) -> np.ndarr
 
 
 def lift_keypoints(pose: PoseResult, pointmap: PointmapResult, mask: np.ndarray | None = None, *,
-                   window: int = 5, min_score: float = 0.3, max_spread: float = 0.1) -> Pose3DResult:
+                   window: int = 5, min_score: float = 0.3, max_spread: float = 0.1,
+                   max_depth_gap: float | None = MAX_DEPTH_GAP) -> Pose3DResult:
     """Pose3DResult for every person and keypoint of `pose`; `mask` defaults to `pointmap.mask`."""
     points = np.asarray(pointmap.points, dtype=np.float32)
     height, width = points.shape[:2]
@@ -99,5 +104,19 @@ def lift_keypoints(pose: PoseResult, pointmap: PointmapResult, mask: np.ndarray 
         median = np.stack([_quantile(samples[..., axis], valid_count, 0.5) for axis in range(3)], axis=1)
         lifted[candidates[steady]] = median[steady]
 
-    return Pose3DResult(points=lifted.reshape(people, count, 3), scores=scores.copy(),
-                        available=available.reshape(people, count), track_ids=track_ids)
+    lifted, available = lifted.reshape(people, count, 3), available.reshape(people, count)
+    if max_depth_gap is not None:
+        drop_in_front(lifted, available, max_depth_gap)
+    return Pose3DResult(points=lifted, scores=scores.copy(), available=available, track_ids=track_ids)
+
+
+def drop_in_front(points: np.ndarray, available: np.ndarray, max_depth_gap: float = MAX_DEPTH_GAP) -> None:
+    """In place on (N, K, 3) lifted points and (N, K) availability: a keypoint more than `max_depth_gap` metres
+    in front of its person's median depth took the depth of someone covering it; it becomes not available."""
+    if not points.shape[0]:
+        return
+    depths = np.where(available, points[..., 2], np.inf)  # unlifted keypoints sort last
+    body_depth = _quantile(np.sort(depths, axis=1), np.maximum(available.sum(1), 1), 0.5)[:, None]
+    in_front = available & (points[..., 2] < body_depth - max_depth_gap)
+    available &= ~in_front
+    points[in_front] = np.nan

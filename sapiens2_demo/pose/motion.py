@@ -9,6 +9,11 @@ pixel-equivalent units (metres times the person's pixels per metre, measured on 
 A keypoint the lift could not place in a frame is held by the filter in the JSON lines (marked not measured)
 and, for the skeleton, filled by linear interpolation between the frames that measured it (held before the
 first and after the last). Frames before a person appears and after they leave hold their first/last pose.
+
+With `guards` (the default) the skeleton is not fed the One Euro output (a causal filter lags a moving limb and
+stretches its bones) but the raw lifted keypoints smoothed over the whole clip with zero lag, swapped left/right
+frames exchanged back and outliers dropped (clip_smoothing.py), and fingers too noisy to give a direction are
+left at rest. `guards=False` is the path before those guards (kept to measure them: tests/motion_truth.py).
 """
 
 from __future__ import annotations
@@ -17,12 +22,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .clip_smoothing import smooth_clip
+from .meta import keypoint_meta
 from .skeleton3d import BODY_KEYPOINTS, CAMERA_TO_SKELETON, SolvedMotion, hand_keypoints, solve
 from .smoothing import MAX_AGE_S, OneEuroFilter
 
 DEFAULT_PIXELS_PER_METRE = 400.0  # when a person's scale cannot be measured (a person ~3 m from a 720p camera)
 MIN_TRACK_FRAMES = 3  # shorter tracks (a tracker's passing guess) get no skeleton
 HAND_MEASURED = 0.5  # a hand joins the skeleton when at least half its keypoint samples were lifted
+FINGER_NOISE_M = 0.008  # finger keypoints noisier than this (median, metres) leave the fingers at rest
 
 
 @dataclass
@@ -41,14 +49,18 @@ class TrackMotion:
     measured: np.ndarray  # (T, 70) bool: lifted in that frame (not filled)
     present: np.ndarray  # (T,) bool: the person was tracked in that frame
     failed: int  # frames where the person was tracked but not one body keypoint was lifted
+    noise: np.ndarray | None = None  # (70,) metres: each keypoint's noise about the clip's fit (guards only)
 
     def solve(self) -> SolvedMotion:
-        """The skeleton in the Y-up frame; hands whose keypoints were lifted often enough. ValueError when the
-        hips or neck were never lifted."""
+        """The skeleton in the Y-up frame; hands whose keypoints were lifted often enough (at rest when too noisy).
+        ValueError when the hips or neck were never lifted."""
         during = self.measured[self.present]
         hands = tuple(side for side in ("left", "right")
                       if during.size and during[:, hand_keypoints(side)].mean() >= HAND_MEASURED)
-        return solve(self.points @ CAMERA_TO_SKELETON.T, self.measured, hands)
+        if self.noise is None:
+            return solve(self.points @ CAMERA_TO_SKELETON.T, self.measured, hands)
+        noisy = tuple(side for side in hands if not np.nanmedian(self.noise[hand_keypoints(side)]) <= FINGER_NOISE_M)
+        return solve(self.points @ CAMERA_TO_SKELETON.T, self.measured, hands, rest_hands=noisy, guarded=True)
 
 
 def _pixels_per_metre(keypoints_2d: np.ndarray, points: np.ndarray, available: np.ndarray) -> float | None:
@@ -63,9 +75,10 @@ def _pixels_per_metre(keypoints_2d: np.ndarray, points: np.ndarray, available: n
 
 
 class MotionRecorder:
-    def __init__(self, smoothing: bool = True, min_cutoff: float | None = None, beta: float | None = None):
+    def __init__(self, smoothing: bool = True, min_cutoff: float | None = None, beta: float | None = None,
+                 guards: bool = True):
         self.options = {k: v for k, v in (("min_cutoff", min_cutoff), ("beta", beta)) if v is not None}
-        self.smoothing = smoothing
+        self.smoothing, self.guards = smoothing, guards
         self.times: list[float] = []
         self._tracks: dict[int, _Track] = {}
 
@@ -91,7 +104,8 @@ class MotionRecorder:
                     out = track.filter(points * track.scale, time, available[:, None]) / track.scale
                     ever = track.filter.seen.all(axis=1)
                     smoothed = np.where(ever[:, None], out, np.nan)
-                body = np.where(available[:BODY_KEYPOINTS, None], smoothed[:BODY_KEYPOINTS], np.nan)
+                source = points if self.guards else smoothed  # guards: the clip is smoothed at the end
+                body = np.where(available[:BODY_KEYPOINTS, None], source[:BODY_KEYPOINTS], np.nan)
                 track.rows[frame] = (body.astype(np.float32), scores[:BODY_KEYPOINTS])
                 track.last_seen = float(time)
             people.append({"track_id": int(track_id), "points": smoothed, "measured": available, "scores": scores})
@@ -119,6 +133,17 @@ class MotionRecorder:
             sampled = np.stack([track.rows[r][0] for r in rows]).astype(np.float64)  # (F, 70, 3)
             measured = np.zeros((total, BODY_KEYPOINTS), bool)
             measured[rows] = np.isfinite(sampled).all(axis=2)
+            noise = None
+            if self.guards:
+                raw = np.full((total, BODY_KEYPOINTS, 3), np.nan)
+                raw[rows] = sampled
+                flip = np.asarray(keypoint_meta()["flip_indices"][:BODY_KEYPOINTS], np.int64)
+                if self.smoothing:
+                    fitted, kept, noise = smooth_clip(raw, measured, self._fps(), flip)
+                else:
+                    fitted, kept = raw, measured
+                sampled = np.where(kept[rows, :, None], fitted[rows], np.nan)
+                measured[rows] = kept[rows]
             points = np.full((total, BODY_KEYPOINTS, 3), np.nan)
             frames = np.arange(total)
             for k in range(BODY_KEYPOINTS):
@@ -129,5 +154,10 @@ class MotionRecorder:
             present = np.zeros(total, bool)
             present[rows] = True
             failed = int((~measured[rows].any(axis=1)).sum())
-            found.append(TrackMotion(track_id, points.astype(np.float32), measured, present, failed))
+            found.append(TrackMotion(track_id, points.astype(np.float32), measured, present, failed, noise))
         return found
+
+    def _fps(self) -> float:
+        steps = np.diff(self.times)
+        steps = steps[steps > 0]
+        return float(1.0 / np.median(steps)) if steps.size else 24.0

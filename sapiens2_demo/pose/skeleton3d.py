@@ -170,11 +170,14 @@ def _median_length(a: np.ndarray, b: np.ndarray, measured: np.ndarray | None) ->
     return float(np.median(distance))
 
 
-def solve(points: np.ndarray, measured: np.ndarray | None = None, hands: tuple[str, ...] = ("left", "right")
-          ) -> SolvedMotion:
+def solve(points: np.ndarray, measured: np.ndarray | None = None, hands: tuple[str, ...] = ("left", "right"),
+          rest_hands: tuple[str, ...] = (), guarded: bool = False) -> SolvedMotion:
     """The skeleton for (T, 70, 3) keypoints in the Y-up frame, every frame filled (NaN: a keypoint never seen);
     `measured` (T, 70) marks the samples that were lifted rather than filled (bone lengths use those).
-    `hands`: the sides whose finger joints to include. Raises ValueError when the pelvis or neck is unknown."""
+    `hands`: the sides whose finger joints to include; `rest_hands` those of them left in the rest pose.
+    `guarded`: finger joints aim from their own marker at the next (not from where forward kinematics put them,
+    which carries the whole chain's length error: a flip once that error nears a phalanx) and End Site lengths
+    are measured from the marker too. Raises ValueError when the pelvis or neck is unknown."""
     points = np.asarray(points, dtype=np.float64)
     named = markers(points)
     known = {name: np.isfinite(value).all() for name, value in named.items()}
@@ -211,15 +214,18 @@ def solve(points: np.ndarray, measured: np.ndarray | None = None, hands: tuple[s
             positions[:, i] = positions[:, parent] + glob[:, parent] @ offsets[i]
             parent_rotation = glob[:, parent]
         glob[:, i] = parent_rotation
-        if j.aim is not None and known[j.aim[0]]:
-            aim = named[j.aim[0]] - positions[:, i]
+        if j.hand in rest_hands:
+            pass  # too noisy to give a direction: the rest pose relative to the hand
+        elif j.aim is not None and known[j.aim[0]]:
+            start = named[j.at] if guarded and j.hand is not None and known[j.at] else positions[:, i]
+            aim = named[j.aim[0]] - start
             turned = None
             if j.twist is not None and known[j.twist[0]] and known[j.twist[1]]:
                 turned = frame_rotation(j.aim[1], j.twist[2], aim, named[j.twist[0]] - named[j.twist[1]])
             if turned is None:
                 turned = swing(parent_rotation @ np.asarray(j.aim[1]), aim) @ parent_rotation
             glob[:, i] = turned
-        ends.append(_end_offset(j, named, known, positions[:, i]))
+        ends.append(_end_offset(j, named, known, named[j.at] if guarded and known[j.at] else positions[:, i]))
     local = glob.copy()
     has_parent = np.asarray(parents) >= 0
     local[:, has_parent] = np.swapaxes(glob[:, np.asarray(parents)[has_parent]], -1, -2) @ glob[:, has_parent]

@@ -91,3 +91,117 @@ class PersonTracker:
     def reset(self) -> None:
         """Forget every track (e.g. at a scene cut); ids start again from 1."""
         self._tracker.reset()
+
+
+KEEP_S = 2.0  # a person hidden or gone this long keeps their id when they come back
+REACH_HEIGHTS_PER_S = 1.5  # how far (in their own box heights per second) a returning person may have moved
+MAX_SIZE_RATIO = 1.5  # their box height may have changed by this factor at most
+MAX_BONE_CHANGE = 0.15  # their 3D bone lengths (relative, median over the bones) may differ this much at most
+# bones (keypoint name pairs) whose 3D lengths describe a person's build whatever their pose or viewpoint
+BUILD = (("left_shoulder", "right_shoulder"), ("left_hip", "right_hip"), ("left_shoulder", "left_elbow"),
+         ("right_shoulder", "right_elbow"), ("left_hip", "left_knee"), ("right_hip", "right_knee"),
+         ("left_knee", "left_ankle"), ("right_knee", "right_ankle"), ("neck", "left_hip"), ("neck", "right_hip"))
+
+
+def _at_edge(box, image_hw, margin: float = 2.0) -> bool:
+    height, width = image_hw
+    return bool(box[0] <= margin or box[1] <= margin or box[2] >= width - margin or box[3] >= height - margin)
+
+
+def _build(points: np.ndarray, available: np.ndarray) -> np.ndarray:
+    """(len(BUILD),) bone lengths in metres from one person's lifted keypoints, NaN where not lifted."""
+    from .meta import name_index
+
+    index = name_index()
+    pairs = np.array([[index[a], index[b]] for a, b in BUILD])
+    lengths = np.linalg.norm(points[pairs[:, 0]] - points[pairs[:, 1]], axis=1)
+    return np.where(available[pairs].all(1), lengths, np.nan)
+
+
+class KeypointTracker:
+    """PersonTracker's ids, kept through a longer absence by association on geometry and motion (no appearance:
+    the Sapiens2 licence excludes re-identification).
+
+    `update(boxes, scores, image_hw, lifted=None, time=None)` returns an id per box like PersonTracker. When the
+    tracker starts a new id (or has not confirmed one yet) for someone who may be a person it lost less than
+    KEEP_S ago (within reach of where they were last seen, about as tall in the image, with the same 3D bone
+    lengths when lifted), that person's id is given back instead; otherwise the tracker's id stands.
+    """
+
+    def __init__(self, frame_rate: float, method: str = "bytetrack", **overrides):
+        self.tracker = PersonTracker(frame_rate, method, **overrides)
+        self._frame = 0
+        self._map: dict[int, int] = {}  # tracker id -> id handed out
+        self._people: dict[int, dict] = {}  # id handed out -> last time, centre, height, velocity, build
+        self._live: dict[int, int] = {}  # tracker id -> last frame it was seen
+
+    def update(self, boxes_xyxy, scores, image_hw, lifted=None, time: float | None = None) -> np.ndarray:
+        raw = self.tracker.update(boxes_xyxy, scores, image_hw)
+        now = float(self._frame / self.tracker.frame_rate if time is None else time)
+        boxes = np.asarray(boxes_xyxy, np.float64).reshape(-1, 4)
+        out = np.full(len(raw), -1, np.int64)
+        taken = {self._map[r] for r in raw.tolist() if r in self._map}
+        for row, raw_id in enumerate(raw.tolist()):
+            if raw_id in self._map:
+                out[row] = self._map[raw_id]
+                continue
+            back = self._returning(boxes[row], self._build_of(lifted, row), now, taken, image_hw)
+            if back is not None:
+                taken.add(back)
+                out[row] = back
+                if raw_id >= 0:
+                    self._map[raw_id] = back
+            elif raw_id >= 0:
+                out[row] = self._map[raw_id] = raw_id
+        for row, person_id in enumerate(out.tolist()):
+            if person_id >= 0:
+                self._remember(person_id, boxes[row], self._build_of(lifted, row), now, _at_edge(boxes[row], image_hw))
+        for raw_id in raw.tolist():
+            self._live[raw_id] = self._frame
+        self._frame += 1
+        return out
+
+    @staticmethod
+    def _build_of(lifted, row: int):
+        if lifted is None or row >= lifted.num_people:
+            return None
+        return _build(np.asarray(lifted.points[row], np.float64), np.asarray(lifted.available[row], bool))
+
+    def _returning(self, box, build, now: float, taken: set, image_hw) -> int | None:
+        centre, height = (box[:2] + box[2:]) / 2, max(box[3] - box[1], 1.0)
+        edge = _at_edge(box, image_hw)
+        live_ids = {self._map[r] for r, f in self._live.items() if f >= self._frame - 1 and r in self._map}
+        best, best_cost = None, np.inf
+        for person_id, last in self._people.items():
+            gone = now - last["time"]
+            if person_id in taken or person_id in live_ids or not 0 < gone <= KEEP_S:
+                continue
+            reach = REACH_HEIGHTS_PER_S * last["height"] * gone + 0.5 * last["height"]
+            distance = np.linalg.norm(centre - last["centre"])
+            # a box cut by the image's edge says nothing of the person's size
+            size = 1.0 if edge or last["edge"] else max(height, last["height"]) / min(height, last["height"])
+            change = np.nan
+            if build is not None and last["build"] is not None:
+                relative = np.abs(build - last["build"]) / last["build"]
+                change = np.median(relative[np.isfinite(relative)]) if np.isfinite(relative).any() else np.nan
+            if distance > reach or size > MAX_SIZE_RATIO or change > MAX_BONE_CHANGE:
+                continue
+            cost = distance / reach + np.log(size) + (0 if np.isnan(change) else change / MAX_BONE_CHANGE)
+            if cost < best_cost:
+                best, best_cost = person_id, cost
+        return best
+
+    def _remember(self, person_id: int, box, build, now: float, edge: bool) -> None:
+        last = self._people.get(person_id)
+        if build is not None and last is not None and last["build"] is not None:
+            with np.errstate(all="ignore"):  # a running median of sorts: the mean of the old and the new
+                build = np.where(np.isnan(build), last["build"], np.where(np.isnan(last["build"]), build,
+                                                                          0.8 * last["build"] + 0.2 * build))
+        elif build is None and last is not None:
+            build = last["build"]
+        self._people[person_id] = {"time": now, "centre": (box[:2] + box[2:]) / 2,
+                                   "height": max(box[3] - box[1], 1.0), "build": build, "edge": edge}
+
+    def reset(self) -> None:
+        self.tracker.reset()
+        self._map.clear(), self._people.clear(), self._live.clear()
