@@ -75,7 +75,8 @@ class MotionVideoExport:
                                   f"{int(track.present.sum())} frames; those frames are filled by interpolation "
                                   '(and have "measured" 0 in pose_3d.jsonl).')
         for track_id, motion in solved:
-            self._written.append(write_bvh(motion, self.folder, f"motion_{track_id}.bvh", 1.0 / self.fps))
+            self._written.append(write_bvh(motion, self.folder, f"motion_{track_id}.bvh", 1.0 / self.fps,
+                                           self.guards))
             missing = [name for name, seen in zip(motion.names, motion.seen) if not seen]
             if missing:
                 self.notes.append(f"3D motion: person {track_id}: {', '.join(missing)} never placed in 3D "

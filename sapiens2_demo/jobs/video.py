@@ -255,9 +255,9 @@ class VideoJob:
             return
         if not hasattr(self, "_tracker"):
             from ..pose.smoothing import KeypointSmoother
-            from ..pose.tracking import PersonTracker
+            from ..pose.tracking import KeypointTracker
 
-            self._tracker = PersonTracker(frame_rate=self._fps)
+            self._tracker = KeypointTracker(frame_rate=self._fps)  # ids kept through absences up to 2 s
             options = {k: v for k, v in (("min_cutoff", self.min_cutoff), ("beta", self.beta)) if v is not None}
             self._smoother = KeypointSmoother(**options) if self.smoothing else None
             self._previous_ids = None  # the last frame's track ids
@@ -266,7 +266,8 @@ class VideoJob:
             if result.followed and previous is not None and len(previous) == result.num_people:
                 result.track_ids = previous.copy()  # the same people, followed in order: no matching needed
             else:
-                result.track_ids = self._tracker.update(result.boxes, result.box_scores, frame.rgb.shape[:2])
+                result.track_ids = self._tracker.update(result.boxes, result.box_scores, frame.rgb.shape[:2],
+                                                        lifted=result.lifted, time=frame.time)
             self._previous_ids = result.track_ids
             if result.lifted is not None:
                 result.lifted.track_ids = result.track_ids

@@ -20,6 +20,7 @@ WINDOW_S = 0.25  # half-width of the fitting window, seconds
 MIN_SAMPLES = 5  # fewer in a window: a straight line instead of a cubic
 OUTLIER_SIGMAS = 4.0
 MIN_OUTLIER_M = 0.08  # metres: never call a sample closer than this to the fit an outlier
+WIDE_AGREES = 0.6  # the wider window's fit counts as agreeing within this fraction of the keypoint's noise
 SWAP_GAIN = 0.5  # a frame is exchanged when its exchanged cost is under this fraction of its own
 
 
@@ -74,6 +75,12 @@ def smooth_clip(points: np.ndarray, measured: np.ndarray, fps: float, flip: np.n
         keep = measured & np.isfinite(points).all(-1) & ~(residual > limit)
         fit = local_cubic(points, keep.astype(float), half)
     noise = _robust_sigma(_residuals(points, fit), keep) * 1.25
+    # where a window twice as wide agrees with this fit (slow parts: the torso, a still person) it averages more
+    # noise away; where they part (a swinging limb) this fit stands, with a smooth blend between
+    wide = local_cubic(points, keep.astype(float), 2 * half)
+    parted = np.linalg.norm(wide - fit, axis=-1) / np.maximum(np.nan_to_num(noise, nan=0.0), 1e-3)
+    narrow = np.clip((parted - WIDE_AGREES) / WIDE_AGREES, 0.0, 1.0)[..., None]
+    fit = np.where(np.isfinite(wide), narrow * fit + (1 - narrow) * wide, fit)
     return np.where(keep[..., None], fit, np.nan), keep, noise
 
 
