@@ -286,7 +286,8 @@ def make_clip(name: str, *, noise: bool = True, faults: bool = True, seed: int =
         scores = np.where(inside, scores, 0.0)
         if hidden is not None:  # hidden keypoints: placed less surely, still above the lift's threshold
             scores = np.where(hidden[who] & body_points, 0.4, scores)
-            pixels = pixels + np.where(hidden[who][..., None], rng.normal(0, 2.0, pixels.shape), 0)
+            if noise:
+                pixels = pixels + np.where(hidden[who][..., None], rng.normal(0, 2.0, pixels.shape), 0)
         swaps, faulty = [], set()
         if faults:
             busy = [f for f in range(2, frames - 2) if inside[f][body_points].mean() > 0.6

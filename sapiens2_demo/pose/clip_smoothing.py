@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import numpy as np
 
+DEGREE = 3
 WINDOW_S = 0.25  # half-width of the fitting window, seconds
 MIN_SAMPLES = 5  # fewer in a window: a straight line instead of a cubic
 OUTLIER_SIGMAS = 4.0
 MIN_OUTLIER_M = 0.08  # metres: never call a sample closer than this to the fit an outlier
+WIDER = (2,)  # the wider windows tried, in multiples of WINDOW_S
 WIDE_AGREES = 0.6  # the wider window's fit counts as agreeing within this fraction of the keypoint's noise
 SWAP_GAIN = 0.5  # a frame is exchanged when its exchanged cost is under this fraction of its own
 
@@ -35,10 +37,10 @@ def local_cubic(points: np.ndarray, weights: np.ndarray, half: int) -> np.ndarra
         d = (np.arange(lo, hi) - t) / (half + 1.0)
         w = weights[lo:hi] * ((1 - np.abs(d) ** 3) ** 3)[:, None]  # (w, K)
         count = (weights[lo:hi] > 0).sum(0)  # (K,)
-        basis = np.stack([np.ones_like(d), d, d * d, d ** 3], 1)  # (w, 4)
-        # fewer samples than a cubic needs: a line (a tiny ridge keeps the solve defined either way)
-        ridge = np.where(count[:, None] >= MIN_SAMPLES, [1e-9, 1e-9, 1e-9, 1e-9], [1e-9, 1e-9, 1e3, 1e3])
-        normal = np.einsum("wk,wa,wb->kab", w, basis, basis) + ridge[:, :, None] * np.eye(4)
+        basis = d[:, None] ** np.arange(DEGREE + 1)  # (w, DEGREE + 1)
+        # fewer samples than the polynomial needs: a line (a tiny ridge keeps the solve defined either way)
+        ridge = np.where(count[:, None] >= MIN_SAMPLES + DEGREE - 3, 1e-9, np.where(np.arange(DEGREE + 1) < 2, 1e-9, 1e3))
+        normal = np.einsum("wk,wa,wb->kab", w, basis, basis) + ridge[:, :, None] * np.eye(DEGREE + 1)
         rhs = np.einsum("wk,wa,wkc->kac", w, basis, values[lo:hi])
         solved = np.linalg.solve(normal, rhs)[:, 0]  # the value at d = 0, (K, 3)
         out[t] = np.where((w.sum(0) > 0)[:, None], solved, np.nan)
@@ -77,10 +79,11 @@ def smooth_clip(points: np.ndarray, measured: np.ndarray, fps: float, flip: np.n
     noise = _robust_sigma(_residuals(points, fit), keep) * 1.25
     # where a window twice as wide agrees with this fit (slow parts: the torso, a still person) it averages more
     # noise away; where they part (a swinging limb) this fit stands, with a smooth blend between
-    wide = local_cubic(points, keep.astype(float), 2 * half)
-    parted = np.linalg.norm(wide - fit, axis=-1) / np.maximum(np.nan_to_num(noise, nan=0.0), 1e-3)
-    narrow = np.clip((parted - WIDE_AGREES) / WIDE_AGREES, 0.0, 1.0)[..., None]
-    fit = np.where(np.isfinite(wide), narrow * fit + (1 - narrow) * wide, fit)
+    for widen in WIDER:
+        wide = local_cubic(points, keep.astype(float), widen * half)
+        parted = np.linalg.norm(wide - fit, axis=-1) / np.maximum(np.nan_to_num(noise, nan=0.0), 1e-3)
+        narrow = np.clip((parted - WIDE_AGREES) / WIDE_AGREES, 0.0, 1.0)[..., None]
+        fit = np.where(np.isfinite(wide), narrow * fit + (1 - narrow) * wide, fit)
     return np.where(keep[..., None], fit, np.nan), keep, noise
 
 

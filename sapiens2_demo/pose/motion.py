@@ -30,6 +30,7 @@ from .smoothing import MAX_AGE_S, OneEuroFilter
 DEFAULT_PIXELS_PER_METRE = 400.0  # when a person's scale cannot be measured (a person ~3 m from a 720p camera)
 MIN_TRACK_FRAMES = 3  # shorter tracks (a tracker's passing guess) get no skeleton
 HAND_MEASURED = 0.5  # a hand joins the skeleton when at least half its keypoint samples were lifted
+DERIVED_PELVIS = (9, 10)  # left_hip, right_hip: the mid-hip point that unseen keypoints are held relative to
 FINGER_NOISE_M = 0.008  # finger keypoints noisier than this (median, metres) leave the fingers at rest
 
 
@@ -72,6 +73,33 @@ def _pixels_per_metre(keypoints_2d: np.ndarray, points: np.ndarray, available: n
     spread_3d = np.sqrt(((lifted - lifted.mean(0)) ** 2).sum(1).mean())
     ratio = spread_2d / spread_3d if spread_3d > 1e-6 else np.nan
     return float(ratio) if np.isfinite(ratio) and ratio > 0 else None
+
+
+def _interpolate(values: np.ndarray, rows: np.ndarray, have: np.ndarray, total: int) -> np.ndarray:
+    """(F, 3) values on frames `rows` -> (total, 3): linear between the frames in `have`, held beyond them."""
+    frames, picked = np.arange(total), values[np.searchsorted(rows, have)]
+    return np.stack([np.interp(frames, have, picked[:, a]) for a in range(3)], axis=1)
+
+
+def _fill(sampled: np.ndarray, rows: np.ndarray, measured: np.ndarray, total: int, relative: bool) -> np.ndarray:
+    """(total, 70, 3): each keypoint interpolated over the frames that did not measure it. `relative`: every
+    keypoint but the hips as an offset from the mid-hip point (filled first), so a limb out of view for a while
+    moves with the body rather than staying where it was last seen."""
+    points = np.full((total, BODY_KEYPOINTS, 3), np.nan)
+    hips = list(DERIVED_PELVIS)
+    for k in range(BODY_KEYPOINTS):
+        have = rows[measured[rows, k]]
+        if have.size:
+            points[:, k] = _interpolate(sampled[:, k], rows, have, total)
+    if not relative or not np.isfinite(points[:, hips]).all():
+        return points
+    pelvis = points[:, hips].mean(1)
+    offsets = sampled - pelvis[rows][:, None]
+    for k in range(BODY_KEYPOINTS):
+        have = rows[measured[rows, k]]
+        if have.size and k not in hips:
+            points[:, k] = pelvis + _interpolate(offsets[:, k], rows, have, total)
+    return points
 
 
 class MotionRecorder:
@@ -138,19 +166,12 @@ class MotionRecorder:
                 raw = np.full((total, BODY_KEYPOINTS, 3), np.nan)
                 raw[rows] = sampled
                 flip = np.asarray(keypoint_meta()["flip_indices"][:BODY_KEYPOINTS], np.int64)
-                if self.smoothing:
-                    fitted, kept, noise = smooth_clip(raw, measured, self._fps(), flip)
-                else:
-                    fitted, kept = raw, measured
+                fitted, kept, noise = smooth_clip(raw, measured, self._fps(), flip)
+                if not self.smoothing:  # the faults still go (swaps exchanged, outliers filled), the noise stays
+                    fitted = raw
                 sampled = np.where(kept[rows, :, None], fitted[rows], np.nan)
                 measured[rows] = kept[rows]
-            points = np.full((total, BODY_KEYPOINTS, 3), np.nan)
-            frames = np.arange(total)
-            for k in range(BODY_KEYPOINTS):
-                have = rows[measured[rows, k]]
-                if have.size:
-                    values = sampled[np.searchsorted(rows, have), k]
-                    points[:, k] = np.stack([np.interp(frames, have, values[:, a]) for a in range(3)], axis=1)
+            points = _fill(sampled, rows, measured, total, relative=self.guards)
             present = np.zeros(total, bool)
             present[rows] = True
             failed = int((~measured[rows].any(axis=1)).sum())
