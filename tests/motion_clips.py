@@ -261,7 +261,9 @@ def occlusion(truth: list[np.ndarray]) -> tuple[list[np.ndarray], list[np.ndarra
             ok = np.isfinite(points[f]).all(1) & (pixels >= 0).all(1) & (pixels < [width, height]).all(1)
             hit = np.full(len(pixels), -1)
             hit[ok] = owner[pixels[ok, 1], pixels[ok, 0]]
-            hidden[who][f] = ok & (hit >= 0) & (hit != who)
+            cover = np.full(len(pixels), np.inf)
+            cover[ok] = depth[pixels[ok, 1], pixels[ok, 0]]
+            hidden[who][f] = ok & (hit >= 0) & (hit != who) & (cover < points[f, :, 2])  # someone in front
             under = hidden[who][f]
             seen_depth[who][f, under] = depth[pixels[under, 1], pixels[under, 0]]
     return hidden, seen_depth

@@ -26,9 +26,10 @@ WIDE_AGREES = 0.6  # the wider window's fit counts as agreeing within this fract
 SWAP_GAIN = 0.5  # a frame is exchanged when its exchanged cost is under this fraction of its own
 
 
-def local_cubic(points: np.ndarray, weights: np.ndarray, half: int) -> np.ndarray:
+def local_cubic(points: np.ndarray, weights: np.ndarray, half: int, leave_out: bool = False) -> np.ndarray:
     """(T, K, 3) -> (T, K, 3): per frame and keypoint the weighted local cubic over frames t-half..t+half,
-    evaluated at t; NaN where the window has no weight. `weights` (T, K) >= 0 (0: no sample)."""
+    evaluated at t; NaN where the window has no weight. `weights` (T, K) >= 0 (0: no sample). `leave_out`:
+    without frame t's own sample (what its neighbours say it should be: a fault cannot pull its own fit)."""
     frames = len(points)
     values = np.where(weights[..., None] > 0, points, 0.0)
     out = np.full(points.shape, np.nan)
@@ -36,7 +37,9 @@ def local_cubic(points: np.ndarray, weights: np.ndarray, half: int) -> np.ndarra
         lo, hi = max(0, t - half), min(frames, t + half + 1)
         d = (np.arange(lo, hi) - t) / (half + 1.0)
         w = weights[lo:hi] * ((1 - np.abs(d) ** 3) ** 3)[:, None]  # (w, K)
-        count = (weights[lo:hi] > 0).sum(0)  # (K,)
+        if leave_out:
+            w[t - lo] = 0.0
+        count = (w > 0).sum(0)  # (K,)
         basis = d[:, None] ** np.arange(DEGREE + 1)  # (w, DEGREE + 1)
         # fewer samples than the polynomial needs: a line (a tiny ridge keeps the solve defined either way)
         ridge = np.where(count[:, None] >= MIN_SAMPLES + DEGREE - 3, 1e-9, np.where(np.arange(DEGREE + 1) < 2, 1e-9, 1e3))
@@ -61,15 +64,17 @@ def _robust_sigma(residuals: np.ndarray, keep: np.ndarray) -> np.ndarray:
 
 
 def smooth_clip(points: np.ndarray, measured: np.ndarray, fps: float, flip: np.ndarray | None = None
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(T, K, 3) raw keypoints (NaN where not measured), (T, K) measured -> (smoothed points at the measured frames,
-    NaN elsewhere; the samples kept (T, K); each keypoint's noise (K,) metres). `flip` (K,) the left/right
-    exchange of the keypoint order: swapped frames are exchanged back (in place in `points` and `measured`)."""
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(T, K, 3) raw keypoints (NaN where not measured), (T, K) measured -> (smoothed points (T, K, 3); the
+    samples kept (T, K); each keypoint's noise (K,) metres; where the smoothed points hold (T, K): a kept sample,
+    or kept samples on both sides within the window, so a dropped or missing sample is filled by the fit).
+    `flip` (K,) the left/right exchange of the keypoint order: swapped frames are exchanged back (in place in
+    `points` and `measured`)."""
     half = max(2, int(round(WINDOW_S * fps)))
     keep = measured & np.isfinite(points).all(-1)
-    fit = local_cubic(points, keep.astype(float), half)
     if flip is not None:
-        fit = _unswap(points, keep, measured, fit, flip, half)
+        _unswap(points, keep, measured, local_cubic(points, keep.astype(float), half, leave_out=True), flip)
+    fit = local_cubic(points, keep.astype(float), half)
     for _ in range(2):
         residual = _residuals(points, fit)
         sigma = _robust_sigma(residual, keep)
@@ -84,14 +89,18 @@ def smooth_clip(points: np.ndarray, measured: np.ndarray, fps: float, flip: np.n
         parted = np.linalg.norm(wide - fit, axis=-1) / np.maximum(np.nan_to_num(noise, nan=0.0), 1e-3)
         narrow = np.clip((parted - WIDE_AGREES) / WIDE_AGREES, 0.0, 1.0)[..., None]
         fit = np.where(np.isfinite(wide), narrow * fit + (1 - narrow) * wide, fit)
-    return np.where(keep[..., None], fit, np.nan), keep, noise
+    count = np.concatenate([np.zeros((1, keep.shape[1]), int), np.cumsum(keep, 0)])  # kept samples before t
+    frames = np.arange(len(keep))
+    before = count[frames] - count[np.maximum(frames - half, 0)]
+    after = count[np.minimum(frames + half + 1, len(keep))] - count[frames + 1]
+    supported = (keep | ((before > 0) & (after > 0))) & np.isfinite(fit).all(-1)
+    return fit, keep, noise, supported
 
 
-def _unswap(points, keep, measured, fit, flip, half):
-    """Exchanges left and right on frames that fit the neighbours' fit much better exchanged; refits."""
+def _unswap(points, keep, measured, fit, flip) -> None:
+    """Exchanges left and right (in place) on frames that fit their neighbours' fit much better exchanged."""
     sided = np.flatnonzero(flip != np.arange(len(flip)))
     cap = 0.5  # metres: one wild keypoint must not decide a frame
-    changed = False
     for t in range(len(points)):
         mine = keep[t, sided] & keep[t, flip[sided]] & np.isfinite(fit[t, sided]).all(-1)
         if mine.sum() < 4:
@@ -101,5 +110,51 @@ def _unswap(points, keep, measured, fit, flip, half):
         swapped = np.minimum(_residuals(points[t, flip[k]], fit[t, k]), cap).sum()
         if swapped < SWAP_GAIN * own:
             points[t], measured[t], keep[t] = points[t, flip], measured[t, flip], keep[t, flip]
-            changed = True
-    return local_cubic(points, keep.astype(float), half) if changed else fit
+
+
+def _quaternions(r: np.ndarray) -> np.ndarray:
+    """(..., 3, 3) rotations -> (..., 4) unit quaternions (w, x, y, z)."""
+    w = np.sqrt(np.maximum(0.0, 1 + r[..., 0, 0] + r[..., 1, 1] + r[..., 2, 2])) / 2
+    x = np.sqrt(np.maximum(0.0, 1 + r[..., 0, 0] - r[..., 1, 1] - r[..., 2, 2])) / 2
+    y = np.sqrt(np.maximum(0.0, 1 - r[..., 0, 0] + r[..., 1, 1] - r[..., 2, 2])) / 2
+    z = np.sqrt(np.maximum(0.0, 1 - r[..., 0, 0] - r[..., 1, 1] + r[..., 2, 2])) / 2
+    x = np.copysign(x, r[..., 2, 1] - r[..., 1, 2])
+    y = np.copysign(y, r[..., 0, 2] - r[..., 2, 0])
+    z = np.copysign(z, r[..., 1, 0] - r[..., 0, 1])
+    q = np.stack([w, x, y, z], -1)
+    return q / np.linalg.norm(q, axis=-1, keepdims=True)
+
+
+def _matrices(q: np.ndarray) -> np.ndarray:
+    w, x, y, z = np.moveaxis(q, -1, 0)
+    return np.moveaxis(np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+                                 [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+                                 [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]]), [0, 1], [-2, -1])
+
+
+def _slerp(q0: np.ndarray, q1: np.ndarray, u: float) -> np.ndarray:
+    q1 = np.where(((q0 * q1).sum(-1) < 0)[..., None], -q1, q1)  # the shorter way round
+    angle = np.arccos(np.clip((q0 * q1).sum(-1), -1.0, 1.0))[..., None]
+    with np.errstate(all="ignore"):
+        a, b = np.sin((1 - u) * angle) / np.sin(angle), np.sin(u * angle) / np.sin(angle)
+    a, b = np.where(angle < 1e-6, 1 - u, a), np.where(angle < 1e-6, u, b)
+    q = a * q0 + b * q1
+    return q / np.linalg.norm(q, axis=-1, keepdims=True)
+
+
+def bridge(local: np.ndarray, known: np.ndarray) -> np.ndarray:
+    """(T, J, 3, 3) joint rotations; `known` (T, J) where each was solved from measured keypoints. Elsewhere a
+    joint turns from its last known rotation to its next (slerp), held before the first and after the last,
+    rather than aiming at keypoints interpolated through the gap (a person who turned round while away would
+    fold through themselves; a foot aiming at toes last seen half a stride ago flips)."""
+    local = local.copy()
+    for j in np.flatnonzero((~known).any(0) & known.any(0)):
+        seen = np.flatnonzero(known[:, j])
+        local[:seen[0], j], local[seen[-1] + 1:, j] = local[seen[0], j], local[seen[-1], j]
+        for before, after in zip(seen[:-1], seen[1:]):
+            if after - before < 2:
+                continue
+            q0, q1 = _quaternions(local[before, j]), _quaternions(local[after, j])
+            for t in range(before + 1, after):
+                local[t, j] = _matrices(_slerp(q0, q1, (t - before) / (after - before)))
+    return local

@@ -51,6 +51,7 @@ class TrackMotion:
     present: np.ndarray  # (T,) bool: the person was tracked in that frame
     failed: int  # frames where the person was tracked but not one body keypoint was lifted
     noise: np.ndarray | None = None  # (70,) metres: each keypoint's noise about the clip's fit (guards only)
+    known: np.ndarray | None = None  # (T, 70) bool: placed by the clip's fit, not interpolated (guards only)
 
     def solve(self) -> SolvedMotion:
         """The skeleton in the Y-up frame; hands whose keypoints were lifted often enough (at rest when too noisy).
@@ -61,7 +62,8 @@ class TrackMotion:
         if self.noise is None:
             return solve(self.points @ CAMERA_TO_SKELETON.T, self.measured, hands)
         noisy = tuple(side for side in hands if not np.nanmedian(self.noise[hand_keypoints(side)]) <= FINGER_NOISE_M)
-        return solve(self.points @ CAMERA_TO_SKELETON.T, self.measured, hands, rest_hands=noisy, guarded=True)
+        return solve(self.points @ CAMERA_TO_SKELETON.T, self.measured, hands, rest_hands=noisy, guarded=True,
+                     placed=self.known & self.present[:, None])
 
 
 def _pixels_per_metre(keypoints_2d: np.ndarray, points: np.ndarray, available: np.ndarray) -> float | None:
@@ -161,21 +163,23 @@ class MotionRecorder:
             sampled = np.stack([track.rows[r][0] for r in rows]).astype(np.float64)  # (F, 70, 3)
             measured = np.zeros((total, BODY_KEYPOINTS), bool)
             measured[rows] = np.isfinite(sampled).all(axis=2)
-            noise = None
+            noise = known = None
             if self.guards:
                 raw = np.full((total, BODY_KEYPOINTS, 3), np.nan)
                 raw[rows] = sampled
                 flip = np.asarray(keypoint_meta()["flip_indices"][:BODY_KEYPOINTS], np.int64)
-                fitted, kept, noise = smooth_clip(raw, measured, self._fps(), flip)
+                fitted, kept, noise, supported = smooth_clip(raw, measured, self._fps(), flip)
                 if not self.smoothing:  # the faults still go (swaps exchanged, outliers filled), the noise stays
-                    fitted = raw
-                sampled = np.where(kept[rows, :, None], fitted[rows], np.nan)
+                    fitted = np.where(kept[..., None], raw, fitted)
+                sampled = np.where(supported[rows, :, None], fitted[rows], np.nan)
                 measured[rows] = kept[rows]
-            points = _fill(sampled, rows, measured, total, relative=self.guards)
+                known = np.zeros_like(measured)
+                known[rows] = supported[rows]
+            points = _fill(sampled, rows, known if self.guards else measured, total, relative=self.guards)
             present = np.zeros(total, bool)
             present[rows] = True
             failed = int((~measured[rows].any(axis=1)).sum())
-            found.append(TrackMotion(track_id, points.astype(np.float32), measured, present, failed, noise))
+            found.append(TrackMotion(track_id, points.astype(np.float32), measured, present, failed, noise, known))
         return found
 
     def _fps(self) -> float:
