@@ -77,7 +77,6 @@ def glb_positions(path: Path, track_id: int) -> dict:
         for child in gltf.nodes[node].children or []:
             parent[child] = node
             order.append(child)
-    frames = len(translation[root])
     position, glob = {}, {}
     for node in order:
         x, y, z, w = rotation[node].T

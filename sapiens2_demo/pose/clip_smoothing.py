@@ -21,8 +21,8 @@ WINDOW_S = 0.25  # half-width of the fitting window, seconds
 MIN_SAMPLES = 5  # fewer in a window: a straight line instead of a cubic
 OUTLIER_SIGMAS = 4.0
 MIN_OUTLIER_M = 0.08  # metres: never call a sample closer than this to the fit an outlier
-WIDER = (2,)  # the wider windows tried, in multiples of WINDOW_S
-WIDE_AGREES = 0.6  # the wider window's fit counts as agreeing within this fraction of the keypoint's noise
+WIDER = (2, 4)  # the wider windows tried, in multiples of WINDOW_S
+WIDE_AGREES = 0.3  # the wider window's fit counts as agreeing within this fraction of the keypoint's noise
 SWAP_GAIN = 0.5  # a frame is exchanged when its exchanged cost is under this fraction of its own
 
 
@@ -48,6 +48,14 @@ def local_cubic(points: np.ndarray, weights: np.ndarray, half: int, leave_out: b
         solved = np.linalg.solve(normal, rhs)[:, 0]  # the value at d = 0, (K, 3)
         out[t] = np.where((w.sum(0) > 0)[:, None], solved, np.nan)
     return out
+
+
+def _box_mean(values: np.ndarray, half: int) -> np.ndarray:
+    """(T, K) -> the mean over frames t-half..t+half (clipped to the clip), per keypoint."""
+    total = np.concatenate([np.zeros((1,) + values.shape[1:]), np.cumsum(values, 0)])
+    frames = np.arange(len(values))
+    lo, hi = np.maximum(frames - half, 0), np.minimum(frames + half + 1, len(values))
+    return (total[hi] - total[lo]) / (hi - lo)[:, None]
 
 
 def _residuals(points, fit):
@@ -86,7 +94,9 @@ def smooth_clip(points: np.ndarray, measured: np.ndarray, fps: float, flip: np.n
     # noise away; where they part (a swinging limb) this fit stands, with a smooth blend between
     for widen in WIDER:
         wide = local_cubic(points, keep.astype(float), widen * half)
-        parted = np.linalg.norm(wide - fit, axis=-1) / np.maximum(np.nan_to_num(noise, nan=0.0), 1e-3)
+        gap = np.nan_to_num(np.linalg.norm(wide - fit, axis=-1), nan=1.0)  # no fit: a metre apart (never agree)
+        gap = np.sqrt(_box_mean(gap ** 2, half))  # a bias is slow: judged over the window, not sample by sample
+        parted = gap / np.maximum(np.nan_to_num(noise, nan=0.0), 1e-3)
         narrow = np.clip((parted - WIDE_AGREES) / WIDE_AGREES, 0.0, 1.0)[..., None]
         fit = np.where(np.isfinite(wide), narrow * fit + (1 - narrow) * wide, fit)
     count = np.concatenate([np.zeros((1, keep.shape[1]), int), np.cumsum(keep, 0)])  # kept samples before t
