@@ -103,15 +103,15 @@ def _tracker(guards: bool):
     return PersonTracker(frame_rate=FPS)
 
 
-def run(clip: Clip, folder: Path, guards: bool = True) -> tuple[list, list[Path], object]:
+def run(clip: Clip, folder: Path, guards: bool = True, **options) -> tuple[list, list[Path], object]:
     """Feeds the clip to the video job's after-model path; returns per person their track id per frame (None =
-    not detected), the files written and the export."""
+    not detected), the files written and the export (`options` go to MotionVideoExport)."""
     from sapiens2_demo.export.mocap_video import MotionVideoExport
     from sapiens2_demo.pose.lift import Pose3DResult, drop_in_front
     from sapiens2_demo.pose.smoothing import KeypointSmoother
 
     tracker, smoother = _tracker(guards), KeypointSmoother()
-    export = MotionVideoExport(folder, fps=FPS, guards=guards)
+    export = MotionVideoExport(folder, fps=FPS, guards=guards, **options)
     ids = [[None] * clip.frames for _ in clip.truth]
     for f in range(clip.frames):
         people = [who for who in range(len(clip.truth)) if clip.boxes[who][f] is not None]

@@ -100,6 +100,7 @@ class VideoJob:
     beta: float | None = None
     keypoint_threshold: float = 0.3
     motion_3d: bool = False  # each frame's pose lifted to 3D, per track: pose_3d.jsonl, motion_<id>.bvh, motion.glb
+    motion_people: str = ""  # the track ids to write motion files for ("1, 3"); empty: everyone
     # dense
     remove_background: bool = True
     normals_background: str = "black"
@@ -120,6 +121,9 @@ class VideoJob:
         self.detect_every = max(int(self.detect_every), 1)
         self.batch_size = max(int(self.batch_size), 1)
         self.chunk_size = max(int(self.chunk_size), self.batch_size)
+        from ..export.mocap_video import chosen_people
+
+        chosen_people(self.motion_people)  # a bad list is refused before any work, in a sentence
         for spec in self.specs:
             spec.check(self.options_for(spec))
 

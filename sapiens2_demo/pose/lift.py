@@ -113,10 +113,12 @@ def lift_keypoints(pose: PoseResult, pointmap: PointmapResult, mask: np.ndarray 
 def drop_in_front(points: np.ndarray, available: np.ndarray, max_depth_gap: float = MAX_DEPTH_GAP) -> None:
     """In place on (N, K, 3) lifted points and (N, K) availability: a keypoint more than `max_depth_gap` metres
     in front of its person's median depth took the depth of someone covering it; it becomes not available."""
-    if not points.shape[0]:
+    rows = np.flatnonzero(available.any(axis=1))
+    if not rows.size:
         return
-    depths = np.where(available, points[..., 2], np.inf)  # unlifted keypoints sort last
-    body_depth = _quantile(np.sort(depths, axis=1), np.maximum(available.sum(1), 1), 0.5)[:, None]
+    depths = np.where(available[rows], points[rows, :, 2], np.inf)  # unlifted keypoints sort last
+    body_depth = np.full((len(points), 1), -np.inf)
+    body_depth[rows, 0] = _quantile(np.sort(depths, axis=1), available[rows].sum(1), 0.5)
     in_front = available & (points[..., 2] < body_depth - max_depth_gap)
     available &= ~in_front
     points[in_front] = np.nan

@@ -64,3 +64,19 @@ def test_rotation_orders_round_trip_and_stay_continuous():
     order = rotation_order(twist)
     assert order != "ZXY"
     assert np.abs(np.diff(continuous_euler(twist, order), axis=0)).max() < np.radians(10)
+
+
+def test_motion_files_for_the_people_asked_for_and_a_note_per_id(tmp_path):
+    from sapiens2_demo.export.mocap_video import chosen_people
+    from tests.motion_clips import make_clip
+    from tests.motion_truth import run
+
+    clip = make_clip("cross", noise=False, faults=False)
+    ids, files, export = run(clip, tmp_path, motion_people="2, 7")
+    assert sorted({i for i in ids[0] + ids[1] if i is not None and i >= 0}) == [1, 2]
+    assert sorted(p.name for p in files if p.suffix == ".bvh") == ["motion_2.bvh"]
+    assert any("only the people asked for (2, 7) of 1, 2; no person 7" in note for note in export.notes), export.notes
+    assert any(note.startswith("3D motion: id 2: motion_2.bvh") for note in export.notes), export.notes
+    assert chosen_people(" ") is None and chosen_people("3 1,2") == {1, 2, 3}
+    with pytest.raises(ValueError, match="track ids"):
+        chosen_people("Alice")
