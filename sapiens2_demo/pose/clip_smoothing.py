@@ -75,7 +75,7 @@ def smooth_clip(points: np.ndarray, measured: np.ndarray, fps: float, flip: np.n
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(T, K, 3) raw keypoints (NaN where not measured), (T, K) measured -> (smoothed points (T, K, 3); the
     samples kept (T, K); each keypoint's noise (K,) metres; where the smoothed points hold (T, K): a kept sample,
-    or kept samples on both sides within the window, so a dropped or missing sample is filled by the fit).
+    or kept samples on both sides within half the window, so a dropped or missing sample is filled by the fit).
     `flip` (K,) the left/right exchange of the keypoint order: swapped frames are exchanged back (in place in
     `points` and `measured`)."""
     half = max(2, int(round(WINDOW_S * fps)))
@@ -99,10 +99,13 @@ def smooth_clip(points: np.ndarray, measured: np.ndarray, fps: float, flip: np.n
         parted = gap / np.maximum(np.nan_to_num(noise, nan=0.0), 1e-3)
         narrow = np.clip((parted - WIDE_AGREES) / WIDE_AGREES, 0.0, 1.0)[..., None]
         fit = np.where(np.isfinite(wide), narrow * fit + (1 - narrow) * wide, fit)
+    # a hole is filled by the fit where kept samples lie close on both sides (half the window: a short hole);
+    # across a longer one a cubic through the far sides can swing anywhere
+    reach = max(1, half // 2)
     count = np.concatenate([np.zeros((1, keep.shape[1]), int), np.cumsum(keep, 0)])  # kept samples before t
     frames = np.arange(len(keep))
-    before = count[frames] - count[np.maximum(frames - half, 0)]
-    after = count[np.minimum(frames + half + 1, len(keep))] - count[frames + 1]
+    before = count[frames] - count[np.maximum(frames - reach, 0)]
+    after = count[np.minimum(frames + reach + 1, len(keep))] - count[frames + 1]
     supported = (keep | ((before > 0) & (after > 0))) & np.isfinite(fit).all(-1)
     return fit, keep, noise, supported
 

@@ -237,7 +237,11 @@ def solve(points: np.ndarray, measured: np.ndarray | None = None, hands: tuple[s
         from .clip_smoothing import bridge
 
         where = markers(np.where(np.asarray(measured if placed is None else placed, bool)[..., None], 0.0, np.nan))
-        motion.local = bridge(local, np.stack([_aim_measured(j, where, frames) for j in specs], 1))
+        known = np.stack([_aim_measured(j, where, frames) for j in specs], 1)
+        for i, parent in enumerate(parents):  # parents first: a joint below a bridged one is bridged too (its
+            if parent >= 0:                   # rotation relative to a guessed parent would jump when it returns)
+                known[:, i] &= known[:, parent]
+        motion.local = bridge(local, known)
         forward_kinematics(motion)
     return motion
 
