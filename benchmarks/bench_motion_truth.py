@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 KEYS = ("mpjpe_mm", "mpjpe_clean_mm", "body_jumps_90", "finger_jumps_90", "finger_steps", "euler_flips",
         "swap_error_mm", "baseline_error_mm", "height_error", "id_switches", "frames_lost")
+COUNTS = {"body_jumps_90", "finger_jumps_90", "finger_steps", "euler_flips", "id_switches", "frames_lost"}
 COLUMNS = ("mpjpe_mm", "mpjpe_noise_mm", "mpjpe_clean_mm", "finger_jumps_clean") + KEYS[2:]
 
 
@@ -47,7 +48,7 @@ def main(argv=None) -> None:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)
                 figures = measure(clip, guards=guards, seed=args.seed)
-            results[clip][label] = {k: _plain(figures[k]) for k in KEYS}
+            results[clip][label] = {k: _plain(k, figures[k]) for k in KEYS}
             table.append([clip, label] + [_text(figures[k]) for k in COLUMNS])
             print(" ".join(table[-1][:2]), "done", file=sys.stderr, flush=True)
     print("| clip | path | " + " | ".join(COLUMNS) + " |")
@@ -59,9 +60,8 @@ def main(argv=None) -> None:
         print(f"wrote {args.json}")
 
 
-def _plain(value):
-    return int(value) if isinstance(value, (int,)) or float(value).is_integer() and not isinstance(value, float) \
-        else round(float(value), 4)
+def _plain(key: str, value):
+    return int(value) if key in COUNTS else round(float(value), 4)
 
 
 def _text(value) -> str:
