@@ -170,8 +170,8 @@ def motion(name: str) -> list[np.ndarray]:
             p[f"{s}_elbow"] = 0.3 + 0.8 * down
         people = [p]
     elif name == "cross":
-        people = [_walking(t, [-0.6, 0.95, -4.0], [0.3, 0, 0]),
-                  _walking(t, [0.9, 0.95, -6.0], [-0.45, 0, 0], phase0=1.3)]
+        people = [_walking(t, [-0.5, 0.95, -4.0], [0.25, 0, 0]),  # 0.8 m apart in depth: the boxes overlap
+                  _walking(t, [0.6, 0.95, -4.8], [-0.3, 0, 0], phase0=1.3)]
     elif name == "leave_return":  # out past the right edge and back in
         p = _walking(t, [1.3, 0.95, -4.5], [1.3, 0, 0])
         p["root"][:, 0] = 1.3 + 1.3 * np.minimum(t, 4.1 - t)  # turns back at 2.05 s, 1.5 s after leaving
@@ -290,6 +290,7 @@ def make_clip(name: str, *, noise: bool = True, faults: bool = True, seed: int =
             scores = np.where(hidden[who] & body_points, 0.4, scores)
             if noise:
                 pixels = pixels + np.where(hidden[who][..., None], rng.normal(0, 2.0, pixels.shape), 0)
+        box_pixels, box_scores = pixels.copy(), scores.copy()  # the detector's boxes know nothing of pose faults
         swaps, faulty = [], set()
         if faults:
             busy = [f for f in range(2, frames - 2) if inside[f][body_points].mean() > 0.6
@@ -323,11 +324,11 @@ def make_clip(name: str, *, noise: bool = True, faults: bool = True, seed: int =
             detected &= (hidden[who] & body_points).sum(1) < 0.5 * body_points.sum()
         boxes = []
         for f in range(frames):
-            seen = (scores[f] > 0.3) & np.isfinite(pixels[f]).all(1)
+            seen = (box_scores[f] > 0.3) & np.isfinite(box_pixels[f]).all(1)
             if not detected[f] or seen.sum() < 3:
                 boxes.append(None)
                 continue
-            low, high = pixels[f][seen].min(0), pixels[f][seen].max(0)
+            low, high = box_pixels[f][seen].min(0), box_pixels[f][seen].max(0)
             pad = 0.1 * (high - low)
             boxes.append(np.clip(np.concatenate([low - pad, high + pad]), 0, [SIZE[1], SIZE[0]] * 2))
         pixels = np.where(body_points[None, :, None], pixels, np.nan)

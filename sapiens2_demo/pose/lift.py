@@ -8,9 +8,9 @@ is refused instead, since no single depth there is right. A keypoint is not avai
   - its own pixel is outside the image or the mask;
   - fewer than 25 % of the window's in-image pixels are valid;
   - the valid samples' depth spread (interquartile range of z) exceeds `max_spread` metres;
-  - it lies more than `max_depth_gap` metres in front of the person's median depth (the median of their lifted
-    keypoints): a keypoint hidden behind someone else reads the depth of whoever covers it, and no pose puts a
-    joint that far before the rest of the body (None: no such check).
+  - it lies more than `max_depth_gap` metres in front of the person's depth (the 75th percentile of their lifted
+    keypoints' depths): a keypoint hidden behind someone else reads the depth of whoever covers it, and no pose
+    puts a joint that far before the rest of the body (None: no such check).
 Lifted points are in the camera frame of the input image (x right, y down, z forward, metres), NaN where
 not available.
 """
@@ -26,6 +26,7 @@ from .meta import NUM_KEYPOINTS
 
 MIN_VALID_FRACTION = 0.25
 MAX_DEPTH_GAP = 0.8  # metres: an outstretched arm reaches ~0.7 m in front of the torso
+BODY_QUANTILE = 0.75  # the person's depth: whoever covers part of them is in front, so a far quantile is theirs
 
 
 @dataclass
@@ -112,13 +113,14 @@ def lift_keypoints(pose: PoseResult, pointmap: PointmapResult, mask: np.ndarray 
 
 def drop_in_front(points: np.ndarray, available: np.ndarray, max_depth_gap: float = MAX_DEPTH_GAP) -> None:
     """In place on (N, K, 3) lifted points and (N, K) availability: a keypoint more than `max_depth_gap` metres
-    in front of its person's median depth took the depth of someone covering it; it becomes not available."""
+    in front of its person's depth (the 75th percentile of their lifted keypoints: right while up to three
+    quarters of them are covered) took the depth of someone covering it; it becomes not available."""
     rows = np.flatnonzero(available.any(axis=1))
     if not rows.size:
         return
     depths = np.where(available[rows], points[rows, :, 2], np.inf)  # unlifted keypoints sort last
     body_depth = np.full((len(points), 1), -np.inf)
-    body_depth[rows, 0] = _quantile(np.sort(depths, axis=1), available[rows].sum(1), 0.5)
+    body_depth[rows, 0] = _quantile(np.sort(depths, axis=1), available[rows].sum(1), BODY_QUANTILE)
     in_front = available & (points[..., 2] < body_depth - max_depth_gap)
     available &= ~in_front
     points[in_front] = np.nan

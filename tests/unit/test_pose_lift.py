@@ -202,7 +202,8 @@ def test_no_available_joint_raises(tmp_path, lifted):
 
 def test_keypoints_far_in_front_of_their_person_took_an_occluders_depth():
     """A hidden keypoint reads the depth of whoever covers it: more than max_depth_gap (0.8 m) in front of its
-    person's median depth it is not available; an arm reaching 0.6 m forward is kept; nobody lifted: no change."""
+    person's depth it is not available, even with half the person covered; an arm reaching 0.6 m forward is kept;
+    nobody lifted: no change."""
     from sapiens2_demo.pose.lift import drop_in_front
 
     points = np.zeros((3, 6, 3), np.float32)
@@ -210,9 +211,11 @@ def test_keypoints_far_in_front_of_their_person_took_an_occluders_depth():
     points[0, 1, 2] = 2.0  # behind someone 2 m nearer
     points[0, 2, 2] = 3.4  # a hand reaching forward
     points[1, :, 2] = 6.0
+    points[1, :3, 2] = 4.5  # half of this one behind someone
     available = np.ones((3, 6), bool)
     available[0, 5] = False
     available[2] = False
     drop_in_front(points, available)
     assert available[0].tolist() == [True, False, True, True, True, False] and np.isnan(points[0, 1]).all()
-    assert available[1].all() and not available[2].any() and points[0, 2, 2] == np.float32(3.4)
+    assert available[1].tolist() == [False] * 3 + [True] * 3
+    assert not available[2].any() and points[0, 2, 2] == np.float32(3.4)
