@@ -10,7 +10,8 @@ is refused instead, since no single depth there is right. A keypoint is not avai
   - the valid samples' depth spread (interquartile range of z) exceeds `max_spread` metres;
   - it lies more than `max_depth_gap` metres in front of the person's depth (the 75th percentile of their lifted
     keypoints' depths): a keypoint hidden behind someone else reads the depth of whoever covers it, and no pose
-    puts a joint that far before the rest of the body (None: no such check).
+    puts a joint that far before the rest of the body; or it lies in the box of someone nearer and at their depth
+    (None: neither check; see `drop_in_front`).
 Lifted points are in the camera frame of the input image (x right, y down, z forward, metres), NaN where
 not available.
 """
@@ -27,6 +28,7 @@ from .meta import NUM_KEYPOINTS
 MIN_VALID_FRACTION = 0.25
 MAX_DEPTH_GAP = 0.8  # metres: an outstretched arm reaches ~0.7 m in front of the torso
 BODY_QUANTILE = 0.75  # the person's depth: whoever covers part of them is in front, so a far quantile is theirs
+OCCLUDER_GAP = 0.4  # metres: someone this much nearer can hide a person; a keypoint this near their depth is theirs
 
 
 @dataclass
@@ -107,20 +109,32 @@ def lift_keypoints(pose: PoseResult, pointmap: PointmapResult, mask: np.ndarray 
 
     lifted, available = lifted.reshape(people, count, 3), available.reshape(people, count)
     if max_depth_gap is not None:
-        drop_in_front(lifted, available, max_depth_gap)
+        drop_in_front(lifted, available, max_depth_gap, keypoints=keypoints, boxes=pose.boxes)
     return Pose3DResult(points=lifted, scores=scores.copy(), available=available, track_ids=track_ids)
 
 
-def drop_in_front(points: np.ndarray, available: np.ndarray, max_depth_gap: float = MAX_DEPTH_GAP) -> None:
-    """In place on (N, K, 3) lifted points and (N, K) availability: a keypoint more than `max_depth_gap` metres
-    in front of its person's depth (the 75th percentile of their lifted keypoints: right while up to three
-    quarters of them are covered) took the depth of someone covering it; it becomes not available."""
+def drop_in_front(points: np.ndarray, available: np.ndarray, max_depth_gap: float = MAX_DEPTH_GAP,
+                  keypoints: np.ndarray | None = None, boxes: np.ndarray | None = None) -> None:
+    """In place on (N, K, 3) lifted points and (N, K) availability: keypoints that took the depth of someone
+    covering them become not available. A person's depth is the 75th percentile of their lifted keypoints' depths
+    (right while up to three quarters of them are covered). Dropped: a keypoint more than `max_depth_gap` metres in
+    front of its person's depth; and, given the (N, K, 2) image `keypoints` and (N, 4) `boxes`, one inside the box
+    of someone at least OCCLUDER_GAP nearer whose depth it took (within OCCLUDER_GAP of theirs)."""
     rows = np.flatnonzero(available.any(axis=1))
     if not rows.size:
         return
     depths = np.where(available[rows], points[rows, :, 2], np.inf)  # unlifted keypoints sort last
-    body_depth = np.full((len(points), 1), -np.inf)
-    body_depth[rows, 0] = _quantile(np.sort(depths, axis=1), available[rows].sum(1), BODY_QUANTILE)
-    in_front = available & (points[..., 2] < body_depth - max_depth_gap)
-    available &= ~in_front
-    points[in_front] = np.nan
+    body_depth = np.full(len(points), -np.inf)
+    body_depth[rows] = _quantile(np.sort(depths, axis=1), available[rows].sum(1), BODY_QUANTILE)
+    dropped = available & (points[..., 2] < body_depth[:, None] - max_depth_gap)
+    if keypoints is not None and boxes is not None:
+        xy = np.asarray(keypoints, np.float64).reshape(len(points), -1, 2)
+        for i in rows:
+            for j in rows:
+                if j == i or body_depth[j] > body_depth[i] - OCCLUDER_GAP:
+                    continue
+                x1, y1, x2, y2 = np.asarray(boxes[j], np.float64)
+                inside = (xy[i, :, 0] >= x1) & (xy[i, :, 0] <= x2) & (xy[i, :, 1] >= y1) & (xy[i, :, 1] <= y2)
+                dropped[i] |= available[i] & inside & (np.abs(points[i, :, 2] - body_depth[j]) < OCCLUDER_GAP)
+    available &= ~dropped
+    points[dropped] = np.nan
