@@ -1,22 +1,25 @@
 """Zero-lag smoothing of a person's 3D keypoints over a whole recorded clip, with the model's faults taken out.
 
 A recorded video is smoothed after the fact, so nothing needs to lag: each frame's keypoint is a local cubic
-fitted by weighted least squares to the samples within WINDOW_S around it (tricube weights, as LOESS). A cubic
-follows a moving limb (no lag, no overshoot: a clean walk comes through within a millimetre) and averages the
-noise of ~11 samples. Faults a pose model makes on single frames are found against that fit and taken out:
-  - left/right swaps: a frame whose keypoints fit much better with left and right exchanged is exchanged back;
+fitted by weighted least squares to the samples within WINDOW_S around it (tricube weights, as LOESS): it follows a
+moving limb (a clean walk comes through within 1.3 mm) and averages the noise of the samples around. Where a fit
+over a window 2x or 4x as wide agrees with it over the window (a still torso; a bias shows as a slow gap), the
+wider one is blended in to average more noise away. Faults a pose model makes on single frames are taken out:
+  - left/right swaps: a frame whose keypoints fit their neighbours' fit (leave-one-out) much better with left and
+    right exchanged is exchanged back;
   - outliers (junk keypoints, a keypoint on another person, a depth off the body): samples further from the fit
-    than OUTLIER_SIGMAS times the keypoint's robust noise (and at least MIN_OUTLIER_M) are dropped and refitted;
-  - frames with few keypoints (low confidence: not lifted) simply have fewer samples; the fit fills them.
-`noise_level` reports each keypoint's noise (the robust spread of its residuals), which the solver uses to leave
-fingers at rest when their keypoints are too noisy to give a direction.
+    than OUTLIER_SIGMAS times the keypoint's median residual (and at least MIN_OUTLIER_M) are dropped;
+  - a dropped or missing sample (a low-confidence frame is not lifted) is filled by the fit where kept samples lie
+    close on both sides; longer holes are left to the solver, which turns the joints between the frames around
+    them (`bridge`).
+`smooth_clip` also reports each keypoint's noise about the fit, by which the solver leaves fingers at rest when
+their keypoints are too noisy to give a direction.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-DEGREE = 3
 WINDOW_S = 0.25  # half-width of the fitting window, seconds
 MIN_SAMPLES = 5  # fewer in a window: a straight line instead of a cubic
 OUTLIER_SIGMAS = 4.0
@@ -40,10 +43,10 @@ def local_cubic(points: np.ndarray, weights: np.ndarray, half: int, leave_out: b
         if leave_out:
             w[t - lo] = 0.0
         count = (w > 0).sum(0)  # (K,)
-        basis = d[:, None] ** np.arange(DEGREE + 1)  # (w, DEGREE + 1)
-        # fewer samples than the polynomial needs: a line (a tiny ridge keeps the solve defined either way)
-        ridge = np.where(count[:, None] >= MIN_SAMPLES + DEGREE - 3, 1e-9, np.where(np.arange(DEGREE + 1) < 2, 1e-9, 1e3))
-        normal = np.einsum("wk,wa,wb->kab", w, basis, basis) + ridge[:, :, None] * np.eye(DEGREE + 1)
+        basis = d[:, None] ** np.arange(4)  # (w, 4): 1, d, d^2, d^3
+        # fewer samples than a cubic needs: a line (a tiny ridge keeps the solve defined either way)
+        ridge = np.where(count[:, None] >= MIN_SAMPLES, 1e-9, np.where(np.arange(4) < 2, 1e-9, 1e3))
+        normal = np.einsum("wk,wa,wb->kab", w, basis, basis) + ridge[:, :, None] * np.eye(4)
         rhs = np.einsum("wk,wa,wkc->kac", w, basis, values[lo:hi])
         solved = np.linalg.solve(normal, rhs)[:, 0]  # the value at d = 0, (K, 3)
         out[t] = np.where((w.sum(0) > 0)[:, None], solved, np.nan)

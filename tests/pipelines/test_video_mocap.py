@@ -70,8 +70,10 @@ def test_one_person_gives_one_bvh_at_the_video_rate(clip, key, tmp_path, one_wal
     hips = one_walker[:, [9, 10]].mean(1) * [1, -1, -1]  # camera frame -> Y up
     measured = [t for t in range(FRAMES) if t != 5]
     assert np.abs(positions[measured, 0] - hips[measured]).max() < 0.01
-    # the failed frame is filled between its neighbours
-    assert np.allclose(positions[5, 0], (hips[4] + hips[6]) / 2, atol=1e-4)
+    # the failed frame is filled by the clip's fit through the frames around it: nearer the walker's own hips than
+    # the straight line between its neighbours (the hips bob on a curve)
+    filled, straight = (np.linalg.norm(v - hips[5]) for v in (positions[5, 0], (hips[4] + hips[6]) / 2))
+    assert filled < 0.003 and filled < straight, (filled, straight)
 
 
 def test_random_weights_give_a_note_and_no_broken_file(clip, key, tmp_path):
