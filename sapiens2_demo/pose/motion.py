@@ -12,8 +12,10 @@ first and after the last). Frames before a person appears and after they leave h
 
 With `guards` (the default) the skeleton is not fed the One Euro output (a causal filter lags a moving limb and
 stretches its bones) but the raw lifted keypoints smoothed over the whole clip with zero lag, swapped left/right
-frames exchanged back and outliers dropped (clip_smoothing.py), and fingers too noisy to give a direction are
-left at rest. `guards=False` is the path before those guards (kept to measure them: tests/motion_truth.py).
+frames exchanged back, outliers dropped and short holes filled by the fit (clip_smoothing.py; with `smoothing` off
+the kept samples stay as lifted); longer holes are filled relative to the mid-hip point, and the solver turns the
+joints they drive between the frames around them; fingers too noisy to give a direction are left at rest.
+`guards=False` is the path before those guards (kept to measure them: tests/motion_truth.py).
 """
 
 from __future__ import annotations
