@@ -26,6 +26,7 @@ OUTLIER_SIGMAS = 4.0
 MIN_OUTLIER_M = 0.08  # metres: never call a sample closer than this to the fit an outlier
 WIDER = (2, 4)  # the wider windows tried, in multiples of WINDOW_S
 WIDE_AGREES = 0.3  # the wider window's fit counts as agreeing within this fraction of the keypoint's noise
+CHUNK = 256  # frames fitted at once (bounds the memory of the windows)
 SWAP_GAIN = 0.5  # a frame is exchanged when its exchanged cost is under this fraction of its own
 
 
@@ -33,23 +34,31 @@ def local_cubic(points: np.ndarray, weights: np.ndarray, half: int, leave_out: b
     """(T, K, 3) -> (T, K, 3): per frame and keypoint the weighted local cubic over frames t-half..t+half,
     evaluated at t; NaN where the window has no weight. `weights` (T, K) >= 0 (0: no sample). `leave_out`:
     without frame t's own sample (what its neighbours say it should be: a fault cannot pull its own fit)."""
-    frames = len(points)
-    values = np.where(weights[..., None] > 0, points, 0.0)
+    from numpy.lib.stride_tricks import sliding_window_view
+
+    frames, keypoints = weights.shape
+    d = np.arange(-half, half + 1) / (half + 1.0)
+    kernel = (1 - np.abs(d) ** 3) ** 3  # tricube
+    if leave_out:
+        kernel[half] = 0.0
+    basis = d[:, None] ** np.arange(4)  # (W, 4): 1, d, d^2, d^3
+    pairs = (basis[:, :, None] * basis[:, None, :]).reshape(len(d), 16)
+    # frames beyond the clip weigh nothing: the window is cut at the clip's ends
+    padded_w = np.pad(np.where(np.isfinite(points).all(-1), weights, 0.0), ((half, half), (0, 0)))
+    padded_v = np.pad(np.nan_to_num(points), ((half, half), (0, 0), (0, 0)))
     out = np.full(points.shape, np.nan)
-    for t in range(frames):
-        lo, hi = max(0, t - half), min(frames, t + half + 1)
-        d = (np.arange(lo, hi) - t) / (half + 1.0)
-        w = weights[lo:hi] * ((1 - np.abs(d) ** 3) ** 3)[:, None]  # (w, K)
-        if leave_out:
-            w[t - lo] = 0.0
-        count = (w > 0).sum(0)  # (K,)
-        basis = d[:, None] ** np.arange(4)  # (w, 4): 1, d, d^2, d^3
+    for start in range(0, frames, CHUNK):
+        stop = min(start + CHUNK, frames)
+        w = sliding_window_view(padded_w[start:stop + 2 * half], len(d), axis=0) * kernel  # (t, K, W)
+        v = sliding_window_view(padded_v[start:stop + 2 * half], len(d), axis=0)  # (t, K, 3, W)
+        count = (w > 0).sum(-1)  # (t, K)
+        normal = (w @ pairs).reshape(stop - start, keypoints, 4, 4)
         # fewer samples than a cubic needs: a line (a tiny ridge keeps the solve defined either way)
-        ridge = np.where(count[:, None] >= MIN_SAMPLES, 1e-9, np.where(np.arange(4) < 2, 1e-9, 1e3))
-        normal = np.einsum("wk,wa,wb->kab", w, basis, basis) + ridge[:, :, None] * np.eye(4)
-        rhs = np.einsum("wk,wa,wkc->kac", w, basis, values[lo:hi])
-        solved = np.linalg.solve(normal, rhs)[:, 0]  # the value at d = 0, (K, 3)
-        out[t] = np.where((w.sum(0) > 0)[:, None], solved, np.nan)
+        ridge = np.where(count[..., None] >= MIN_SAMPLES, 1e-9, np.where(np.arange(4) < 2, 1e-9, 1e3))
+        normal += ridge[..., None] * np.eye(4)
+        rhs = np.swapaxes((w[:, :, None, :] * v) @ basis, -1, -2)  # (t, K, 4, 3)
+        solved = np.linalg.solve(normal, rhs)[..., 0, :]  # the value at d = 0
+        out[start:stop] = np.where((w.sum(-1) > 0)[..., None], solved, np.nan)
     return out
 
 
