@@ -9,6 +9,8 @@ wider one is blended in to average more noise away. Faults a pose model makes on
     right exchanged is exchanged back;
   - outliers (junk keypoints, a keypoint on another person, a depth off the body): samples further from the fit
     than OUTLIER_SIGMAS times the keypoint's median residual (and at least MIN_OUTLIER_M) are dropped;
+  - a frame whose whole body sits 0.4 m off the depth of the frames around it (keypoints read off someone in
+    front, or landed on another person) is dropped;
   - a dropped or missing sample (a low-confidence frame is not lifted) is filled by the fit where kept samples lie
     close on both sides; longer holes are left to the solver, which turns the joints between the frames around
     them (`bridge`).
@@ -26,6 +28,7 @@ OUTLIER_SIGMAS = 4.0
 MIN_OUTLIER_M = 0.08  # metres: never call a sample closer than this to the fit an outlier
 WIDER = (2, 4)  # the wider windows tried, in multiples of WINDOW_S
 WIDE_AGREES = 0.3  # the wider window's fit counts as agreeing within this fraction of the keypoint's noise
+DISPLACED_M, DISPLACED_WINDOW_S = 0.4, 0.5  # a whole frame this far off the depth around it is not the person
 CHUNK = 256  # frames fitted at once (bounds the memory of the windows)
 SWAP_GAIN = 0.5  # a frame is exchanged when its exchanged cost is under this fraction of its own
 
@@ -91,6 +94,7 @@ def smooth_clip(points: np.ndarray, measured: np.ndarray, fps: float, flip: np.n
     `flip` (K,) the left/right exchange of the keypoint order: swapped frames are exchanged back (in place in
     `points` and `measured`)."""
     half = max(2, int(round(WINDOW_S * fps)))
+    _drop_displaced_frames(points, measured, fps)
     keep = measured & np.isfinite(points).all(-1)
     if flip is not None:
         _unswap(points, keep, measured, local_cubic(points, keep.astype(float), half, leave_out=True), flip)
@@ -120,6 +124,23 @@ def smooth_clip(points: np.ndarray, measured: np.ndarray, fps: float, flip: np.n
     after = count[np.minimum(frames + reach + 1, len(keep))] - count[frames + 1]
     supported = (keep | ((before > 0) & (after > 0))) & np.isfinite(fit).all(-1)
     return fit, keep, noise, supported
+
+
+def _drop_displaced_frames(points: np.ndarray, measured: np.ndarray, fps: float) -> None:
+    """Drops (in `measured`, in place) whole frames whose body sits more than DISPLACED_M off the depth of the
+    frames around it (the median over DISPLACED_WINDOW_S each side): keypoints read off someone in front of a
+    mostly hidden person, or landed on another person, all at once, which no single keypoint stands out from."""
+    depth = np.full(len(points), np.nan)
+    seen = measured.any(1)
+    if seen.sum() < 3:
+        return
+    depth[seen] = [np.median(points[t, measured[t], 2]) for t in np.flatnonzero(seen)]
+    reach = max(1, int(round(DISPLACED_WINDOW_S * fps)))
+    for t in np.flatnonzero(seen):
+        around = depth[max(0, t - reach):t + reach + 1]
+        around = around[np.isfinite(around)]
+        if len(around) >= 3 and abs(depth[t] - np.median(around)) > DISPLACED_M:
+            measured[t] = False
 
 
 def _unswap(points, keep, measured, fit, flip) -> None:
