@@ -52,4 +52,5 @@ bench: setup-dev
 	$(OFFLINE) $(PY) benchmarks/bench_gpu.py
 	$(OFFLINE) $(PY) benchmarks/bench_batch.py
 	$(OFFLINE) $(PY) benchmarks/bench_mocap.py
+	$(OFFLINE) $(PY) benchmarks/bench_motion_truth.py
 	$(OFFLINE) $(PY) benchmarks/bench_standins.py

@@ -5,6 +5,12 @@ with Zrotation Xrotation Yrotation, OFFSETs in metres (Y up, facing +Z: what Ble
 default settings, forward -Z / up Y, at scale 1). MOTION: one line per frame, angles in degrees; a joint's
 rotation is Rz(z) @ Rx(x) @ Ry(y) in the listed order, applied to its offset-child vectors (the usual BVH
 convention), and a joint's position is its parent's plus the parent's accumulated rotation times its OFFSET.
+
+With `guards` (the default) each joint gets its own rotation order: Zrotation Xrotation Yrotation unless the joint
+comes near that order's gimbal lock (the middle angle near +-90 degrees, where the outer two channels swing
+wildly for a small turn: a hand along the arm's axis, a raised arm), then the order whose middle angle stays
+furthest from it over the clip; and the angles are chosen per frame among the two Euler solutions and the 360
+degree turns as the ones nearest the previous frame's, so every channel moves as little as the rotation does.
 """
 
 from __future__ import annotations
@@ -31,6 +37,48 @@ def euler_zxy(rotations: np.ndarray) -> np.ndarray:
     return np.stack([z, x, y], axis=-1)
 
 
+ORDERS = ("ZXY", "XYZ", "YZX", "XZY", "ZYX", "YXZ")
+SAFE_MIDDLE = np.radians(60)  # ZXY is kept while its middle angle stays within this
+
+
+def euler(rotations: np.ndarray, order: str) -> np.ndarray:
+    """(..., 3, 3) -> (..., 3) angles in radians (a, b, c) with R = R_order[0](a) R_order[1](b) R_order[2](c)."""
+    r = np.asarray(rotations, dtype=np.float64)
+    i, j, k = ("XYZ".index(axis) for axis in order)
+    sign = 1.0 if (i, j, k) in ((0, 1, 2), (1, 2, 0), (2, 0, 1)) else -1.0
+    b = np.arcsin(np.clip(sign * r[..., i, k], -1.0, 1.0))
+    a = np.arctan2(-sign * r[..., j, k], r[..., k, k])
+    c = np.arctan2(-sign * r[..., i, j], r[..., i, i])
+    locked = np.abs(r[..., i, k]) > 1 - 1e-9  # a and c turn about one axis: c = 0, a takes it all
+    if locked.any():
+        a = np.where(locked, np.arctan2(sign * r[..., k, j], r[..., j, j]), a)
+        c = np.where(locked, 0.0, c)
+    return np.stack([a, b, c], axis=-1)
+
+
+def continuous_euler(rotations: np.ndarray, order: str) -> np.ndarray:
+    """(T, ..., 3, 3) -> (T, ..., 3) angles: per frame the Euler solution (of the two, each angle give or take 360
+    degrees) nearest the previous frame's."""
+    first = euler(rotations, order)
+    second = first + np.array([np.pi, 0.0, np.pi])
+    second[..., 1] = np.pi - first[..., 1]
+    out = first.copy()
+    for t in range(1, len(first)):
+        options = []
+        for candidate in (first[t], second[t]):
+            unwrapped = candidate + 2 * np.pi * np.round((out[t - 1] - candidate) / (2 * np.pi))
+            options.append(unwrapped)
+        use_second = np.abs(options[1] - out[t - 1]).sum(-1) < np.abs(options[0] - out[t - 1]).sum(-1)
+        out[t] = np.where(use_second[..., None], options[1], options[0])
+    return out
+
+
+def rotation_order(rotations: np.ndarray) -> str:
+    """(T, 3, 3) one joint's rotations -> ZXY, or the order whose middle angle keeps furthest from +-90 degrees."""
+    worst = {order: np.abs(euler(rotations, order)[:, 1]).max() for order in ORDERS}
+    return "ZXY" if worst["ZXY"] <= SAFE_MIDDLE else min(ORDERS, key=worst.get)
+
+
 def _children(motion: SolvedMotion) -> list[list[int]]:
     children = [[] for _ in motion.names]
     for i, parent in enumerate(motion.parents):
@@ -48,11 +96,12 @@ def _vector(values) -> str:
     return " ".join(_number(float(v)) for v in values)
 
 
-def bvh_text(motion: SolvedMotion, frame_time: float) -> str:
+def bvh_text(motion: SolvedMotion, frame_time: float, guards: bool = True) -> str:
     """The whole file as text (see the module docstring)."""
     if not (math.isfinite(frame_time) and frame_time > 0):
         raise ValueError(f"frame time must be a positive number of seconds, got {frame_time}")
     children = _children(motion)
+    orders = [rotation_order(motion.local[:, i]) if guards else "ZXY" for i in range(len(motion.names))]
     lines = ["HIERARCHY"]
 
     def joint(i: int, depth: int) -> None:
@@ -60,8 +109,8 @@ def bvh_text(motion: SolvedMotion, frame_time: float) -> str:
         lines.append(f"{pad}{'ROOT' if motion.parents[i] < 0 else 'JOINT'} {motion.names[i]}")
         lines.append(pad + "{")
         lines.append(f"{pad}  OFFSET {_vector(motion.offsets[i])}")
-        channels = f"6 Xposition Yposition Zposition {ROTATION_CHANNELS}" if motion.parents[i] < 0 \
-            else f"3 {ROTATION_CHANNELS}"
+        rotation = " ".join(f"{axis}rotation" for axis in orders[i])
+        channels = f"6 Xposition Yposition Zposition {rotation}" if motion.parents[i] < 0 else f"3 {rotation}"
         lines.append(f"{pad}  CHANNELS {channels}")
         for child in children[i]:
             joint(child, depth + 1)
@@ -83,15 +132,18 @@ def bvh_text(motion: SolvedMotion, frame_time: float) -> str:
             walk(child)
 
     walk(0)
-    angles = np.degrees(np.unwrap(euler_zxy(motion.local[:, order]), axis=0))  # (T, J, 3)
+    if guards:
+        angles = np.degrees(np.stack([continuous_euler(motion.local[:, i], orders[i]) for i in order], 1))
+    else:
+        angles = np.degrees(np.unwrap(euler_zxy(motion.local[:, order]), axis=0))  # (T, J, 3)
     values = np.concatenate([motion.root, angles.reshape(len(angles), -1)], axis=1)
     lines += ["MOTION", f"Frames: {len(values)}", f"Frame Time: {frame_time:.8f}"]
     lines += [" ".join(_number(v) for v in row) for row in values.tolist()]
     return "\n".join(lines) + "\n"
 
 
-def write_bvh(motion: SolvedMotion, folder, name: str, frame_time: float) -> Path:
-    text, path = bvh_text(motion, frame_time), target(folder, name)
+def write_bvh(motion: SolvedMotion, folder, name: str, frame_time: float, guards: bool = True) -> Path:
+    text, path = bvh_text(motion, frame_time, guards), target(folder, name)
     with atomic_write(path) as partial:  # a reader never sees a half-written file
         partial.write_text(text)
     return path

@@ -34,15 +34,30 @@ def person_document(person: dict) -> dict:
             "scores": _values(person["scores"], 4), "measured": np.asarray(person["measured"], np.int8).tolist()}
 
 
+def chosen_people(text) -> frozenset[int] | None:
+    """The track ids in a "1, 3" list (spaces or commas); None for an empty one (everyone). ValueError, in a
+    sentence, for anything else."""
+    words = str(text or "").replace(",", " ").split()
+    if not words:
+        return None
+    if not all(word.isdigit() for word in words):
+        raise ValueError(f"People to export must be track ids (the numbers drawn on the video) such as '1, 3', "
+                         f"got {text!r}.")
+    return frozenset(int(word) for word in words)
+
+
 class MotionVideoExport:
     """add(index, time, pose_result) per processed frame (a PoseResult with `lifted` and `track_ids`), then close()
-    -> the files written, or abort(). `notes` says what was written, for whom, and what was filled."""
+    -> the files written, or abort(). `notes` says what was written, for whom, and what was filled.
+    `motion_people` ("1, 3"; empty: everyone) limits the BVH files and motion.glb to those track ids."""
 
     def __init__(self, folder: Path, *, fps: float, smoothing: bool = True, min_cutoff: float | None = None,
-                 beta: float | None = None, tracking: bool = True, **_):
-        self.folder, self.fps, self.tracking = Path(folder), float(fps), tracking
+                 beta: float | None = None, tracking: bool = True, guards: bool = True, motion_people: str = "",
+                 **_):
+        self.folder, self.fps, self.tracking, self.guards = Path(folder), float(fps), tracking, guards
+        self.people = chosen_people(motion_people)
         self.lines = JsonLinesWriter(self.folder / "pose_3d.jsonl")
-        self.recorder = MotionRecorder(smoothing=smoothing, min_cutoff=min_cutoff, beta=beta)
+        self.recorder = MotionRecorder(smoothing=smoothing, min_cutoff=min_cutoff, beta=beta, guards=guards)
         self.notes: list[str] = []
         self._written: list[Path] = []
         self._unlifted = 0  # frames with people but no lift at all (the pointmap model not run)
@@ -64,7 +79,19 @@ class MotionVideoExport:
         self.lines.close()
         files = [self.lines.path]
         solved = []
-        for track in self.recorder.tracks():
+        tracks = self.recorder.tracks()
+        if self.people is not None:
+            found = [t.track_id for t in tracks]
+            missing = sorted(self.people - set(found))
+            tracks = [t for t in tracks if t.track_id in self.people]
+            self.notes.append(f"3D motion: only the people asked for ({', '.join(map(str, sorted(self.people)))}) of "
+                              f"{', '.join(map(str, found)) or 'nobody'}"
+                              + (f"; no person {', '.join(map(str, missing))} in this clip." if missing else "."))
+        for track in tracks:
+            seen = np.flatnonzero(track.present)
+            self.notes.append(f"3D motion: id {track.track_id}: motion_{track.track_id}.bvh (and track_"
+                              f"{track.track_id} in motion.glb), seen on {len(seen)} processed frames "
+                              f"({seen[0]}-{seen[-1]}).")
             try:
                 solved.append((track.track_id, track.solve()))
             except ValueError as error:
@@ -75,7 +102,8 @@ class MotionVideoExport:
                                   f"{int(track.present.sum())} frames; those frames are filled by interpolation "
                                   '(and have "measured" 0 in pose_3d.jsonl).')
         for track_id, motion in solved:
-            self._written.append(write_bvh(motion, self.folder, f"motion_{track_id}.bvh", 1.0 / self.fps))
+            self._written.append(write_bvh(motion, self.folder, f"motion_{track_id}.bvh", 1.0 / self.fps,
+                                           self.guards))
             missing = [name for name, seen in zip(motion.names, motion.seen) if not seen]
             if missing:
                 self.notes.append(f"3D motion: person {track_id}: {', '.join(missing)} never placed in 3D "

@@ -100,6 +100,7 @@ class VideoJob:
     beta: float | None = None
     keypoint_threshold: float = 0.3
     motion_3d: bool = False  # each frame's pose lifted to 3D, per track: pose_3d.jsonl, motion_<id>.bvh, motion.glb
+    motion_people: str = ""  # the track ids to write motion files for ("1, 3"); empty: everyone
     # dense
     remove_background: bool = True
     normals_background: str = "black"
@@ -120,6 +121,9 @@ class VideoJob:
         self.detect_every = max(int(self.detect_every), 1)
         self.batch_size = max(int(self.batch_size), 1)
         self.chunk_size = max(int(self.chunk_size), self.batch_size)
+        from ..export.mocap_video import chosen_people
+
+        chosen_people(self.motion_people)  # a bad list is refused before any work, in a sentence
         for spec in self.specs:
             spec.check(self.options_for(spec))
 
@@ -255,9 +259,9 @@ class VideoJob:
             return
         if not hasattr(self, "_tracker"):
             from ..pose.smoothing import KeypointSmoother
-            from ..pose.tracking import PersonTracker
+            from ..pose.tracking import KeypointTracker
 
-            self._tracker = PersonTracker(frame_rate=self._fps)
+            self._tracker = KeypointTracker(frame_rate=self._fps)  # ids kept through absences up to 2 s
             options = {k: v for k, v in (("min_cutoff", self.min_cutoff), ("beta", self.beta)) if v is not None}
             self._smoother = KeypointSmoother(**options) if self.smoothing else None
             self._previous_ids = None  # the last frame's track ids
@@ -266,7 +270,8 @@ class VideoJob:
             if result.followed and previous is not None and len(previous) == result.num_people:
                 result.track_ids = previous.copy()  # the same people, followed in order: no matching needed
             else:
-                result.track_ids = self._tracker.update(result.boxes, result.box_scores, frame.rgb.shape[:2])
+                result.track_ids = self._tracker.update(result.boxes, result.box_scores, frame.rgb.shape[:2],
+                                                        lifted=result.lifted, time=frame.time)
             self._previous_ids = result.track_ids
             if result.lifted is not None:
                 result.lifted.track_ids = result.track_ids

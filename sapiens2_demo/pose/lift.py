@@ -7,7 +7,11 @@ is refused instead, since no single depth there is right. A keypoint is not avai
   - its score is below `min_score`, or its coordinates are not finite;
   - its own pixel is outside the image or the mask;
   - fewer than 25 % of the window's in-image pixels are valid;
-  - the valid samples' depth spread (interquartile range of z) exceeds `max_spread` metres.
+  - the valid samples' depth spread (interquartile range of z) exceeds `max_spread` metres;
+  - it lies more than `max_depth_gap` metres in front of the person's depth (the 75th percentile of their lifted
+    keypoints' depths): a keypoint hidden behind someone else reads the depth of whoever covers it, and no pose
+    puts a joint that far before the rest of the body; or it lies in the box of someone nearer and at their depth
+    (None: neither check; see `drop_in_front`).
 Lifted points are in the camera frame of the input image (x right, y down, z forward, metres), NaN where
 not available.
 """
@@ -22,6 +26,9 @@ from ..results import PointmapResult, PoseResult, resolve_mask
 from .meta import NUM_KEYPOINTS
 
 MIN_VALID_FRACTION = 0.25
+MAX_DEPTH_GAP = 0.8  # metres: an outstretched arm reaches ~0.7 m in front of the torso
+BODY_QUANTILE = 0.75  # the person's depth: whoever covers part of them is in front, so a far quantile is theirs
+OCCLUDER_GAP = 0.4  # metres: someone this much nearer can hide a person; a keypoint this near their depth is theirs
 
 
 @dataclass
@@ -48,7 +55,8 @@ def _quantile(sorted_rows: np.ndarray, counts: np.ndarray, q: float) -> np.ndarr
 
 
 def lift_keypoints(pose: PoseResult, pointmap: PointmapResult, mask: np.ndarray | None = None, *,
-                   window: int = 5, min_score: float = 0.3, max_spread: float = 0.1) -> Pose3DResult:
+                   window: int = 5, min_score: float = 0.3, max_spread: float = 0.1,
+                   max_depth_gap: float | None = MAX_DEPTH_GAP) -> Pose3DResult:
     """Pose3DResult for every person and keypoint of `pose`; `mask` defaults to `pointmap.mask`."""
     points = np.asarray(pointmap.points, dtype=np.float32)
     height, width = points.shape[:2]
@@ -99,5 +107,34 @@ def lift_keypoints(pose: PoseResult, pointmap: PointmapResult, mask: np.ndarray 
         median = np.stack([_quantile(samples[..., axis], valid_count, 0.5) for axis in range(3)], axis=1)
         lifted[candidates[steady]] = median[steady]
 
-    return Pose3DResult(points=lifted.reshape(people, count, 3), scores=scores.copy(),
-                        available=available.reshape(people, count), track_ids=track_ids)
+    lifted, available = lifted.reshape(people, count, 3), available.reshape(people, count)
+    if max_depth_gap is not None:
+        drop_in_front(lifted, available, max_depth_gap, keypoints=keypoints, boxes=pose.boxes)
+    return Pose3DResult(points=lifted, scores=scores.copy(), available=available, track_ids=track_ids)
+
+
+def drop_in_front(points: np.ndarray, available: np.ndarray, max_depth_gap: float = MAX_DEPTH_GAP,
+                  keypoints: np.ndarray | None = None, boxes: np.ndarray | None = None) -> None:
+    """In place on (N, K, 3) lifted points and (N, K) availability: keypoints that took the depth of someone
+    covering them become not available. A person's depth is the 75th percentile of their lifted keypoints' depths
+    (right while up to three quarters of them are covered). Dropped: a keypoint more than `max_depth_gap` metres in
+    front of its person's depth; and, given the (N, K, 2) image `keypoints` and (N, 4) `boxes`, one inside the box
+    of someone at least OCCLUDER_GAP nearer whose depth it took (within OCCLUDER_GAP of theirs)."""
+    rows = np.flatnonzero(available.any(axis=1))
+    if not rows.size:
+        return
+    depths = np.where(available[rows], points[rows, :, 2], np.inf)  # unlifted keypoints sort last
+    body_depth = np.full(len(points), -np.inf)
+    body_depth[rows] = _quantile(np.sort(depths, axis=1), available[rows].sum(1), BODY_QUANTILE)
+    dropped = available & (points[..., 2] < body_depth[:, None] - max_depth_gap)
+    if keypoints is not None and boxes is not None:
+        xy = np.asarray(keypoints, np.float64).reshape(len(points), -1, 2)
+        for i in rows:
+            for j in rows:
+                if j == i or body_depth[j] > body_depth[i] - OCCLUDER_GAP:
+                    continue
+                x1, y1, x2, y2 = np.asarray(boxes[j], np.float64)
+                inside = (xy[i, :, 0] >= x1) & (xy[i, :, 0] <= x2) & (xy[i, :, 1] >= y1) & (xy[i, :, 1] <= y2)
+                dropped[i] |= available[i] & inside & (np.abs(points[i, :, 2] - body_depth[j]) < OCCLUDER_GAP)
+    available &= ~dropped
+    points[dropped] = np.nan

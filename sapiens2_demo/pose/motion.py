@@ -9,6 +9,13 @@ pixel-equivalent units (metres times the person's pixels per metre, measured on 
 A keypoint the lift could not place in a frame is held by the filter in the JSON lines (marked not measured)
 and, for the skeleton, filled by linear interpolation between the frames that measured it (held before the
 first and after the last). Frames before a person appears and after they leave hold their first/last pose.
+
+With `guards` (the default) the skeleton is not fed the One Euro output (a causal filter lags a moving limb and
+stretches its bones) but the raw lifted keypoints smoothed over the whole clip with zero lag, swapped left/right
+frames exchanged back, outliers dropped and short holes filled by the fit (clip_smoothing.py; with `smoothing` off
+the kept samples stay as lifted); longer holes are filled relative to the mid-hip point, and the solver turns the
+joints they drive between the frames around them; fingers too noisy to give a direction are left at rest.
+`guards=False` is the path before those guards (kept to measure them: tests/motion_truth.py).
 """
 
 from __future__ import annotations
@@ -17,12 +24,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .clip_smoothing import smooth_clip
+from .meta import keypoint_meta
 from .skeleton3d import BODY_KEYPOINTS, CAMERA_TO_SKELETON, SolvedMotion, hand_keypoints, solve
 from .smoothing import MAX_AGE_S, OneEuroFilter
 
 DEFAULT_PIXELS_PER_METRE = 400.0  # when a person's scale cannot be measured (a person ~3 m from a 720p camera)
 MIN_TRACK_FRAMES = 3  # shorter tracks (a tracker's passing guess) get no skeleton
 HAND_MEASURED = 0.5  # a hand joins the skeleton when at least half its keypoint samples were lifted
+DERIVED_PELVIS = (9, 10)  # left_hip, right_hip: the mid-hip point that unseen keypoints are held relative to
+FINGER_NOISE_M = 0.008  # finger keypoints noisier than this (median, metres) leave the fingers at rest
 
 
 @dataclass
@@ -41,14 +52,20 @@ class TrackMotion:
     measured: np.ndarray  # (T, 70) bool: lifted in that frame (not filled)
     present: np.ndarray  # (T,) bool: the person was tracked in that frame
     failed: int  # frames where the person was tracked but not one body keypoint was lifted
+    noise: np.ndarray | None = None  # (70,) metres: each keypoint's noise about the clip's fit (guards only)
+    known: np.ndarray | None = None  # (T, 70) bool: placed by the clip's fit, not interpolated (guards only)
 
     def solve(self) -> SolvedMotion:
-        """The skeleton in the Y-up frame; hands whose keypoints were lifted often enough. ValueError when the
-        hips or neck were never lifted."""
+        """The skeleton in the Y-up frame; hands whose keypoints were lifted often enough (at rest when too noisy).
+        ValueError when the hips or neck were never lifted."""
         during = self.measured[self.present]
         hands = tuple(side for side in ("left", "right")
                       if during.size and during[:, hand_keypoints(side)].mean() >= HAND_MEASURED)
-        return solve(self.points @ CAMERA_TO_SKELETON.T, self.measured, hands)
+        if self.noise is None:
+            return solve(self.points @ CAMERA_TO_SKELETON.T, self.measured, hands)
+        noisy = tuple(side for side in hands if not np.nanmedian(self.noise[hand_keypoints(side)]) <= FINGER_NOISE_M)
+        return solve(self.points @ CAMERA_TO_SKELETON.T, self.measured, hands, rest_hands=noisy, guarded=True,
+                     placed=self.known & self.present[:, None])
 
 
 def _pixels_per_metre(keypoints_2d: np.ndarray, points: np.ndarray, available: np.ndarray) -> float | None:
@@ -62,10 +79,38 @@ def _pixels_per_metre(keypoints_2d: np.ndarray, points: np.ndarray, available: n
     return float(ratio) if np.isfinite(ratio) and ratio > 0 else None
 
 
+def _interpolate(values: np.ndarray, rows: np.ndarray, have: np.ndarray, total: int) -> np.ndarray:
+    """(F, 3) values on frames `rows` -> (total, 3): linear between the frames in `have`, held beyond them."""
+    frames, picked = np.arange(total), values[np.searchsorted(rows, have)]
+    return np.stack([np.interp(frames, have, picked[:, a]) for a in range(3)], axis=1)
+
+
+def _fill(sampled: np.ndarray, rows: np.ndarray, measured: np.ndarray, total: int, relative: bool) -> np.ndarray:
+    """(total, 70, 3): each keypoint interpolated over the frames that did not measure it. `relative`: every
+    keypoint but the hips as an offset from the mid-hip point (filled first), so a limb out of view for a while
+    moves with the body rather than staying where it was last seen."""
+    points = np.full((total, BODY_KEYPOINTS, 3), np.nan)
+    hips = list(DERIVED_PELVIS)
+    for k in range(BODY_KEYPOINTS):
+        have = rows[measured[rows, k]]
+        if have.size:
+            points[:, k] = _interpolate(sampled[:, k], rows, have, total)
+    if not relative or not np.isfinite(points[:, hips]).all():
+        return points
+    pelvis = points[:, hips].mean(1)
+    offsets = sampled - pelvis[rows][:, None]
+    for k in range(BODY_KEYPOINTS):
+        have = rows[measured[rows, k]]
+        if have.size and k not in hips:
+            points[:, k] = pelvis + _interpolate(offsets[:, k], rows, have, total)
+    return points
+
+
 class MotionRecorder:
-    def __init__(self, smoothing: bool = True, min_cutoff: float | None = None, beta: float | None = None):
+    def __init__(self, smoothing: bool = True, min_cutoff: float | None = None, beta: float | None = None,
+                 guards: bool = True):
         self.options = {k: v for k, v in (("min_cutoff", min_cutoff), ("beta", beta)) if v is not None}
-        self.smoothing = smoothing
+        self.smoothing, self.guards = smoothing, guards
         self.times: list[float] = []
         self._tracks: dict[int, _Track] = {}
 
@@ -91,7 +136,8 @@ class MotionRecorder:
                     out = track.filter(points * track.scale, time, available[:, None]) / track.scale
                     ever = track.filter.seen.all(axis=1)
                     smoothed = np.where(ever[:, None], out, np.nan)
-                body = np.where(available[:BODY_KEYPOINTS, None], smoothed[:BODY_KEYPOINTS], np.nan)
+                source = points if self.guards else smoothed  # guards: the clip is smoothed at the end
+                body = np.where(available[:BODY_KEYPOINTS, None], source[:BODY_KEYPOINTS], np.nan)
                 track.rows[frame] = (body.astype(np.float32), scores[:BODY_KEYPOINTS])
                 track.last_seen = float(time)
             people.append({"track_id": int(track_id), "points": smoothed, "measured": available, "scores": scores})
@@ -119,15 +165,26 @@ class MotionRecorder:
             sampled = np.stack([track.rows[r][0] for r in rows]).astype(np.float64)  # (F, 70, 3)
             measured = np.zeros((total, BODY_KEYPOINTS), bool)
             measured[rows] = np.isfinite(sampled).all(axis=2)
-            points = np.full((total, BODY_KEYPOINTS, 3), np.nan)
-            frames = np.arange(total)
-            for k in range(BODY_KEYPOINTS):
-                have = rows[measured[rows, k]]
-                if have.size:
-                    values = sampled[np.searchsorted(rows, have), k]
-                    points[:, k] = np.stack([np.interp(frames, have, values[:, a]) for a in range(3)], axis=1)
+            noise = known = None
+            if self.guards:
+                raw = np.full((total, BODY_KEYPOINTS, 3), np.nan)
+                raw[rows] = sampled
+                flip = np.asarray(keypoint_meta()["flip_indices"][:BODY_KEYPOINTS], np.int64)
+                fitted, kept, noise, supported = smooth_clip(raw, measured, self._fps(), flip)
+                if not self.smoothing:  # the faults still go (swaps exchanged, outliers filled), the noise stays
+                    fitted = np.where(kept[..., None], raw, fitted)
+                sampled = np.where(supported[rows, :, None], fitted[rows], np.nan)
+                measured[rows] = kept[rows]
+                known = np.zeros_like(measured)
+                known[rows] = supported[rows]
+            points = _fill(sampled, rows, known if self.guards else measured, total, relative=self.guards)
             present = np.zeros(total, bool)
             present[rows] = True
             failed = int((~measured[rows].any(axis=1)).sum())
-            found.append(TrackMotion(track_id, points.astype(np.float32), measured, present, failed))
+            found.append(TrackMotion(track_id, points.astype(np.float32), measured, present, failed, noise, known))
         return found
+
+    def _fps(self) -> float:
+        steps = np.diff(self.times)
+        steps = steps[steps > 0]
+        return float(1.0 / np.median(steps)) if steps.size else 24.0

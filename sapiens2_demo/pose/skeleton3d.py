@@ -170,11 +170,16 @@ def _median_length(a: np.ndarray, b: np.ndarray, measured: np.ndarray | None) ->
     return float(np.median(distance))
 
 
-def solve(points: np.ndarray, measured: np.ndarray | None = None, hands: tuple[str, ...] = ("left", "right")
-          ) -> SolvedMotion:
+def solve(points: np.ndarray, measured: np.ndarray | None = None, hands: tuple[str, ...] = ("left", "right"),
+          rest_hands: tuple[str, ...] = (), guarded: bool = False, placed: np.ndarray | None = None) -> SolvedMotion:
     """The skeleton for (T, 70, 3) keypoints in the Y-up frame, every frame filled (NaN: a keypoint never seen);
     `measured` (T, 70) marks the samples that were lifted rather than filled (bone lengths use those).
-    `hands`: the sides whose finger joints to include. Raises ValueError when the pelvis or neck is unknown."""
+    `hands`: the sides whose finger joints to include; `rest_hands` those of them left in the rest pose.
+    `guarded`: finger joints aim from their own marker at the next (not from where forward kinematics put them,
+    which carries the whole chain's length error: a flip once that error nears a phalanx) and End Site lengths
+    are measured from the marker too; a joint whose aim marker was not placed in a frame (`placed` (T, 70), by
+    default `measured`) turns between its rotations in the frames that placed it (clip_smoothing.bridge).
+    Raises ValueError when the pelvis or neck is unknown."""
     points = np.asarray(points, dtype=np.float64)
     named = markers(points)
     known = {name: np.isfinite(value).all() for name, value in named.items()}
@@ -211,20 +216,40 @@ def solve(points: np.ndarray, measured: np.ndarray | None = None, hands: tuple[s
             positions[:, i] = positions[:, parent] + glob[:, parent] @ offsets[i]
             parent_rotation = glob[:, parent]
         glob[:, i] = parent_rotation
-        if j.aim is not None and known[j.aim[0]]:
-            aim = named[j.aim[0]] - positions[:, i]
+        if j.hand in rest_hands:
+            pass  # too noisy to give a direction: the rest pose relative to the hand
+        elif j.aim is not None and known[j.aim[0]]:
+            start = named[j.at] if guarded and j.hand is not None and known[j.at] else positions[:, i]
+            aim = named[j.aim[0]] - start
             turned = None
             if j.twist is not None and known[j.twist[0]] and known[j.twist[1]]:
                 turned = frame_rotation(j.aim[1], j.twist[2], aim, named[j.twist[0]] - named[j.twist[1]])
             if turned is None:
                 turned = swing(parent_rotation @ np.asarray(j.aim[1]), aim) @ parent_rotation
             glob[:, i] = turned
-        ends.append(_end_offset(j, named, known, positions[:, i]))
+        ends.append(_end_offset(j, named, known, named[j.at] if guarded and known[j.at] else positions[:, i]))
     local = glob.copy()
     has_parent = np.asarray(parents) >= 0
     local[:, has_parent] = np.swapaxes(glob[:, np.asarray(parents)[has_parent]], -1, -2) @ glob[:, has_parent]
-    return SolvedMotion(names=[j.name for j in specs], parents=parents, offsets=offsets, ends=ends, local=local,
-                        root=positions[:, 0].copy(), positions=positions, seen=seen)
+    motion = SolvedMotion(names=[j.name for j in specs], parents=parents, offsets=offsets, ends=ends, local=local,
+                          root=positions[:, 0].copy(), positions=positions, seen=seen)
+    if guarded and (placed is not None or measured is not None):
+        from .clip_smoothing import bridge
+
+        where = markers(np.where(np.asarray(measured if placed is None else placed, bool)[..., None], 0.0, np.nan))
+        known = np.stack([_aim_measured(j, where, frames) for j in specs], 1)
+        for i, parent in enumerate(parents):  # parents first: a joint below a bridged one is bridged too (its
+            if parent >= 0:                   # rotation relative to a guessed parent would jump when it returns)
+                known[:, i] &= known[:, parent]
+        motion.local = bridge(local, known)
+        forward_kinematics(motion)
+    return motion
+
+
+def _aim_measured(j: JointSpec, sure: dict, frames: int) -> np.ndarray:
+    """(T,) the frames where joint j's own marker and the markers it aims and twists by were all measured."""
+    names = [j.at] + ([j.aim[0]] if j.aim else []) + (list(j.twist[:2]) if j.twist else [])
+    return np.logical_and.reduce([np.isfinite(sure[n]).all(1) for n in names]) if names else np.ones(frames, bool)
 
 
 def _end_offset(j: JointSpec, named, known, position) -> np.ndarray | None:
@@ -242,6 +267,16 @@ def end_positions(motion: SolvedMotion) -> dict[str, np.ndarray]:
     glob = _global_rotations(motion)
     return {name: motion.positions[:, i] + glob[:, i] @ end
             for i, (name, end) in enumerate(zip(motion.names, motion.ends)) if end is not None}
+
+
+def forward_kinematics(motion: SolvedMotion) -> SolvedMotion:
+    """`motion` with `positions` recomputed from its root, offsets and local rotations."""
+    glob = _global_rotations(motion)
+    motion.positions[:, 0] = motion.root
+    for i, parent in enumerate(motion.parents):
+        if parent >= 0:
+            motion.positions[:, i] = motion.positions[:, parent] + glob[:, parent] @ motion.offsets[i]
+    return motion
 
 
 def _global_rotations(motion: SolvedMotion) -> np.ndarray:

@@ -51,7 +51,7 @@ def run_video(ctx, video, task: str = DEFAULT_TASK, size: str = "0.4b", stride: 
               beta: float = 0.05, remove_background: bool = True, raw_normals: bool = False,
               matting_background: str = "colour", colour: str = "#00b140", background_image=None,
               frame_exports: bool = False, batch_size: int = 0, detect_every: int = DETECT_EVERY,
-              motion_3d: bool = False, temporal_smoothing: bool = False,
+              motion_3d: bool = False, temporal_smoothing: bool = False, motion_people: str = "",
               request: gr.Request = None, progress=gr.Progress()):
     """Generator: yields nothing visible until the end (progress goes to the bar), then the outputs."""
     with user_errors("Video"):
@@ -67,7 +67,7 @@ def run_video(ctx, video, task: str = DEFAULT_TASK, size: str = "0.4b", stride: 
                        raw_normals=raw_normals, matting_background=matting_background, colour=colour,
                        background_image=background, frame_exports=bool(frame_exports),
                        detect_every=int(detect_every), motion_3d=bool(motion_3d),
-                       temporal_smoothing=bool(temporal_smoothing))
+                       temporal_smoothing=bool(temporal_smoothing), motion_people=str(motion_people or ""))
         steps = job.run()
         progress(0, desc="Reading the video...")
         announce_loads(ctx, job.jobs(), progress)  # models not loaded yet: "Loading ... compiling: N s last time"
@@ -94,7 +94,7 @@ def build_video_tab(ctx) -> None:
                       remove_background: bool = True, raw_normals: bool = False,
                       matting_background: str = "colour", colour: str = "#00b140", background_image=None,
                       frame_exports: bool = False, batch_size: int = 0, detect_every: int = DETECT_EVERY,
-                      motion_3d: bool = False, temporal_smoothing: bool = False,
+                      motion_3d: bool = False, temporal_smoothing: bool = False, motion_people: str = "",
                       request: gr.Request = None, progress=gr.Progress()):
         """Runs one Sapiens2 task (or all of them, as a grid) on every frame of a video and renders it back with
         the input's audio; pose follows people across frames (track ids, smoothing).
@@ -121,6 +121,8 @@ def build_video_tab(ctx) -> None:
             motion_3d: pose: lift every frame to 3D with the depth model; writes pose_3d.jsonl, a BVH per person
                 and an animated motion.glb (true or false)
             temporal_smoothing: normals and depth: steady over time, no flicker where the scene is still
+            motion_people: pose with motion_3d: the track ids to write motion files for, like '1, 3' (the ids
+                drawn on the video; empty = everyone)
 
         Returns:
             the rendered video; the downloads (a list of files); notes (Markdown)
@@ -128,7 +130,7 @@ def build_video_tab(ctx) -> None:
         yield from run_video(ctx, video, task, size, stride, detection_threshold, max_people, tracking, smoothing,
                              min_cutoff, beta, remove_background, raw_normals, matting_background, colour,
                              background_image, frame_exports, batch_size, detect_every, motion_3d,
-                             temporal_smoothing, request=request, progress=progress)
+                             temporal_smoothing, motion_people, request=request, progress=progress)
 
     limits = VideoLimits()
     with gr.Tab("Video", id="video", elem_id="tab-video"):
@@ -158,6 +160,8 @@ def build_video_tab(ctx) -> None:
                     beta = gr.Slider(0.0, 1.0, 0.05, step=0.005, label="Smoothing: beta (higher = less lag on fast moves)")
                     motion = gr.Checkbox(False, label="3D motion: lift each frame to 3D with the depth model; a BVH "
                                          "per person and an animated motion.glb", elem_id="video-motion-3d")
+                    people = gr.Textbox("", label="3D motion: people to export (the ids drawn on the video, e.g. "
+                                        "1, 3; empty = everyone)", elem_id="video-motion-people")
                 with gr.Accordion("Normals, depth and matting options", open=False):
                     fg = gr.Checkbox(True, label="Remove background (normals, depth)")
                     steady = gr.Checkbox(False, label="Steady over time (normals, depth): no flicker where the scene "
@@ -186,7 +190,8 @@ def build_video_tab(ctx) -> None:
                 info = gr.Markdown(elem_classes=["notes"])
         note()
         inputs = [clip, task, size, stride, det_thr, max_people, tracking, smoothing, min_cutoff, beta, fg, raw,
-                  mode, colour, bg_img, exports, gr.Number(0, visible=False), every, motion, steady]  # batch_size: API only
+                  mode, colour, bg_img, exports, gr.Number(0, visible=False), every, motion, steady,
+                  people]  # batch_size: API only
         for control, value in ((colour, "colour"), (bg_img, "image")):  # the matting choice's own control
             mode.change(lambda chosen, value=value: gr.update(visible=chosen == value), mode, control,
                         api_visibility="private", show_progress="hidden", queue=False)

@@ -70,8 +70,10 @@ def test_one_person_gives_one_bvh_at_the_video_rate(clip, key, tmp_path, one_wal
     hips = one_walker[:, [9, 10]].mean(1) * [1, -1, -1]  # camera frame -> Y up
     measured = [t for t in range(FRAMES) if t != 5]
     assert np.abs(positions[measured, 0] - hips[measured]).max() < 0.01
-    # the failed frame is filled between its neighbours
-    assert np.allclose(positions[5, 0], (hips[4] + hips[6]) / 2, atol=1e-4)
+    # the failed frame is filled by the clip's fit through the frames around it: nearer the walker's own hips than
+    # the straight line between its neighbours (the hips bob on a curve)
+    filled, straight = (np.linalg.norm(v - hips[5]) for v in (positions[5, 0], (hips[4] + hips[6]) / 2))
+    assert filled < 0.01 and filled < straight, (filled, straight)  # 8.8 mm and 10.1 mm at 10 frames/s
 
 
 def test_random_weights_give_a_note_and_no_broken_file(clip, key, tmp_path):
@@ -136,8 +138,10 @@ def test_standins_lift_one_person_into_one_bvh(cameraman, standin_manager, tmp_p
         return np.array([box], np.float32), np.array([0.9], np.float32), []
 
     monkeypatch.setattr(pipeline, "find_people", person_box)
+    # smoothing off: pose_3d.jsonl then holds the lifted points themselves, which the BVH must follow (with
+    # smoothing the BVH follows a zero-lag fit over the clip, pose_3d.jsonl the causal One Euro filter)
     out = process_video(clip, "pose", gpu.register(standin_manager), tmp_path, motion_3d=True, flip_test=False,
-                        detect_every=1, batch_size=2, chunk_size=4)
+                        detect_every=1, batch_size=2, chunk_size=4, smoothing=False)
     names = sorted(p.name for p in out.files)
     assert [n for n in names if n.endswith(".bvh")] == ["motion_1.bvh"] and "motion.glb" in names, out.notes
     assert set(calls) == set(PADS)

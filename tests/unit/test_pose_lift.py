@@ -198,3 +198,40 @@ def test_no_available_joint_raises(tmp_path, lifted):
     with pytest.raises(NothingToExport):
         write_skeleton_glb(nothing, tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_keypoints_far_in_front_of_their_person_took_an_occluders_depth():
+    """A hidden keypoint reads the depth of whoever covers it: more than max_depth_gap (0.8 m) in front of its
+    person's depth it is not available, even with half the person covered; an arm reaching 0.6 m forward is kept;
+    nobody lifted: no change."""
+    from sapiens2_demo.pose.lift import drop_in_front
+
+    points = np.zeros((3, 6, 3), np.float32)
+    points[..., 2] = 4.0
+    points[0, 1, 2] = 2.0  # behind someone 2 m nearer
+    points[0, 2, 2] = 3.4  # a hand reaching forward
+    points[1, :, 2] = 6.0
+    points[1, :3, 2] = 4.5  # half of this one behind someone
+    available = np.ones((3, 6), bool)
+    available[0, 5] = False
+    available[2] = False
+    drop_in_front(points, available)
+    assert available[0].tolist() == [True, False, True, True, True, False] and np.isnan(points[0, 1]).all()
+    assert available[1].tolist() == [False] * 3 + [True] * 3
+    assert not available[2].any() and points[0, 2, 2] == np.float32(3.4)
+
+
+def test_a_keypoint_inside_a_nearer_persons_box_at_their_depth_is_theirs():
+    """Two people 0.8 m apart in depth (under max_depth_gap): the far one's keypoint that reads the near one's depth
+    inside the near one's box is dropped; the same depth outside that box, or without boxes, is kept."""
+    from sapiens2_demo.pose.lift import drop_in_front
+
+    points = np.zeros((2, 4, 3), np.float32)
+    points[0, :, 2], points[1, :, 2] = 4.0, 4.8
+    points[1, 0, 2] = points[1, 1, 2] = 4.05  # two keypoints of the far person at the near one's depth
+    keypoints = np.array([[[10, 10]] * 4, [[15, 15], [80, 80], [90, 90], [95, 95]]], np.float32)
+    boxes = np.array([[0, 0, 50, 50], [60, 0, 120, 120]], np.float32)
+    for given, expected in (({}, [True] * 4), ({"keypoints": keypoints, "boxes": boxes}, [False, True, True, True])):
+        available = np.ones((2, 4), bool)
+        drop_in_front(points.copy(), available, **given)
+        assert available[1].tolist() == expected and available[0].all(), given

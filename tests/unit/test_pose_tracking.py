@@ -150,3 +150,24 @@ def test_ultralytics_matching_uses_installed_lap_and_never_pip(monkeypatch):
     monkeypatch.setattr(checks, "check_requirements", no_pip)
     importlib.reload(matching)  # re-runs its `import lap`, which falls back to check_requirements if missing
     assert matching.lap.__name__ == "lap" and hasattr(matching.lap, "lapjv")
+
+
+def test_keypoint_tracker_gives_a_returning_person_their_id_back():
+    """A person walks right, is gone for 1.5 s (36 frames at 24 fps) and comes back a little further on: ByteTrack
+    alone starts a new id (its buffer is ~1 s); KeypointTracker hands the old one back (within reach, as tall)."""
+    from sapiens2_demo.pose.tracking import KeypointTracker
+
+    def clip(tracker):
+        ids = []
+        for frame in range(80):
+            if 20 <= frame < 56:
+                tracker.update(np.zeros((0, 4)), np.zeros(0), SIZE)
+                continue
+            x = 100 + 3 * frame
+            ids.append(int(tracker.update(np.array([[x, 100, x + 60, 260]], np.float32), np.array([0.9], np.float32),
+                                          SIZE)[0]))
+        return ids
+
+    plain, kept = clip(PersonTracker(24)), clip(KeypointTracker(24))
+    assert len({i for i in plain if i >= 0}) == 2  # the tracker alone: a second id after the gap
+    assert {i for i in kept if i >= 0} == {kept[0]} and kept.count(-1) == 0

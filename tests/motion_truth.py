@@ -1,0 +1,213 @@
+"""The motion-capture ground-truth harness: a synthetic clip (tests/motion_clips.py) fed, frame by frame, to the
+functions the video job runs after the models (tracking, the lift's occlusion check, the 2D smoother,
+`MotionVideoExport`), the motion read back from the written BVH files (and motion.glb, checked against them),
+and measured against the truth.
+
+`measure(name, guards=True)` -> {metric: value} with the keys of `benchmarks/bench_motion_truth.py --json`, plus
+`mpjpe_noise_mm`, `finger_jumps_clean` and `glb_vs_bvh_mm`. `guards=False` runs today's path before the guards
+(the plain tracker, no occlusion check after the lift, `MotionVideoExport(guards=False)`).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from sapiens2_demo.results import PoseResult
+from tests.motion_clips import FPS, SIZE, Clip, make_clip
+from tests.unit.test_mocap_export import expected_markers, forward_kinematics, read_bvh
+
+BODY = ["Hips", "Spine", "Neck", "Head"] + [f"{side}{part}" for side in ("Left", "Right") for part in
+                                            ("Arm", "ForeArm", "Hand", "UpLeg", "Leg", "Foot", "ToeBase")]
+LIMBS = [f"{side}{part}" for side in ("Left", "Right") for part in ("ForeArm", "Hand", "Leg", "Foot")]
+FINGER_NAMES = ("Thumb", "Index", "Middle", "Ring", "Pinky")
+
+
+def _rot(axis: str, degrees: np.ndarray) -> np.ndarray:
+    from tests.motion_clips import rot
+
+    return rot(axis, np.radians(degrees))
+
+
+def local_rotations(bvh: dict) -> tuple[np.ndarray, list[list[tuple[int, str]]]]:
+    """(T, J, 3, 3) each joint's rotation from its channels, and per joint its rotation channels (column, axis)."""
+    frames = bvh["frames"]
+    rotations = np.broadcast_to(np.eye(3), (len(frames), len(bvh["names"]), 3, 3)).copy()
+    columns, column = [], 0
+    for j, channels in enumerate(bvh["channels"]):
+        mine = []
+        for channel in channels:
+            if channel.endswith("rotation"):
+                rotations[:, j] = rotations[:, j] @ _rot(channel[0].lower(), frames[:, column])
+                mine.append((column, channel[0]))
+            column += 1
+        columns.append(mine)
+    return rotations, columns
+
+
+def _angle(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Degrees between rotation matrices a and b (..., 3, 3)."""
+    trace = np.einsum("...ji,...ji->...", a, b)
+    return np.degrees(np.arccos(np.clip((trace - 1) / 2, -1, 1)))
+
+
+def glb_positions(path: Path, track_id: int) -> dict:
+    """{joint name: (T, 3) position} of `track_<id>` in motion.glb, by the glTF node animation (a reader of our own)."""
+    import pygltflib
+
+    gltf = pygltflib.GLTF2().load(str(path))
+    blob = gltf.binary_blob()
+
+    def data(index):
+        accessor = gltf.accessors[index]
+        view = gltf.bufferViews[accessor.bufferView]
+        width = {"SCALAR": 1, "VEC3": 3, "VEC4": 4}[accessor.type]
+        return np.frombuffer(blob, np.float32, accessor.count * width, view.byteOffset).reshape(accessor.count, -1)
+
+    animation = next(a for a in gltf.animations if a.name == f"track_{track_id}")
+    rotation, translation = {}, {}
+    for channel in animation.channels:
+        values = data(animation.samplers[channel.sampler].output).astype(np.float64)
+        (rotation if channel.target.path == "rotation" else translation)[channel.target.node] = values
+    root = next(n for n in translation)
+    order, parent = [root], {root: None}
+    for node in order:
+        for child in gltf.nodes[node].children or []:
+            parent[child] = node
+            order.append(child)
+    position, glob = {}, {}
+    for node in order:
+        x, y, z, w = rotation[node].T
+        matrix = np.stack([[1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+                           [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+                           [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]])
+        matrix = np.moveaxis(matrix, [0, 1], [-2, -1])
+        if parent[node] is None:
+            position[node], glob[node] = translation[node], matrix
+        else:
+            offset = np.asarray(gltf.nodes[node].translation, float)
+            position[node] = position[parent[node]] + np.einsum("tij,j->ti", glob[parent[node]], offset)
+            glob[node] = glob[parent[node]] @ matrix
+    return {gltf.nodes[n].name.rsplit("_", 1)[0]: position[n] for n in order}
+
+
+def _tracker(guards: bool):
+    if guards:
+        from sapiens2_demo.pose.tracking import KeypointTracker
+
+        return KeypointTracker(frame_rate=FPS)
+    from sapiens2_demo.pose.tracking import PersonTracker
+
+    return PersonTracker(frame_rate=FPS)
+
+
+def run(clip: Clip, folder: Path, guards: bool = True, **options) -> tuple[list, list[Path], object]:
+    """Feeds the clip to the video job's after-model path; returns per person their track id per frame (None =
+    not detected), the files written and the export (`options` go to MotionVideoExport)."""
+    from sapiens2_demo.export.mocap_video import MotionVideoExport
+    from sapiens2_demo.pose.lift import Pose3DResult, drop_in_front
+    from sapiens2_demo.pose.smoothing import KeypointSmoother
+
+    tracker, smoother = _tracker(guards), KeypointSmoother()
+    export = MotionVideoExport(folder, fps=FPS, guards=guards, **options)
+    ids = [[None] * clip.frames for _ in clip.truth]
+    for f in range(clip.frames):
+        people = [who for who in range(len(clip.truth)) if clip.boxes[who][f] is not None]
+        count = len(clip.keypoints[0][f])
+        boxes = np.array([clip.boxes[w][f] for w in people], np.float32).reshape(-1, 4)
+        keypoints = np.array([clip.keypoints[w][f] for w in people], np.float32).reshape(len(people), count, 2)
+        scores = np.array([clip.scores[w][f] for w in people], np.float32).reshape(len(people), count)
+        pose = PoseResult(image_size=SIZE, boxes=boxes, box_scores=np.full(len(people), 0.9, np.float32),
+                          keypoints=keypoints, keypoint_scores=scores)
+        points = np.array([clip.lifted[w][f] for w in people], np.float32).reshape(len(people), count, 3)
+        lifted = Pose3DResult(points=points, scores=scores, available=np.isfinite(points).all(-1))
+        if guards:  # the check lift_keypoints makes on what it lifted (this harness stands in for the pointmap)
+            drop_in_front(lifted.points, lifted.available, keypoints=keypoints, boxes=boxes)
+        follow = {"lifted": lifted, "time": f / FPS} if guards else {}
+        pose.track_ids = tracker.update(boxes, pose.box_scores, SIZE, **follow)
+        lifted.track_ids = pose.track_ids
+        pose.lifted = lifted
+        if len(people):
+            pose.keypoints = smoother.smooth(pose.track_ids, pose.keypoints, f / FPS, pose.keypoint_scores)
+        export.add(f, f / FPS, None, pose)
+        for row, who in enumerate(people):
+            ids[who][f] = int(pose.track_ids[row])
+    files = export.close()
+    return ids, files, export
+
+
+def _main_id(ids: list) -> int | None:
+    tracked = [i for i in ids if i is not None and i >= 0]
+    return max(set(tracked), key=tracked.count) if tracked else None
+
+
+def evaluate(clip: Clip, ids: list, folder: Path) -> dict:
+    """The metrics of one run (see the module docstring); per-person figures are summed (counts) or worst."""
+    out = {"mpjpe_mm": 0.0, "body_jumps_90": 0, "finger_jumps_90": 0, "finger_steps": 0, "euler_flips": 0,
+           "swap_error_mm": 0.0, "baseline_error_mm": 0.0, "height_error": 0.0, "id_switches": 0,
+           "frames_lost": 0, "glb_vs_bvh_mm": 0.0}
+    errors = []
+    for who, truth in enumerate(clip.truth):
+        track = _main_id(ids[who])
+        present = np.array([i is not None for i in ids[who]])
+        tracked = [i for i in ids[who] if i is not None and i >= 0]
+        out["id_switches"] += sum(a != b for a, b in zip(tracked, tracked[1:]))
+        out["frames_lost"] += sum(i is not None and i != track for i in ids[who])
+        path = folder / f"motion_{track}.bvh"
+        if track is None or not path.exists():
+            out["frames_lost"] += int(present.sum())
+            continue
+        bvh = read_bvh(path.read_text())
+        names = bvh["names"]
+        positions, _ = forward_kinematics(bvh)
+        glb = glb_positions(folder / "motion.glb", track)
+        gap = max(float(np.abs(glb[n] - positions[:, j]).max()) for j, n in enumerate(names))
+        out["glb_vs_bvh_mm"] = max(out["glb_vs_bvh_mm"], 1000 * gap)
+        expected = expected_markers(truth)
+        got = {n: positions[:, names.index(n)] - positions[:, 0] for n in BODY}
+        want = {n: expected[n] - expected["Hips"] for n in BODY}
+        error = np.stack([np.linalg.norm(got[n] - want[n], axis=1) for n in BODY], 1)[present]  # (F, 18)
+        errors.append(error)
+        limb = np.stack([np.linalg.norm(got[n] - want[n], axis=1) for n in LIMBS], 1).max(1)  # (T,)
+        sound = [f for f in np.flatnonzero(present) if f not in clip.faulty[who]]
+        out["baseline_error_mm"] = max(out["baseline_error_mm"], 1000 * float(np.median(limb[sound])))
+        if clip.swaps[who]:
+            out["swap_error_mm"] = max(out["swap_error_mm"], 1000 * float(limb[clip.swaps[who]].max()))
+        rotations, columns = local_rotations(bvh)
+        moved = _angle(rotations[1:], rotations[:-1])  # (T-1, J)
+        fingers = [j for j, n in enumerate(names) if "Hand" in n and any(f in n for f in FINGER_NAMES)]
+        body = [j for j, n in enumerate(names) if j not in fingers]
+        out["body_jumps_90"] += int((moved[:, body] > 90).sum())
+        out["finger_jumps_90"] += int((moved[:, fingers] > 90).sum())
+        out["finger_steps"] += int(moved[:, fingers].size)
+        for j, mine in enumerate(columns):
+            for column, _ in mine:
+                step = np.abs(np.diff(bvh["frames"][:, column]))
+                out["euler_flips"] += int(((step > 90) & (moved[:, j] < 90)).sum())
+        offsets = {n: np.linalg.norm(bvh["offsets"][names.index(n)]) for n in ("LeftLeg", "LeftFoot", "Spine", "Neck",
+                                                                              "Head")}
+        height = sum(offsets.values())
+        true_height = sum(float(np.linalg.norm(expected[a][0] - expected[b][0])) for a, b in (
+            ("LeftUpLeg", "LeftLeg"), ("LeftLeg", "LeftFoot"), ("Hips", "Spine"), ("Spine", "Neck"), ("Neck", "Head")))
+        out["height_error"] = max(out["height_error"], abs(height - true_height) / true_height)
+    out["mpjpe_mm"] = 1000 * float(np.concatenate(errors).mean()) if errors else float("nan")
+    return out
+
+
+def measure_run(name: str, guards: bool, noise: bool, faults: bool, seed: int = 0) -> dict:
+    clip = make_clip(name, noise=noise, faults=faults, seed=seed)
+    with tempfile.TemporaryDirectory() as folder:
+        ids, _, _ = run(clip, Path(folder), guards)
+        return evaluate(clip, ids, Path(folder))
+
+
+def measure(name: str, guards: bool = True, seed: int = 0) -> dict:
+    """The clip's metrics: everything under noise and faults, plus the clean and noise-only MPJPE."""
+    result = measure_run(name, guards, noise=True, faults=True, seed=seed)
+    clean = measure_run(name, guards, noise=False, faults=False, seed=seed)
+    noisy = measure_run(name, guards, noise=True, faults=False, seed=seed)
+    result.update(mpjpe_clean_mm=clean["mpjpe_mm"], finger_jumps_clean=clean["finger_jumps_90"],
+                  mpjpe_noise_mm=noisy["mpjpe_mm"])
+    return result

@@ -1,0 +1,82 @@
+"""The motion-capture ground-truth harness's clips as tests (tests/motion_truth.py): each clip under noise and
+faults through the video job's after-model path, the motion read back from the written BVH (and motion.glb,
+which must agree with it), held under ceilings set from the measured after-figures (benchmarks/
+bench_motion_truth.py prints them; the README's "Motion capture" table): the figures are deterministic (seeded),
+so the margins only absorb floating-point differences between CPUs."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+from tests.motion_truth import measure_run
+
+# clip: (MPJPE mm, swap-frame limb error as a multiple of the clip's baseline, body jumps > 90 degrees)
+CEILINGS = {"walk": (16, 1.3, 0), "turn": (11, 1.4, 0), "arms": (10.5, 1.4, 0), "sit": (12, 1.4, 0),
+            "cross": (24, 1.8, 0), "leave_return": (19, 1.2, 0)}
+
+
+def _measure(name, guards=True, noise=True, faults=True):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return measure_run(name, guards, noise, faults)
+
+
+@pytest.mark.parametrize("name", sorted(CEILINGS))
+def test_clip_under_noise_and_faults_stays_under_its_ceilings(name):
+    mpjpe, swap_ratio, body_jumps = CEILINGS[name]
+    m = _measure(name)
+    assert m["mpjpe_mm"] <= mpjpe, m
+    assert m["swap_error_mm"] <= swap_ratio * m["baseline_error_mm"], m
+    assert m["body_jumps_90"] <= body_jumps, m
+    assert m["finger_jumps_90"] <= 0.01 * m["finger_steps"] and m["euler_flips"] == 0, m
+    assert m["height_error"] <= 0.02 and m["id_switches"] == 0 and m["frames_lost"] == 0, m
+    assert m["glb_vs_bvh_mm"] < 0.5, m  # motion.glb's animation puts every joint where the BVH does
+
+
+@pytest.mark.parametrize("name, ceiling", [("walk", 2.0), ("sit", 1.0)])
+def test_clean_input_comes_through_within_millimetres(name, ceiling):
+    m = _measure(name, noise=False, faults=False)
+    assert m["mpjpe_mm"] <= ceiling and m["finger_jumps_90"] == 0 and m["finger_steps"] > 0, m
+
+
+def test_the_path_before_the_guards_is_still_measured_and_much_worse():
+    before, after = _measure("walk", guards=False), _measure("walk")
+    assert before["mpjpe_mm"] > 3 * after["mpjpe_mm"] and before["body_jumps_90"] > 10, (before, after)
+
+
+def test_rotation_orders_round_trip_and_stay_continuous():
+    from sapiens2_demo.export.bvh import ORDERS, continuous_euler, euler, rotation_order
+    from tests.motion_clips import rot
+
+    rng = np.random.default_rng(1)
+    angles = rng.uniform(-np.pi, np.pi, (200, 3))
+    angles[:10, 1] = np.pi / 2  # gimbal lock
+    for order in ORDERS:
+        matrices = rot(order[0].lower(), angles[:, 0]) @ rot(order[1].lower(), angles[:, 1]) @ rot(
+            order[2].lower(), angles[:, 2])
+        for solved in (euler(matrices, order), continuous_euler(matrices, order)):
+            rebuilt = rot(order[0].lower(), solved[:, 0]) @ rot(order[1].lower(), solved[:, 1]) @ rot(
+                order[2].lower(), solved[:, 2])
+            assert np.allclose(rebuilt, matrices, atol=1e-9), order
+    # a hand twisting through ZXY's lock (90 degrees about x) in small steps: another order, no channel jump
+    twist = rot("x", np.linspace(0, 2.6, 60)) @ rot("y", np.full(60, 0.3))
+    order = rotation_order(twist)
+    assert order != "ZXY"
+    assert np.abs(np.diff(continuous_euler(twist, order), axis=0)).max() < np.radians(10)
+
+
+def test_motion_files_for_the_people_asked_for_and_a_note_per_id(tmp_path):
+    from sapiens2_demo.export.mocap_video import chosen_people
+    from tests.motion_clips import make_clip
+    from tests.motion_truth import run
+
+    clip = make_clip("cross", noise=False, faults=False)
+    ids, files, export = run(clip, tmp_path, motion_people="2, 7")
+    assert sorted({i for i in ids[0] + ids[1] if i is not None and i >= 0}) == [1, 2]
+    assert sorted(p.name for p in files if p.suffix == ".bvh") == ["motion_2.bvh"]
+    assert any("only the people asked for (2, 7) of 1, 2; no person 7" in note for note in export.notes), export.notes
+    assert any(note.startswith("3D motion: id 2: motion_2.bvh") for note in export.notes), export.notes
+    assert chosen_people(" ") is None and chosen_people("3 1,2") == {1, 2, 3}
+    with pytest.raises(ValueError, match="track ids"):
+        chosen_people("Alice")
