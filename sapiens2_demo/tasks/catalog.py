@@ -173,10 +173,10 @@ def normals_renderer(background: str = "black", **_):
     return NormalsAnnotator(background=background)
 
 
-def depth_renderer(**_):
+def depth_renderer(colour_bar: bool = False, **_):
     from ..render.frames import SteadyDepthAnnotator
 
-    return SteadyDepthAnnotator()
+    return SteadyDepthAnnotator(colour_bar=colour_bar)
 
 
 def matting_renderer(background: str = "colour", colour: str = "#00b140", background_image=None,
@@ -269,7 +269,8 @@ register(TaskSpec(
     "normals", "Normals", "Normals", "normal", SIZES, run_normals, aliases=("normal",), folder="normal",
     start=start_normals, draw=drawn.draw_normals, draw_start=drawn.start_normals,
     options=(REMOVE_BACKGROUND,
-             Option("background", "black", "Background", "radio", (("black", "black"), ("original image", "image"))),
+             Option("background", "black", "Background", "radio", (("black", "black"), ("original image", "image")),
+                    shown_when=("remove_background", True)),  # what is painted where the background was removed
              Option("png_bits", 16, "PNG bit depth", "radio", (8, 16)),
              raw_data("normals.npy, float32 x y z per pixel, 25 MB at 1080p")),  # appended: API order
     uses_mask=True, follows_frames=True, carry=steady.carried, steady=True,  # video: temporal_smoothing
@@ -287,7 +288,7 @@ register(TaskSpec(
     draw=drawn.draw_pointmap, draw_start=drawn.start_pointmap,
     options=(REMOVE_BACKGROUND,
              Option("max_points", 200_000, "Max points in the cloud", "slider", low=10_000, high=500_000,
-                    step=10_000),
+                    step=10_000, shown_when=("raw_data", True)),  # the clouds come with the raw data
              Option("max_faces", 300_000, "Max faces in the surface mesh", "slider", low=10_000, high=1_000_000,
                     step=10_000),
              raw_data("depth_m.npy (float32 metres) and the point cloud as .ply and .glb")),  # appended: API order

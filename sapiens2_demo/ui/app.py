@@ -50,11 +50,16 @@ a[data-testid="model3d-download-link"][href*="CARD_PREFIX"] { display: none !imp
 """.replace("CARD_PREFIX", CARD_PREFIX)  # an empty viewer's card (viewers.py) is not a download
 
 
-# The Live tab's stream buttons named for what they do: gradio's say "Record", which sounds like saving a video
-# (its translation keys cannot be overridden in 6.31, so the page renames the button's text when it appears).
-LIVE_BUTTONS_JS = """
+# What the page adjusts as it changes (one observer):
+# - the Live tab's stream buttons are named for what they do: gradio's say "Record", which sounds like saving a
+#   video (its translation keys cannot be overridden in 6.31, so the page renames the button's text when it appears);
+# - gradio's own red "Video not playable" toast (a video box whose file the browser cannot decode) is hidden: the
+#   upload check says it in our words (video_tab.check_video_upload: a file we cannot read is refused, one the
+#   browser may not preview is processed all the same), and the results are H.264, which every browser plays.
+PAGE_JS = """
 () => {
   const names = {"Record": "Start webcam", "Stop Recording": "Stop webcam"};
+  const UNPLAYABLE = "Video not playable";
   const rename = () => {
     const root = document.getElementById("live-camera");
     if (!root) return;
@@ -64,11 +69,21 @@ LIVE_BUTTONS_JS = """
       if (name && node.parentElement.closest("button")) node.textContent = name;
     }
   };
-  new MutationObserver(rename).observe(document.body, {childList: true, subtree: true, characterData: true});
+  const hideUnplayable = () => {
+    for (const text of document.querySelectorAll('[data-testid="toast-text"]')) {
+      if (text.textContent.trim() !== UNPLAYABLE) continue;
+      const body = text.closest('[data-testid="toast-body"]');
+      const others = [...body.querySelectorAll('[data-testid="toast-text"]')]
+        .filter(t => t.textContent.trim() !== UNPLAYABLE);
+      (others.length ? text.parentElement : body).style.display = "none";
+    }
+  };
+  new MutationObserver(() => { rename(); hideUnplayable(); })
+    .observe(document.body, {childList: true, subtree: true, characterData: true});
 }
 """
 
 
 def launch_options() -> dict:
-    """The page's settings for demo.launch: the style and the Live button names above."""
-    return {"css": CSS, "js": LIVE_BUTTONS_JS}
+    """The page's settings for demo.launch: the style and the script above."""
+    return {"css": CSS, "js": PAGE_JS}
