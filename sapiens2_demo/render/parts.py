@@ -119,13 +119,14 @@ class PartsAnnotator:
 class PartNamesAnnotator:
     """Writes each present class's name (as the legend spells it) at a point well inside its largest region, white
     on a black box, its capitals `LABEL_SHARE` of the image's longer side tall (at least `MIN_LABEL_PX`): an image
-    shown scaled to a ~600 px panel keeps its labels ~11 px tall on screen, whatever its size.
+    shown scaled to a ~420-550 px panel keeps its capitals 10-14 px tall on screen, whatever its size (they were
+    a fixed ~6 px in the image: unreadable once a photo is scaled down to the panel).
 
     Regions smaller than `min_share` of the image are left unnamed so small parts do not clutter.
     """
 
-    LABEL_SHARE = 1 / 55
-    MIN_LABEL_PX = 11
+    LABEL_SHARE = 1 / 40
+    MIN_LABEL_PX = 12
 
     def __init__(self, min_share: float = 0.002, include_background: bool = False):
         self.min_share = min_share

@@ -29,7 +29,7 @@ def _label_box_height(side: int) -> int:
 
 @pytest.mark.parametrize("side", [300, 1100, 2200])
 def test_labels_grow_with_the_image(side):
-    """Capitals 1/55 of the longer side (at least 11 px), so the label stays readable once the picture is scaled
+    """Capitals 1/40 of the longer side (at least 12 px), so the label stays readable once the picture is scaled
     to a panel: the box is the capitals plus the descent and a padding, 1.5 to 2.5 times their height."""
     cap = max(PartNamesAnnotator.MIN_LABEL_PX, side * PartNamesAnnotator.LABEL_SHARE)
     assert 1.5 * cap <= _label_box_height(side) <= 2.5 * cap
