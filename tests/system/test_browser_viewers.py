@@ -71,7 +71,7 @@ def test_no_downloads_box_offers_an_upload(page):
         assert_downloads_are_outputs_only(page)
 
 
-def test_a_run_without_an_image_says_what_to_do(page):
+def test_a_run_without_an_image_says_what_to_do(page, shots):
     """Run with no image: no run and no red "Error" toast; the image box itself says what to do."""
     page.get_by_role("tab", name="Matting", exact=True).click()
     panel = page.locator("#tab-matting")
@@ -81,6 +81,7 @@ def test_a_run_without_an_image_says_what_to_do(page):
         state="visible", timeout=30_000)
     page.wait_for_timeout(1000)  # a run would have failed by now
     assert page.locator(".toast-body.error").count() == 0
+    page.screenshot(path=str(shots / "empty_run.png"))
     assert page.locator("#matting-files a").count() == 0
 
 
@@ -226,7 +227,7 @@ def test_video_options_are_the_chosen_tasks(page):
     assert not dense.is_visible()
 
 
-def test_a_bad_video_is_refused_on_upload(page, tmp_path):
+def test_a_bad_video_is_refused_on_upload(page, tmp_path, shots):
     """A text file named .mp4 in the Video tab: cleared at once with a warning that says why, before any run."""
     page.get_by_role("tab", name="Video", exact=True).click()
     close_toasts(page)  # the earlier tests'
@@ -239,13 +240,14 @@ def test_a_bad_video_is_refused_on_upload(page, tmp_path):
     assert page.locator("#video-input video").count() == 0
     page.wait_for_timeout(1000)  # gradio's own red "Video not playable" toast is hidden: the warning says it
     assert not visible_errors(page)
+    page.screenshot(path=str(shots / "video_bad_upload.png"))
 
 
 STOP_IS = """disabled => [...document.querySelectorAll('#tab-video button')]
     .some(b => b.textContent.trim() === 'Stop' && b.disabled === disabled)"""
 
 
-def test_video_stop_is_on_only_while_a_video_runs(page, tmp_path):
+def test_video_stop_is_on_only_while_a_video_runs(page, tmp_path, shots):
     """No clip: no run, the video box says what to do, Stop stays off. A refused run (a size this server lacks)
     turns Stop off again; Stop during a run cancels it and says so."""
     from tests.videos import make_video
@@ -259,6 +261,7 @@ def test_video_stop_is_on_only_while_a_video_runs(page, tmp_path):
         panel.get_by_text("Upload a video first").wait_for(state="visible", timeout=30_000)
         page.wait_for_timeout(1000)
         assert not stop.is_enabled() and not visible_errors(page)
+        page.screenshot(path=str(shots / "video_empty_run.png"))
     clip = make_video(tmp_path / "long.mp4", frames=96, size=(160, 120), fps=12, audio=False)
     panel.locator("#video-input input[type=file]").set_input_files(str(clip))
     panel.locator("#video-input video").first.wait_for(state="attached", timeout=30_000)
@@ -269,6 +272,7 @@ def test_video_stop_is_on_only_while_a_video_runs(page, tmp_path):
     page.locator(".toast-body.error").filter(has_text="Video: This server does not have").wait_for(
         state="visible", timeout=60_000)
     page.wait_for_function(STOP_IS, arg=True, timeout=30_000)  # off again after the refusal
+    page.screenshot(path=str(shots / "video_refused.png"))
     close_toasts(page)
     panel.get_by_label("Model size (a task with one size always uses it)").click()
     page.get_by_role("option", name="0.4b", exact=True).click()
@@ -278,6 +282,7 @@ def test_video_stop_is_on_only_while_a_video_runs(page, tmp_path):
     panel.get_by_text("Stopped: the run was cancelled and its partial files removed.").wait_for(
         state="visible", timeout=30_000)
     assert not stop.is_enabled() and not visible_errors(page)
+    page.screenshot(path=str(shots / "video_stopped.png"), full_page=True)
     # the job's reader and writer threads end (the app runs in this process; a thread still decoding or encoding
     # when the tests end would take the interpreter down with it)
     deadline = time.monotonic() + 60
