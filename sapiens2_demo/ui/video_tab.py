@@ -96,6 +96,7 @@ def run_video(ctx, video, task: str = DEFAULT_TASK, size: str = "0.4b", stride: 
 
 
 STOPPED = "- Stopped: the run was cancelled and its partial files removed."
+DENSE_OPTIONS = "Normals, depth and matting options"
 
 
 def task_controls(pose_options, dense_options, remove_background, steady, raw_normals, colour_bar, matting_mode,
@@ -188,7 +189,7 @@ def build_video_tab(ctx) -> None:
                     beta = gr.Slider(0.0, 1.0, 0.05, step=0.005, label="Smoothing: beta (higher = less lag on fast moves)")
                     motion = gr.Checkbox(False, label="3D motion: lift each frame to 3D with the depth model; a BVH "
                                          "per person and an animated motion.glb", elem_id="video-motion-3d")
-                with gr.Accordion("Normals, depth and matting options", open=False) as dense_options:
+                with gr.Accordion(DENSE_OPTIONS, open=False) as dense_options:
                     fg = gr.Checkbox(True, label="Remove background (normals, depth)")
                     steady = gr.Checkbox(False, label="Steady over time (normals, depth): no flicker where the scene "
                                          "is still", elem_id="video-steady")
@@ -221,9 +222,14 @@ def build_video_tab(ctx) -> None:
         shown = task_controls(pose_options, dense_options, fg, steady, raw, bar, mode, colour, bg_img)
         for control, rule in shown.items():  # as the page opens
             control.visible = rule(task.value, mode.value)
+        def show(chosen: str, background: str):
+            updates = [gr.update(visible=rule(chosen, background)) for rule in shown.values()]
+            updates[list(shown).index(dense_options)]["label"] = (  # one task's box is named for it
+                f"{tasks.get(chosen).short} options" if chosen != ALL_TASKS else DENSE_OPTIONS)
+            return updates
+
         for trigger in (task.change, mode.change):
-            trigger(lambda chosen, background: [gr.update(visible=rule(chosen, background)) for rule in shown.values()],
-                    [task, mode], list(shown), api_visibility="private", show_progress="hidden", queue=False)
+            trigger(show, [task, mode], list(shown), api_visibility="private", show_progress="hidden", queue=False)
         # Stop is on only while a run is under way: the empty-input check stops a run before it starts (the video
         # box says what to do), and gradio 6.31's page runs no .then step after a failed one, so .failure too
         start = btn.click(lambda _clip: gr.update(interactive=True), clip, stop, validator=needs("a video"),

@@ -212,10 +212,10 @@ def test_video_options_are_the_chosen_tasks(page):
     """Pose options with pose, the depth's colour bar and background with depth, matting's with matting."""
     page.get_by_role("tab", name="Video", exact=True).click()
     panel = page.locator("#tab-video")
-    dense = panel.get_by_text("Normals, depth and matting options")
+    dense = panel.get_by_text("Depth options", exact=True)  # the box named for the chosen task
     panel.get_by_label("Body parts", exact=True).check()
     panel.get_by_text("Pose options").wait_for(state="hidden")
-    assert not dense.is_visible()
+    assert not panel.get_by_text("Normals, depth and matting options").is_visible()
     panel.get_by_label("Depth", exact=True).check()
     dense.wait_for(state="visible")
     dense.click()
