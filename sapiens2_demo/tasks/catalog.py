@@ -247,6 +247,7 @@ register(TaskSpec(
     files_label="Downloads (official JSON, COCO-17, OpenPose, COCO-WholeBody; 3D keypoints when lifted)",
     viewer_file="pose_3d.glb", viewer_label="3D skeleton (metres, camera frame)",
     viewer_card=("The 3D skeleton appears here", 'tick "Lift to 3D" and run; then drag to turn it'),
+    controls=("pose_options",),  # the Video and Live tabs' controls for it
     description="Whole-body 2D pose of every person in an image: 308 keypoints per person (body, feet, hands, "
                 "face), found with a person detector. Gives the skeleton drawing and the keypoints as the official "
                 "Sapiens2 JSON, COCO-17, OpenPose BODY_25 and COCO-WholeBody files; with lift_3d, also 3D keypoints "
@@ -279,6 +280,7 @@ register(TaskSpec(
     video_export=normals_video_export, live=True, in_all=True,
     button="Estimate normals", outputs=("slider",), result_label="Image / normals",
     files_label="Downloads (16- or 8-bit PNG; normals.npy with raw data)",
+    controls=("remove_background", "steady", "raw_normals"),  # the Video and Live tabs' controls for it
     description="Surface normals of the people in an image (one unit vector per pixel, camera frame). Gives the "
                 "input and the normal map as colours and the normals as a 16- or 8-bit PNG; with raw_data, also "
                 "as .npy (float32)."))
@@ -302,6 +304,7 @@ register(TaskSpec(
     viewer_card=("The person's 3D surface appears here", "after a run; then drag to turn it, scroll to zoom"),
     model3d_files=("person_mesh.glb", "person.glb"),  # the mesh; the cloud when no face is left
     files_label="Downloads (surface mesh .glb, depth PNG mm; with raw data: .npy m, point cloud .ply / .glb)",
+    controls=("remove_background", "steady", "colour_bar"),  # the Video and Live tabs' controls for it
     description="Metric depth and 3D shape of the people in an image (a pointmap: one 3D point per pixel). Gives "
                 "the input and the depth as colours with a scale in metres, a coloured 3D surface mesh "
                 "(person_mesh.glb) and the depth as a PNG in millimetres; with raw_data, also the depth as .npy in "
@@ -318,6 +321,7 @@ register(TaskSpec(
     files=("matting_rgba.png", "matting_alpha.png"), video_export=on_request(video_files.MattingVideoExport), in_all=True,
     button="Matte", outputs=("slider",), result_label="Image / composite",
     files_label="Downloads (RGBA PNG, alpha PNG)",
+    controls=("matting",),  # the Video and Live tabs' controls for it
     description="Cuts the people out of an image (alpha matting). Gives the input and the people composited over a "
                 "colour, an image or transparency, the cut-out as an RGBA PNG and the alpha matte as a PNG."))
 

@@ -168,6 +168,11 @@ def live_frame(ctx, frame, task: str = DEFAULT_TASK, size: str = "0.4b", remove_
         session.busy.release()
 
 
+def applies(task: str, control: str) -> bool:
+    """Whether the Live tab's `control` does something for `task` (its spec's `controls`)."""
+    return task in tasks.names(live=True) and control in tasks.get(task).controls
+
+
 def build_live_tab(ctx) -> None:
     def live(frame, task: str = DEFAULT_TASK, size: str = "0.4b", remove_background: bool = False,
              colour_bar: bool = True, request: gr.Request = None):
@@ -199,15 +204,15 @@ def build_live_tab(ctx) -> None:
                                 value=tasks.names(live=True)[0], label="Task")
                 size = size_menu(ctx.manager, [spec.family for spec in tasks.specs(live=True)], SIZES)
                 background = gr.Checkbox(False, label="Remove background (normals, depth: runs body parts too)",
-                                         visible=DEFAULT_TASK in ("normals", "pointmap"))
+                                         visible=applies(DEFAULT_TASK, "remove_background"))
                 bar = gr.Checkbox(True, label="Colour bar in metres beside the depth", elem_id="live-colour-bar",
-                                  visible=DEFAULT_TASK == "pointmap")
+                                  visible=applies(DEFAULT_TASK, "colour_bar"))
             with gr.Column():
                 shown = gr.Image(label="Live result", format="jpeg", interactive=False, elem_id="live-output")
                 stats = gr.Markdown(IDLE_TEXT, elem_id="live-stats")
         note()
-    task.change(lambda chosen: [gr.update(visible=chosen in ("normals", "pointmap")),
-                                gr.update(visible=chosen == "pointmap")], task, [background, bar],
+    task.change(lambda chosen: [gr.update(visible=applies(chosen, "remove_background")),
+                                gr.update(visible=applies(chosen, "colour_bar"))], task, [background, bar],
                 api_visibility="private", show_progress="hidden", queue=False)  # only what applies to the task
     camera.stream(live, [camera, task, size, background, bar], [shown, stats], api_name="live",
                   stream_every=STREAM_EVERY_S, time_limit=TIME_LIMIT_S, concurrency_limit=MAX_STREAMS,

@@ -101,19 +101,24 @@ DENSE_OPTIONS = "Normals, depth and matting options"
 
 def task_controls(pose_options, dense_options, remove_background, steady, raw_normals, colour_bar, matting_mode,
                   colour, background_image) -> dict:
-    """The Video tab's task-specific controls, each with its rule (chosen task, matting background) -> shown:
-    the chosen task's own controls (the grid of every task: all but the colour bar, which the grid has not), and a
-    matting background's control only with that background."""
-    def task_in(*names, grid: bool = True):
-        return lambda chosen, background: chosen in names or (grid and chosen == ALL_TASKS)
+    """The Video tab's task-specific controls, each with its rule (chosen task, matting background) -> shown: those
+    the chosen task's spec names (`TaskSpec.controls`; the grid of every task: all but the colour bar, which the grid
+    has not), and a matting background's control only with that background."""
+    def names(chosen: str) -> set[str]:
+        if chosen == ALL_TASKS:
+            return {name for spec in tasks.specs(in_all=True) for name in spec.controls} - {"colour_bar"}
+        return set(tasks.get(chosen).controls) if chosen in tasks.names(video=True) else set()
+
+    def needs(*wanted: str):
+        return lambda chosen, background: bool(names(chosen) & set(wanted))
 
     def matting_with(choice: str):
-        return lambda chosen, background: chosen in ("matting", ALL_TASKS) and background == choice
+        return lambda chosen, background: "matting" in names(chosen) and background == choice
 
-    return {pose_options: task_in("pose"), dense_options: task_in("normals", "pointmap", "matting"),
-            remove_background: task_in("normals", "pointmap"), steady: task_in("normals", "pointmap"),
-            raw_normals: task_in("normals"), colour_bar: task_in("pointmap", grid=False),
-            matting_mode: task_in("matting"), colour: matting_with("colour"),
+    return {pose_options: needs("pose_options"),
+            dense_options: needs("remove_background", "steady", "raw_normals", "colour_bar", "matting"),
+            remove_background: needs("remove_background"), steady: needs("steady"), raw_normals: needs("raw_normals"),
+            colour_bar: needs("colour_bar"), matting_mode: needs("matting"), colour: matting_with("colour"),
             background_image: matting_with("image")}
 
 
