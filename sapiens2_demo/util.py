@@ -64,8 +64,9 @@ def batched(items, size: int):
 
 
 def notes_markdown(notes) -> str:
-    """Notes as the Markdown bullet list every tab shows."""
-    return "\n".join(f"- {note}" for note in notes)
+    """Notes (plain text) as the Markdown bullet list every tab shows. Angle brackets are written as entities: a
+    page takes "motion_<id>.bvh" as an HTML tag and drops it, with the rest of the line."""
+    return "\n".join("- " + note.replace("<", "&lt;").replace(">", "&gt;") for note in notes)
 
 
 def target(folder: str | Path, name: str) -> Path:

@@ -32,6 +32,7 @@ from ..results import PoseResult
 log = logging.getLogger(__name__)
 
 ALL = "all"  # every task of "all", rendered as a grid
+RENDERER_ONLY = ("opaque", "colour_bar")  # what a video's renderers read besides their task's options
 
 
 def _env(name: str, default: float) -> float:
@@ -106,6 +107,7 @@ class VideoJob:
     normals_background: str = "black"
     raw_normals: bool = False
     temporal_smoothing: bool = False  # normals, depth: steady over time (pipelines/steady.py)
+    colour_bar: bool = False  # depth: its colour scale in metres beside the picture (not in the grid: no room)
     frame_exports: bool = False  # the heavy per-frame downloads (label / depth PNG zips, normals, alpha videos)
     # matting
     matting_background: str = "colour"
@@ -140,7 +142,7 @@ class VideoJob:
         `<option>`; a video has no alpha channel, so renderers draw opaque pictures."""
         mine = {k: v for k, v in vars(self).items() if not k.startswith("_")}
         chosen = {o.name: mine.get(f"{spec.name}_{o.name}", mine.get(o.name, o.default)) for o in spec.options}
-        return {**mine, **chosen, "opaque": True}
+        return {**mine, **chosen, "opaque": True, "colour_bar": self.colour_bar and self.task != ALL}
 
     def jobs(self):
         """Each task's GPU job; video-only pipeline options ride along (a runner takes or ignores them)."""
@@ -239,8 +241,8 @@ class VideoJob:
                 job.options.update(frame_index=self._done, previous=previous)
             steady = self.temporal_smoothing and spec.steady  # its filter's state comes back with the results
             if spec.draw is not None and spec.name in self._pictures_only and not steady:
-                job.options["draw"] = {k: v for k, v in self.options_for(spec).items()
-                                       if k in spec.defaults() or k == "opaque"}  # what its renderer reads
+                job.options["draw"] = {k: v for k, v in self.options_for(spec).items()  # what its renderer reads
+                                       if k in spec.defaults() or k in RENDERER_ONLY}
                 job.options["draw_state"] = getattr(self._last.get(spec.name), "state", None)
         answers = gpu.answers(self.manager_key, [f.rgb for f in frames], jobs, self.batch_size,
                               compact=not self.frame_exports)

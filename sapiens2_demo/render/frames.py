@@ -11,7 +11,7 @@ import cv2
 import numpy as np
 
 from ..results import DrawnFrame
-from .depth import DepthAnnotator, DepthBounds, depth_bounds
+from .depth import DepthAnnotator, DepthBounds, attach_colorbar, depth_bounds
 from .skeleton import SkeletonAnnotator
 
 DEPTH_SMOOTHING = 0.2  # weight of the new frame's bounds in the running colour scale
@@ -34,9 +34,13 @@ class PoseAnnotator:
 
 
 class SteadyDepthAnnotator:
-    def __init__(self):
+    """`colour_bar`: each picture with the colour scale in metres of its frame on the right (the image tab's bar),
+    so the video is wider by the bar."""
+
+    def __init__(self, colour_bar: bool = False):
         self.depth = DepthAnnotator()
         self.bounds: DepthBounds | None = None
+        self.colour_bar = bool(colour_bar)
 
     def follow(self, new: DepthBounds) -> DepthBounds:
         """The running colour scale once a frame whose own bounds are `new` is drawn."""
@@ -58,7 +62,12 @@ class SteadyDepthAnnotator:
         self.bounds = bounds
 
     def annotate(self, frame: np.ndarray, result) -> np.ndarray:
-        return self.depth.annotate(frame, result, bounds=self.follow(depth_bounds(result, result.mask)))
+        bounds = self.follow(depth_bounds(result, result.mask))
+        return self.with_bar(self.depth.annotate(frame, result, bounds=bounds), bounds)
+
+    def with_bar(self, picture: np.ndarray, bounds: DepthBounds) -> np.ndarray:
+        """The picture, with the scale of `bounds` beside it when asked (pictures drawn on the device too)."""
+        return attach_colorbar(picture, bounds) if self.colour_bar else picture
 
 
 def grid(frame: np.ndarray, tiles: list[tuple[str, np.ndarray]]) -> np.ndarray:

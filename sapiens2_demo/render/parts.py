@@ -31,6 +31,11 @@ def class_names() -> tuple[str, ...]:
     return _seg29()[0]
 
 
+def display_name(name: str) -> str:
+    """A class name as people read it, the legend's spelling: "Upper_Clothing" -> "Upper Clothing"."""
+    return name.replace("_", " ")
+
+
 def palette() -> np.ndarray:
     """(29, 3) uint8 RGB colour per label id, read-only."""
     return _seg29()[1]
@@ -112,10 +117,16 @@ class PartsAnnotator:
 
 
 class PartNamesAnnotator:
-    """Writes each present class's name at a point well inside its largest region (white on black box).
+    """Writes each present class's name (as the legend spells it) at a point well inside its largest region, white
+    on a black box, its capitals `LABEL_SHARE` of the image's longer side tall (at least `MIN_LABEL_PX`): an image
+    shown scaled to a ~420-550 px panel keeps its capitals 10-14 px tall on screen, whatever its size (they were
+    a fixed ~6 px in the image: unreadable once a photo is scaled down to the panel).
 
     Regions smaller than `min_share` of the image are left unnamed so small parts do not clutter.
     """
+
+    LABEL_SHARE = 1 / 40
+    MIN_LABEL_PX = 12
 
     def __init__(self, min_share: float = 0.002, include_background: bool = False):
         self.min_share = min_share
@@ -127,15 +138,19 @@ class PartNamesAnnotator:
         height, width = labels.shape
         step = max(1, int(max(height, width) // 512))  # work on a <= ~512 px grid: fast, good enough
         small = labels[::step, ::step]
-        unit = max(min(height, width) / 512.0, 0.5)
-        font, scale, thick = cv2.FONT_HERSHEY_SIMPLEX, 0.4 * unit, max(1, round(unit))
+        font = cv2.FONT_HERSHEY_SIMPLEX
+        cap_px = max(self.MIN_LABEL_PX, max(height, width) * self.LABEL_SHARE)
+        scale = cap_px / cv2.getTextSize("H", font, 1.0, 1)[0][1]  # the font's capitals at scale 1
+        thick = max(1, round(cap_px / 12))
+        pad = max(2, round(cap_px / 5))
         for entry in legend(labels, include_background=self.include_background, min_share=self.min_share):
+            name = display_name(entry.name)
             mask = (small == entry.class_id).astype(np.uint8)
             distance = cv2.distanceTransform(np.pad(mask, 1), cv2.DIST_L2, 3)[1:-1, 1:-1]
             y, x = np.unravel_index(int(np.argmax(distance)), distance.shape)
-            (tw, th), base = cv2.getTextSize(entry.name, font, scale, thick)
-            x0 = int(np.clip(x * step - tw // 2, 0, max(width - tw, 0)))
-            y0 = int(np.clip(y * step + th // 2, th, height - base))
-            cv2.rectangle(canvas, (x0 - 2, y0 - th - 2), (x0 + tw + 2, y0 + base), (0, 0, 0), -1)
-            cv2.putText(canvas, entry.name, (x0, y0), font, scale, (255, 255, 255), thick, cv2.LINE_AA)
+            (tw, th), base = cv2.getTextSize(name, font, scale, thick)
+            x0 = int(np.clip(x * step - tw // 2, pad, max(width - tw - pad, pad)))
+            y0 = int(np.clip(y * step + th // 2, th + pad, max(height - base - pad, th + pad)))
+            cv2.rectangle(canvas, (x0 - pad, y0 - th - pad), (x0 + tw + pad, y0 + base + pad // 2), (0, 0, 0), -1)
+            cv2.putText(canvas, name, (x0, y0), font, scale, (255, 255, 255), thick, cv2.LINE_AA)
         return canvas

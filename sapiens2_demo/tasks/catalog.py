@@ -173,10 +173,10 @@ def normals_renderer(background: str = "black", **_):
     return NormalsAnnotator(background=background)
 
 
-def depth_renderer(**_):
+def depth_renderer(colour_bar: bool = False, **_):
     from ..render.frames import SteadyDepthAnnotator
 
-    return SteadyDepthAnnotator()
+    return SteadyDepthAnnotator(colour_bar=colour_bar)
 
 
 def matting_renderer(background: str = "colour", colour: str = "#00b140", background_image=None,
@@ -247,6 +247,7 @@ register(TaskSpec(
     files_label="Downloads (official JSON, COCO-17, OpenPose, COCO-WholeBody; 3D keypoints when lifted)",
     viewer_file="pose_3d.glb", viewer_label="3D skeleton (metres, camera frame)",
     viewer_card=("The 3D skeleton appears here", 'tick "Lift to 3D" and run; then drag to turn it'),
+    controls=("pose_options",),  # the Video and Live tabs' controls for it
     description="Whole-body 2D pose of every person in an image: 308 keypoints per person (body, feet, hands, "
                 "face), found with a person detector. Gives the skeleton drawing and the keypoints as the official "
                 "Sapiens2 JSON, COCO-17, OpenPose BODY_25 and COCO-WholeBody files; with lift_3d, also 3D keypoints "
@@ -269,7 +270,8 @@ register(TaskSpec(
     "normals", "Normals", "Normals", "normal", SIZES, run_normals, aliases=("normal",), folder="normal",
     start=start_normals, draw=drawn.draw_normals, draw_start=drawn.start_normals,
     options=(REMOVE_BACKGROUND,
-             Option("background", "black", "Background", "radio", (("black", "black"), ("original image", "image"))),
+             Option("background", "black", "Background", "radio", (("black", "black"), ("original image", "image")),
+                    shown_when=("remove_background", True)),  # what is painted where the background was removed
              Option("png_bits", 16, "PNG bit depth", "radio", (8, 16)),
              raw_data("normals.npy, float32 x y z per pixel, 25 MB at 1080p")),  # appended: API order
     uses_mask=True, follows_frames=True, carry=steady.carried, steady=True,  # video: temporal_smoothing
@@ -278,6 +280,7 @@ register(TaskSpec(
     video_export=normals_video_export, live=True, in_all=True,
     button="Estimate normals", outputs=("slider",), result_label="Image / normals",
     files_label="Downloads (16- or 8-bit PNG; normals.npy with raw data)",
+    controls=("remove_background", "steady", "raw_normals"),  # the Video and Live tabs' controls for it
     description="Surface normals of the people in an image (one unit vector per pixel, camera frame). Gives the "
                 "input and the normal map as colours and the normals as a 16- or 8-bit PNG; with raw_data, also "
                 "as .npy (float32)."))
@@ -287,7 +290,7 @@ register(TaskSpec(
     draw=drawn.draw_pointmap, draw_start=drawn.start_pointmap,
     options=(REMOVE_BACKGROUND,
              Option("max_points", 200_000, "Max points in the cloud", "slider", low=10_000, high=500_000,
-                    step=10_000),
+                    step=10_000, shown_when=("raw_data", True)),  # the clouds come with the raw data
              Option("max_faces", 300_000, "Max faces in the surface mesh", "slider", low=10_000, high=1_000_000,
                     step=10_000),
              raw_data("depth_m.npy (float32 metres) and the point cloud as .ply and .glb")),  # appended: API order
@@ -301,6 +304,7 @@ register(TaskSpec(
     viewer_card=("The person's 3D surface appears here", "after a run; then drag to turn it, scroll to zoom"),
     model3d_files=("person_mesh.glb", "person.glb"),  # the mesh; the cloud when no face is left
     files_label="Downloads (surface mesh .glb, depth PNG mm; with raw data: .npy m, point cloud .ply / .glb)",
+    controls=("remove_background", "steady", "colour_bar"),  # the Video and Live tabs' controls for it
     description="Metric depth and 3D shape of the people in an image (a pointmap: one 3D point per pixel). Gives "
                 "the input and the depth as colours with a scale in metres, a coloured 3D surface mesh "
                 "(person_mesh.glb) and the depth as a PNG in millimetres; with raw_data, also the depth as .npy in "
@@ -317,6 +321,7 @@ register(TaskSpec(
     files=("matting_rgba.png", "matting_alpha.png"), video_export=on_request(video_files.MattingVideoExport), in_all=True,
     button="Matte", outputs=("slider",), result_label="Image / composite",
     files_label="Downloads (RGBA PNG, alpha PNG)",
+    controls=("matting",),  # the Video and Live tabs' controls for it
     description="Cuts the people out of an image (alpha matting). Gives the input and the people composited over a "
                 "colour, an image or transparency, the cut-out as an RGBA PNG and the alpha matte as a PNG."))
 

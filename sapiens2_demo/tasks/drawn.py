@@ -46,7 +46,15 @@ def start_pointmap(frames, manager, size, annotator, *, remove_background: bool 
     images = upload(frames, manager.device)
     masks = _masks(images, manager, size, remove_background)
     maps = dense.pointmaps_device_start(images, manager, size)
-    return lambda: to_host([draw.depth(annotator, points, mask) for points, mask in zip(maps(), masks())])
+
+    def finish():
+        pictures, scales = [], []
+        for points, mask in zip(maps(), masks()):
+            pictures.append(draw.depth(annotator, points, mask))
+            scales.append(annotator.bounds)  # this frame's colour scale, for its bar
+        return [annotator.with_bar(picture, bounds) for picture, bounds in zip(to_host(pictures), scales)]
+
+    return finish
 
 
 def start_matting(frames, manager, size, annotator, **_):

@@ -86,6 +86,9 @@ class TaskSpec:
     video_export: Callable | None = None
     video: bool = True  # runs on videos
     live: bool = False  # offered in the Live tab
+    # the Video and Live tabs' controls that apply to it, shown only when it is chosen: "pose_options",
+    # "remove_background", "steady", "raw_normals", "colour_bar", "matting" (the matting background)
+    controls: tuple[str, ...] = ()
     in_all: bool = False  # part of "all" (the All-tasks tab, `--tasks all`, the video grid)
     button: str = "Run"
     outputs: tuple[str, ...] = ("image",)  # an image tab's result widgets: image | slider | legend | model3d

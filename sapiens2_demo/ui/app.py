@@ -47,14 +47,24 @@ CSS = """
 [data-testid="status-tracker"]:has(> .error) { display: none !important; }
 [id$="-files"] .label-clear-button { display: none !important; }
 a[data-testid="model3d-download-link"][href*="CARD_PREFIX"] { display: none !important; }
+.toast-message-item[data-unplayable] { display: none !important; }
+[data-testid="toast-body"]:has([data-unplayable]):not(:has(.toast-message-item:not([data-unplayable]))) {
+  display: none !important;
+}
 """.replace("CARD_PREFIX", CARD_PREFIX)  # an empty viewer's card (viewers.py) is not a download
 
 
-# The Live tab's stream buttons named for what they do: gradio's say "Record", which sounds like saving a video
-# (its translation keys cannot be overridden in 6.31, so the page renames the button's text when it appears).
-LIVE_BUTTONS_JS = """
+# What the page adjusts as it changes (one observer):
+# - the Live tab's stream buttons are named for what they do: gradio's say "Record", which sounds like saving a
+#   video (its translation keys cannot be overridden in 6.31, so the page renames the button's text when it appears);
+# - gradio's own red "Video not playable" message (a video box whose file the browser cannot decode) is marked, and
+#   the CSS above hides it (and its toast, when it holds nothing else; gradio groups the errors in one toast): the
+#   upload check says it in our words (video_tab.check_video_upload: a file we cannot read is refused, one the
+#   browser may not preview is processed all the same), and the results are H.264, which every browser plays.
+PAGE_JS = """
 () => {
   const names = {"Record": "Start webcam", "Stop Recording": "Stop webcam"};
+  const UNPLAYABLE = "Video not playable";
   const rename = () => {
     const root = document.getElementById("live-camera");
     if (!root) return;
@@ -64,11 +74,18 @@ LIVE_BUTTONS_JS = """
       if (name && node.parentElement.closest("button")) node.textContent = name;
     }
   };
-  new MutationObserver(rename).observe(document.body, {childList: true, subtree: true, characterData: true});
+  const markUnplayable = () => {  // the CSS hides a marked message, and a toast of only such messages
+    for (const text of document.querySelectorAll('[data-testid="toast-text"]')) {
+      const item = text.parentElement, unplayable = text.textContent.trim() === UNPLAYABLE;
+      if (unplayable !== item.hasAttribute("data-unplayable")) item.toggleAttribute("data-unplayable", unplayable);
+    }
+  };
+  new MutationObserver(() => { rename(); markUnplayable(); })
+    .observe(document.body, {childList: true, subtree: true, characterData: true});
 }
 """
 
 
 def launch_options() -> dict:
-    """The page's settings for demo.launch: the style and the Live button names above."""
-    return {"css": CSS, "js": LIVE_BUTTONS_JS}
+    """The page's settings for demo.launch: the style and the script above."""
+    return {"css": CSS, "js": PAGE_JS}

@@ -101,6 +101,19 @@ def check_upload(path):
     return gr.skip()
 
 
+def needs(what: str):
+    """A Run button's validator: without its first input (`what`: "an image", "a video") the run does not start,
+    and that input's box says what to do, in place of a red "Error" toast. gradio runs it as the event is
+    queued (API callers get the message as a ValidationError); one gr.validate per input of the event."""
+    message = f"Upload {what} first: drop a file here, or click an example below."
+
+    def validate(first, *others):
+        checks = [gr.validate(first is not None, message)] + [gr.validate(True, "")] * len(others)
+        return checks[0] if not others else tuple(checks)  # one input: gradio takes the value itself
+
+    return validate
+
+
 def note() -> None:
     """The acceptable-use note every tab ends with."""
     gr.Markdown(f"<small>{ACCEPTABLE_USE} [License]({LICENSE_URL}).</small>")

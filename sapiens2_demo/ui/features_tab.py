@@ -21,7 +21,7 @@ def build_features_tab(ctx: AppContext, task_tab, run) -> Callable:
     Returns the endpoint's handler."""
     import gradio as gr
 
-    from .common import ImageUpload, check_upload, user_errors
+    from .common import ImageUpload, check_upload, needs, user_errors
     from .sizes import size_menu
 
     def features(image, image2=None, size: str = "0.4b", use_mask: bool = True,
@@ -71,7 +71,7 @@ def build_features_tab(ctx: AppContext, task_tab, run) -> Callable:
                       api_visibility="private", show_progress="hidden")
         btn.click(features, [tab.img, image2, size_dropdown, use_mask],
                   [slider, slider2, similarity, files, tab.info], api_name=spec.name, concurrency_id=spec.family,
-                  show_progress_on=[slider])
+                  show_progress_on=[slider], validator=needs("an image"))
     from . import mcp
 
     mcp.add_features_tool(ctx, [tab.img, image2, size_dropdown, use_mask], features.__doc__, spec.family)

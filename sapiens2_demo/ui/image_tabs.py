@@ -22,7 +22,7 @@ from ..jobs import image as image_jobs
 from ..media.image import ImageError, load_image
 from ..util import notes_markdown
 from . import mcp
-from .common import ImageUpload, as_display_files, check_upload, session_of, task_tab, user_errors
+from .common import ImageUpload, as_display_files, check_upload, needs, session_of, task_tab, user_errors
 from .sizes import size_menu
 from .viewers import SHOWN_MODELS, fill_after, model_viewer
 
@@ -212,7 +212,7 @@ def build_task_tab(ctx, spec) -> None:
     inputs = [tab.img] + ([size] if len(spec.sizes) > 1 else []) + [by_name[o.name] for o in spec.options]
     outputs = [*shown, files, tab.info]
     event = btn.click(make_handler(ctx, spec), inputs, outputs, api_name=f"{spec.name}_tab", api_visibility="private",
-                      concurrency_id=spec.family, show_progress_on=shown[:1] or None)
+                      concurrency_id=spec.family, show_progress_on=shown[:1] or None, validator=needs("an image"))
     gr.on([], make_handler(ctx, spec, stream=False), inputs, outputs, api_name=spec.name,  # the API only
           concurrency_id=spec.family)
     names = [o.name for o in spec.options]
@@ -249,5 +249,6 @@ def build_all_tab(ctx) -> None:
                                  elem_id="all-output")  # contain: the depth tile keeps its colour bar
             files = gr.File(label="Download everything (.zip)", interactive=False, elem_id="all-files")
     outputs = [gallery, files, tab.info]
-    btn.click(all_tasks, [tab.img, size], outputs, api_name="all_tab", api_visibility="private", concurrency_id="all")
+    btn.click(all_tasks, [tab.img, size], outputs, api_name="all_tab", api_visibility="private", concurrency_id="all",
+              validator=needs("an image"))
     gr.on([], last_answer(all_tasks), [tab.img, size], outputs, api_name="all", concurrency_id="all")  # API, MCP

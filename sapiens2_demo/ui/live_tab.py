@@ -54,7 +54,7 @@ IDLE_TEXT = "Start the camera: frames per second show here."
 class LiveSession:
     """One browser session's live state: a renderer (steady depth colours) and the counters."""
 
-    setup: tuple  # (task, size, remove_background): changing it starts afresh
+    setup: tuple  # (task, size, remove_background, colour_bar): changing it starts afresh
     renderer: object  # the task's annotator (the depth one keeps its colour scale steady)
     busy: threading.Lock = field(default_factory=threading.Lock)
     stream: object = None  # the gr.Request of the stream being served (gradio passes one object per stream)
@@ -105,7 +105,8 @@ def _session_for(ctx, request, setup: tuple, now: float) -> LiveSession:
         stale = session is not None and not session.busy.locked() and (
             session.setup != setup or now - session.last_seen > RESET_AFTER_S)
         if session is None or stale:
-            session = _SESSIONS[key] = LiveSession(setup=setup, renderer=tasks.get(setup[0]).renderer())
+            session = _SESSIONS[key] = LiveSession(setup=setup, renderer=tasks.get(setup[0]).renderer(
+                colour_bar=setup[3]))
         _SESSIONS.move_to_end(key)
         while len(_SESSIONS) > MAX_SESSIONS:
             _SESSIONS.popitem(last=False)
@@ -126,7 +127,7 @@ def downscale(frame: np.ndarray, max_side: int = MAX_SIDE) -> np.ndarray:
 
 
 def live_frame(ctx, frame, task: str = DEFAULT_TASK, size: str = "0.4b", remove_background: bool = False,
-               request: gr.Request | None = None):
+               colour_bar: bool = True, request: gr.Request | None = None):
     """One webcam frame -> (the rendered frame or gr.skip(), the stats Markdown).
 
     A frame that arrives while this session is still busy with another is dropped (gr.skip(), counted).
@@ -137,7 +138,7 @@ def live_frame(ctx, frame, task: str = DEFAULT_TASK, size: str = "0.4b", remove_
     now = time.perf_counter()
     if task not in tasks.names(live=True):
         return gr.skip(), f"**Cannot run:** unknown task {task!r}; choose one of {', '.join(tasks.names(live=True))}."
-    session = _session_for(ctx, request, (task, size, bool(remove_background)), now)
+    session = _session_for(ctx, request, (task, size, bool(remove_background), bool(colour_bar)), now)
     if not session.busy.acquire(blocking=False):
         session.refused += 1
         return gr.skip(), session.stats()
@@ -149,7 +150,7 @@ def live_frame(ctx, frame, task: str = DEFAULT_TASK, size: str = "0.4b", remove_
                 session.input_hw = tuple(np.shape(frame)[:2])
                 job = make_job(ctx, task, size, {**LIVE_OPTIONS, "remove_background": bool(remove_background)})
                 if tasks.get(task).draw is not None:  # only the picture is wanted: drawn on the GPU where there is one
-                    job.options["draw"] = {}  # the live renderer's defaults
+                    job.options["draw"] = {"colour_bar": bool(colour_bar)}  # the live renderer's options
                     job.options["draw_state"] = getattr(session.renderer, "state", None)  # the depth colour scale
                 started = time.perf_counter()
                 result = gpu.answers(ctx.manager_key, [small], [job])[0][0]
@@ -167,9 +168,14 @@ def live_frame(ctx, frame, task: str = DEFAULT_TASK, size: str = "0.4b", remove_
         session.busy.release()
 
 
+def applies(task: str, control: str) -> bool:
+    """Whether the Live tab's `control` does something for `task` (its spec's `controls`)."""
+    return task in tasks.names(live=True) and control in tasks.get(task).controls
+
+
 def build_live_tab(ctx) -> None:
     def live(frame, task: str = DEFAULT_TASK, size: str = "0.4b", remove_background: bool = False,
-             request: gr.Request = None):
+             colour_bar: bool = True, request: gr.Request = None):
         """One webcam frame through a Sapiens2 model, rendered back (the Live tab streams frames to it).
 
         Args:
@@ -177,11 +183,12 @@ def build_live_tab(ctx) -> None:
             task: one of 'pose', 'segment', 'normals', 'pointmap'
             size: model size, one of 0.4b, 0.8b, 1b, 5b
             remove_background: normals and depth: only the person, found with the body-part model
+            colour_bar: depth: the colour scale in metres beside the picture (true or false)
 
         Returns:
             the rendered frame; the frames-per-second statistics (Markdown)
         """
-        return live_frame(ctx, frame, task, size, remove_background, request=request)
+        return live_frame(ctx, frame, task, size, remove_background, colour_bar, request=request)
 
     with gr.Tab("Live", id="live", elem_id="tab-live"):
         gr.Markdown("Your webcam, streamed to the server: every frame goes through the model and comes back "
@@ -196,11 +203,17 @@ def build_live_tab(ctx) -> None:
                 task = gr.Radio([(spec.short, spec.name) for spec in tasks.specs(live=True)],
                                 value=tasks.names(live=True)[0], label="Task")
                 size = size_menu(ctx.manager, [spec.family for spec in tasks.specs(live=True)], SIZES)
-                background = gr.Checkbox(False, label="Remove background (normals, depth: runs body parts too)")
+                background = gr.Checkbox(False, label="Remove background (normals, depth: runs body parts too)",
+                                         visible=applies(DEFAULT_TASK, "remove_background"))
+                bar = gr.Checkbox(True, label="Colour bar in metres beside the depth", elem_id="live-colour-bar",
+                                  visible=applies(DEFAULT_TASK, "colour_bar"))
             with gr.Column():
                 shown = gr.Image(label="Live result", format="jpeg", interactive=False, elem_id="live-output")
                 stats = gr.Markdown(IDLE_TEXT, elem_id="live-stats")
         note()
-    camera.stream(live, [camera, task, size, background], [shown, stats], api_name="live",
+    task.change(lambda chosen: [gr.update(visible=applies(chosen, "remove_background")),
+                                gr.update(visible=applies(chosen, "colour_bar"))], task, [background, bar],
+                api_visibility="private", show_progress="hidden", queue=False)  # only what applies to the task
+    camera.stream(live, [camera, task, size, background, bar], [shown, stats], api_name="live",
                   stream_every=STREAM_EVERY_S, time_limit=TIME_LIMIT_S, concurrency_limit=MAX_STREAMS,
                   concurrency_id="live", show_progress="hidden")

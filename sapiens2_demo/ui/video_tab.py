@@ -7,17 +7,19 @@ frames and the Stop button cancels the run (closing the generator aborts every f
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import gradio as gr
 
 from .. import tasks
 from ..jobs.image import announce_loads
+from ..jobs.video import ALL as ALL_TASKS
 from ..jobs.video import DETECT_EVERY, VideoJob, VideoLimits, default_batch_size
 from ..media.image import load_image
 from ..media.video import VideoError, probe
 from ..util import notes_markdown
 from . import mcp
-from .common import ASSETS, ImageUpload, check_upload, note, session_of, user_errors
+from .common import ASSETS, ImageUpload, check_upload, needs, note, session_of, user_errors
 from .sizes import size_menu
 from .viewers import SHOWN_MODELS, fill_after, model_viewer
 
@@ -31,18 +33,25 @@ VIDEO_EXAMPLES = [[str(ASSETS / "astronaut_pan.mp4"), tasks.names(video=True)[0]
                   [str(ASSETS / "grace_hopper_zoom.mp4"), tasks.names(video=True)[1]]]
 
 
+BROWSER_CODECS = {"h264", "vp8", "vp9", "av1"}  # what the video box can preview (BROWSER.md); the server reads more
+
+
 def check_video_upload(path, limits: VideoLimits | None = None):
     """A video upload's quick check (the input's upload event): a file we cannot read as a video (its first frame
     must decode), or one over the size limit, is cleared at once with a warning that says why, instead of
-    waiting for a run to fail. The run checks again (API callers skip this step)."""
+    waiting for a run to fail. One we can read but a browser may not preview (HEVC, MPEG-4 Part 2, an AVI) is
+    kept, with a note that the run works all the same. The run checks again (API callers skip this step)."""
     if path is None:
         return gr.skip()
     try:
-        probe(path, max_bytes=(limits or VideoLimits()).max_bytes)
+        info = probe(path, max_bytes=(limits or VideoLimits()).max_bytes)
     except VideoError as error:
         log.info("refused a video upload: %s", error)
         gr.Warning(str(error), title="Not a video we can use")  # the reader's words are the visitor's
         return None
+    if info.video_codec not in BROWSER_CODECS or Path(path).suffix.lower() == ".avi":
+        gr.Info(f"Your browser may not preview this video ({info.video_codec}), but it can be processed: the result "
+                "plays here as H.264.", title="Preview may not play")
     return gr.skip()
 
 
@@ -52,6 +61,7 @@ def run_video(ctx, video, task: str = DEFAULT_TASK, size: str = "0.4b", stride: 
               matting_background: str = "colour", colour: str = "#00b140", background_image=None,
               frame_exports: bool = False, batch_size: int = 0, detect_every: int = DETECT_EVERY,
               motion_3d: bool = False, temporal_smoothing: bool = False, motion_people: str = "",
+              colour_bar: bool = True,
               request: gr.Request = None, progress=gr.Progress()):
     """Generator: yields nothing visible until the end (progress goes to the bar), then the outputs."""
     with user_errors("Video"):
@@ -67,7 +77,8 @@ def run_video(ctx, video, task: str = DEFAULT_TASK, size: str = "0.4b", stride: 
                        raw_normals=raw_normals, matting_background=matting_background, colour=colour,
                        background_image=background, frame_exports=bool(frame_exports),
                        detect_every=int(detect_every), motion_3d=bool(motion_3d),
-                       temporal_smoothing=bool(temporal_smoothing), motion_people=str(motion_people or ""))
+                       temporal_smoothing=bool(temporal_smoothing), motion_people=str(motion_people or ""),
+                       colour_bar=bool(colour_bar))
         steps = job.run()
         progress(0, desc="Reading the video...")
         announce_loads(ctx, job.jobs(), progress)  # models not loaded yet: "Loading ... compiling: N s last time"
@@ -87,6 +98,33 @@ def run_video(ctx, video, task: str = DEFAULT_TASK, size: str = "0.4b", stride: 
     yield str(out.video), [str(path) for path in out.files], notes_markdown(notes)
 
 
+STOPPED = "- Stopped: the run was cancelled and its partial files removed."
+DENSE_OPTIONS = "Normals, depth and matting options"
+
+
+def task_controls(pose_options, dense_options, remove_background, steady, raw_normals, colour_bar, matting_mode,
+                  colour, background_image) -> dict:
+    """The Video tab's task-specific controls, each with its rule (chosen task, matting background) -> shown: those
+    the chosen task's spec names (`TaskSpec.controls`; the grid of every task: all but the colour bar, which the grid
+    has not), and a matting background's control only with that background."""
+    def names(chosen: str) -> set[str]:
+        if chosen == ALL_TASKS:
+            return {name for spec in tasks.specs(in_all=True) for name in spec.controls} - {"colour_bar"}
+        return set(tasks.get(chosen).controls) if chosen in tasks.names(video=True) else set()
+
+    def needs(*wanted: str):
+        return lambda chosen, background: bool(names(chosen) & set(wanted))
+
+    def matting_with(choice: str):
+        return lambda chosen, background: "matting" in names(chosen) and background == choice
+
+    return {pose_options: needs("pose_options"),
+            dense_options: needs("remove_background", "steady", "raw_normals", "colour_bar", "matting"),
+            remove_background: needs("remove_background"), steady: needs("steady"), raw_normals: needs("raw_normals"),
+            colour_bar: needs("colour_bar"), matting_mode: needs("matting"), colour: matting_with("colour"),
+            background_image: matting_with("image")}
+
+
 def build_video_tab(ctx) -> None:
     def video(video, task: str = DEFAULT_TASK, size: str = "0.4b", stride: int = 1,
               detection_threshold: float = 0.3, max_people: int = 20, tracking: bool = True,
@@ -95,6 +133,7 @@ def build_video_tab(ctx) -> None:
                       matting_background: str = "colour", colour: str = "#00b140", background_image=None,
                       frame_exports: bool = False, batch_size: int = 0, detect_every: int = DETECT_EVERY,
                       motion_3d: bool = False, temporal_smoothing: bool = False, motion_people: str = "",
+                      colour_bar: bool = True,
                       request: gr.Request = None, progress=gr.Progress()):
         """Runs one Sapiens2 task (or all of them, as a grid) on every frame of a video and renders it back with
         the input's audio; pose follows people across frames (track ids, smoothing).
@@ -123,6 +162,7 @@ def build_video_tab(ctx) -> None:
             temporal_smoothing: normals and depth: steady over time, no flicker where the scene is still
             motion_people: pose with motion_3d: the track ids to write motion files for, like '1, 3' (the ids
                 drawn on the video; empty = everyone)
+            colour_bar: depth: the colour scale in metres beside the picture (true or false; not in the grid)
 
         Returns:
             the rendered video; the downloads (a list of files); notes (Markdown)
@@ -130,7 +170,7 @@ def build_video_tab(ctx) -> None:
         yield from run_video(ctx, video, task, size, stride, detection_threshold, max_people, tracking, smoothing,
                              min_cutoff, beta, remove_background, raw_normals, matting_background, colour,
                              background_image, frame_exports, batch_size, detect_every, motion_3d,
-                             temporal_smoothing, motion_people, request=request, progress=progress)
+                             temporal_smoothing, motion_people, colour_bar, request=request, progress=progress)
 
     limits = VideoLimits()
     with gr.Tab("Video", id="video", elem_id="tab-video"):
@@ -139,7 +179,7 @@ def build_video_tab(ctx) -> None:
                 clip = gr.Video(label="Video (mp4, mov, webm, mkv, avi)", sources=["upload"], include_audio=True,
                                  elem_id="video-input")
                 clip.upload(check_video_upload, clip, clip, api_visibility="private", show_progress="hidden")
-                choices = [(spec.short, spec.name) for spec in tasks.specs(video=True)] + [("All tasks (grid)", "all")]
+                choices = [(spec.short, spec.name) for spec in tasks.specs(video=True)] + [("All tasks (grid)", ALL_TASKS)]
                 task = gr.Radio(choices, value=choices[0][1], label="Task")
                 gr.Examples(VIDEO_EXAMPLES, [clip, task], label="Example clips", elem_id="video-examples",
                             example_labels=["Astronaut, slow pan (pose)", "Grace Hopper, slow zoom (body parts)"])
@@ -149,7 +189,7 @@ def build_video_tab(ctx) -> None:
                 size = size_menu(ctx.manager, [spec.family for spec in tasks.specs(video=True)], SIZES,
                                  label="Model size (a task with one size always uses it)")
                 stride = gr.Slider(1, 10, 1, step=1, label="Process every Nth frame")
-                with gr.Accordion("Pose options", open=False):
+                with gr.Accordion("Pose options", open=False) as pose_options:
                     det_thr = gr.Slider(0.05, 0.95, 0.3, step=0.05, label="Detection threshold")
                     max_people = gr.Slider(1, ctx.max_people, min(20, ctx.max_people), step=1, label="Max people")
                     every = gr.Slider(1, 10, DETECT_EVERY, step=1, label="Run the person detector every Nth frame "
@@ -162,15 +202,15 @@ def build_video_tab(ctx) -> None:
                                          "per person and an animated motion.glb", elem_id="video-motion-3d")
                     people = gr.Textbox("", label="3D motion: people to export (the ids drawn on the video, e.g. "
                                         "1, 3; empty = everyone)", elem_id="video-motion-people")
-                with gr.Accordion("Normals, depth and matting options", open=False):
+                with gr.Accordion(DENSE_OPTIONS, open=False) as dense_options:
                     fg = gr.Checkbox(True, label="Remove background (normals, depth)")
                     steady = gr.Checkbox(False, label="Steady over time (normals, depth): no flicker where the scene "
                                          "is still", elem_id="video-steady")
                     raw = gr.Checkbox(False, label="Also export the raw normal maps (float16 .npy per frame)")
+                    bar = gr.Checkbox(True, label="Colour bar in metres beside the depth", elem_id="video-colour-bar")
                     mode = gr.Radio(["colour", "transparent", "image"], value="colour", label="Matting background")
                     colour = gr.ColorPicker("#00b140", label="Matting background colour")
-                    bg_img = ImageUpload(type="filepath", label="Matting background image", sources=["upload"],
-                                         visible=False)
+                    bg_img = ImageUpload(type="filepath", label="Matting background image", sources=["upload"])
                     bg_img.upload(check_upload, bg_img, bg_img, api_visibility="private", show_progress="hidden")
                 exports = gr.Checkbox(False, label="Also export per-frame data: body-part label and depth PNG zips, "
                                       "normals .npy, matting alpha and transparent videos (slower: a file per frame "
@@ -187,21 +227,32 @@ def build_video_tab(ctx) -> None:
                 viewer = model_viewer("video", "3D motion (motion.glb: the first person's animation plays)",
                                       "The 3D motion appears here", 'tick "3D motion" under Pose options and '
                                       "run pose", elem_id="video-motion")
-                info = gr.Markdown(elem_classes=["notes"])
+                info = gr.Markdown(elem_classes=["notes"], elem_id="video-notes")
         note()
         inputs = [clip, task, size, stride, det_thr, max_people, tracking, smoothing, min_cutoff, beta, fg, raw,
                   mode, colour, bg_img, exports, gr.Number(0, visible=False), every, motion, steady,
-                  people]  # batch_size: API only
-        for control, value in ((colour, "colour"), (bg_img, "image")):  # the matting choice's own control
-            mode.change(lambda chosen, value=value: gr.update(visible=chosen == value), mode, control,
-                        api_visibility="private", show_progress="hidden", queue=False)
-        btn.click(lambda: gr.update(interactive=True), None, stop, api_visibility="private", show_progress="hidden",
-                  queue=False)
-        event = btn.click(video, inputs, [rendered, files, info], api_name="video", concurrency_id="video",
-                          show_progress_on=[rendered])
+                  people, bar]  # the hidden number is batch_size: API only
+        shown = task_controls(pose_options, dense_options, fg, steady, raw, bar, mode, colour, bg_img)
+        for control, rule in shown.items():  # as the page opens
+            control.visible = rule(task.value, mode.value)
+        def show(chosen: str, background: str):
+            updates = [gr.update(visible=rule(chosen, background)) for rule in shown.values()]
+            updates[list(shown).index(dense_options)]["label"] = (  # one task's box is named for it
+                f"{tasks.get(chosen).short} options" if chosen != ALL_TASKS else DENSE_OPTIONS)
+            return updates
+
+        for trigger in (task.change, mode.change):
+            trigger(show, [task, mode], list(shown), api_visibility="private", show_progress="hidden", queue=False)
+        # Stop is on only while a run is under way: the empty-input check stops a run before it starts (the video
+        # box says what to do), and gradio 6.31's page runs no .then step after a failed one, so .failure too
+        start = btn.click(lambda _clip: gr.update(interactive=True), clip, stop, validator=needs("a video"),
+                          api_visibility="private", show_progress="hidden")
+        event = start.success(video, inputs, [rendered, files, info], api_name="video", concurrency_id="video",
+                              show_progress_on=[rendered])
         mcp.add_video_tool(ctx, inputs, video.__doc__)  # the MCP tool, on these inputs
-        event.then(lambda: gr.update(interactive=False), None, stop, api_visibility="private", show_progress="hidden",
-                   queue=False)
+        for finished in (event.then, event.failure):
+            finished(lambda: gr.update(interactive=False), None, stop, api_visibility="private",
+                     show_progress="hidden", queue=False)
         fill_after(event, "video", viewer)  # the motion the run recorded, in a step of its own (see viewers.py)
-        stop.click(lambda: gr.update(interactive=False), None, stop, cancels=[event], api_visibility="private",
-                   queue=False)
+        stop.click(lambda: (gr.update(interactive=False), STOPPED), None, [stop, info], cancels=[event],
+                   api_visibility="private", queue=False)

@@ -12,10 +12,15 @@ when nothing else assigns its value, and keeps it for every later model; so each
 says what a run will show there (export/viewer_card.py), and a run that makes no model puts the card back.
 The fixed height keeps the canvas's size out of Babylon's hands (with an auto height the canvas takes the
 proportions of its first drawing buffer).
+
+Each model comes with its camera (`framing`): gradio's viewer (Babylon's) aims at the centre of the model's bounds
+from 1.1 times their diagonal, slightly from above, with a 0.8 rad vertical field of view, which cuts a standing
+person's head and feet off (a box 1.8 m tall, 0.5 m wide was cut at both ends in Chromium).
 """
 
 from __future__ import annotations
 
+import math
 import shutil
 import tempfile
 import threading
@@ -23,11 +28,15 @@ from collections import OrderedDict
 from pathlib import Path
 
 import gradio as gr
+import numpy as np
 
 from ..export.viewer_card import write_card_glb
 from .common import session_of
 
 VIEWER_HEIGHT = 420
+FIELD_OF_VIEW = 0.8  # radians, vertical: the viewer's camera (Babylon's ArcRotateCamera default)
+NARROWEST = 0.85  # the canvas's width / height at its narrowest (a phone: the tab's columns stacked); ~1.4 on a desktop
+MARGIN = 1.15  # room around the model
 CARD_PREFIX = "sapiens2-viewer-card-"  # the page's CSS hides a card's download button by this name
 CLEAR_COLOUR = (0.1, 0.1, 0.1, 1.0)
 
@@ -63,6 +72,29 @@ class ShownModels:
 SHOWN_MODELS = ShownModels()
 
 
+def framing(path) -> tuple[float, float, float] | None:
+    """The viewer's camera for the model at `path` as gr.Model3D's camera_position (alpha, beta in degrees, radius):
+    in front of it (the photo's own view: the glTF files face +z) and far enough that its bounds fit the canvas,
+    whatever its shape; None when the file has no bounds to go by."""
+    import trimesh
+
+    try:
+        bounds = trimesh.load(str(path), force="scene").bounds
+    except Exception:  # noqa: BLE001 - the viewer's own framing stays
+        return None
+    if bounds is None or not np.isfinite(bounds).all():
+        return None
+    width, height, depth = (float(v) for v in bounds[1] - bounds[0])
+    half = max(height / 2, width / 2 / NARROWEST)  # what must fit from the centre up and across
+    radius = MARGIN * half / math.tan(FIELD_OF_VIEW / 2) + depth / 2  # the near side is depth / 2 closer
+    return 90.0, 90.0, max(radius, 1e-3)
+
+
+def shown(path: str) -> dict:
+    """A viewer's update to `path`, framed on it."""
+    return gr.update(value=path, camera_position=framing(path) or (None, None, None))
+
+
 def model_viewer(tab: str, label: str, title: str, hint: str = "", elem_id: str | None = None) -> gr.Model3D:
     """A tab's 3D viewer, holding the card (`title`, `hint`) until a run makes a model."""
     folder = tempfile.mkdtemp(prefix="sapiens2-viewer-card-")  # one per app build: two processes never share it
@@ -70,7 +102,8 @@ def model_viewer(tab: str, label: str, title: str, hint: str = "", elem_id: str 
         card = write_card_glb(Path(folder) / f"{CARD_PREFIX}{tab}.glb", title, hint)
         # gradio copies the card into its cache and keeps it there (a default value); that copy is what runs return
         return gr.Model3D(str(card), label=label, height=VIEWER_HEIGHT, clear_color=CLEAR_COLOUR,
-                          interactive=False, elem_id=elem_id or f"{tab}-viewer")
+                          interactive=False, elem_id=elem_id or f"{tab}-viewer",
+                          camera_position=framing(card) or (None, None, None))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -80,7 +113,7 @@ def fill_step(tab: str, card: str):
     viewer's card, as gradio cached it) when it made none."""
 
     def fill(request: gr.Request):
-        return SHOWN_MODELS.get(session_of(request), tab) or card
+        return shown(SHOWN_MODELS.get(session_of(request), tab) or card)
 
     return fill
 

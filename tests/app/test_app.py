@@ -192,13 +192,37 @@ def test_viewer_step_gives_the_sessions_last_model_or_the_card():
     SHOWN_MODELS.put("viewer-test", "pose", "/x/pose_3d.glb")
     SHOWN_MODELS.put("someone-else", "pose", "/y/pose_3d.glb")
     SHOWN_MODELS.put("viewer-test", "pointmap", "/x/person_mesh.glb")
-    assert fill(request) == "/x/pose_3d.glb"
+    assert fill(request)["value"] == "/x/pose_3d.glb"
     SHOWN_MODELS.put("viewer-test", "pose", None)  # a run with no 3D model puts the card back
-    assert fill(request) == "/cache/sapiens2-viewer-card-pose.glb"
+    assert fill(request)["value"] == "/cache/sapiens2-viewer-card-pose.glb"
     SHOWN_MODELS.put("viewer-test", "pose", "/x/pose_3d.glb")
     SHOWN_MODELS.forget("viewer-test")
-    assert SHOWN_MODELS.get("viewer-test", "pose") is None and fill(request).endswith("card-pose.glb")
+    assert SHOWN_MODELS.get("viewer-test", "pose") is None and fill(request)["value"].endswith("card-pose.glb")
     assert SHOWN_MODELS.get("someone-else", "pose") == "/y/pose_3d.glb"
+
+
+@pytest.mark.parametrize("extents", [(0.5, 1.8, 0.3), (2.0, 0.4, 0.2), (0.6, 0.6, 3.0)],
+                         ids=["standing", "lying", "deep"])
+def test_a_model_is_framed_whole(tmp_path, extents):
+    """The viewer's camera (its field of view, the canvas at its narrowest) sees the model's bounds whole: from in
+    front, the near side's half height and half width (over the aspect) within the half-angle of the view."""
+    import math
+
+    import trimesh
+
+    from sapiens2_demo.ui.viewers import FIELD_OF_VIEW, NARROWEST, framing
+
+    box = trimesh.creation.box(extents=extents)
+    box.apply_translation((0.3, -0.2, -2.5))  # a person in the camera frame: in front of it
+    path = tmp_path / "box.glb"
+    path.write_bytes(trimesh.Scene(box).export(file_type="glb"))
+    alpha, beta, radius = framing(path)
+    width, height, depth = extents
+    near = radius - depth / 2
+    assert (alpha, beta) == (90.0, 90.0)
+    assert max(height / 2, width / 2 / NARROWEST) / near <= math.tan(FIELD_OF_VIEW / 2) / 1.1  # with room to spare
+    assert max(height / 2, width / 2 / NARROWEST) / near >= math.tan(FIELD_OF_VIEW / 2) / 1.3  # and not lost in it
+    assert framing(tmp_path / "missing.glb") is None
 
 
 def test_every_viewer_starts_with_its_card(app_server):

@@ -10,6 +10,7 @@ import pytest
 
 from sapiens2_demo import gpu
 from sapiens2_demo.jobs.image import AppContext
+from sapiens2_demo.render.depth import DepthBounds
 from sapiens2_demo.ui import live_tab
 from sapiens2_demo.ui.live_tab import live_frame
 
@@ -52,7 +53,7 @@ def dropped_of(text: str) -> int:
 @pytest.mark.parametrize("task", ["pose", "segment", "normals", "pointmap"])
 def test_each_task_renders_a_downscaled_frame(ctx, camera_frame, task):
     shown, text = live_frame(ctx, camera_frame, task, "0.4b", remove_background=task == "normals",
-                             request=stream())
+                             colour_bar=False, request=stream())
     assert isinstance(shown, np.ndarray), text
     assert shown.shape == (480, 640, 3) and shown.dtype == np.uint8  # longest side 960 -> 640
     small = live_tab.downscale(camera_frame)
@@ -123,3 +124,15 @@ def test_downscale_keeps_aspect_and_small_frames():
     assert live_tab.downscale(np.zeros((1440, 1920, 3), np.uint8)).shape == (480, 640, 3)
     assert live_tab.downscale(np.zeros((300, 200), np.uint8)).shape == (300, 200, 3)
     assert live_tab.downscale(np.zeros((100, 100, 4), np.uint8)).shape == (100, 100, 3)
+
+
+def test_depth_has_its_colour_bar_beside_the_frame(ctx, camera_frame):
+    """The Live tab's default: the depth picture, then its colour scale in metres (render/depth.py's bar)."""
+    from sapiens2_demo.render.depth import depth_colorbar
+
+    plain, _ = live_frame(ctx, camera_frame, "pointmap", "0.4b", colour_bar=False, request=stream())
+    barred, text = live_frame(ctx, camera_frame, "pointmap", "0.4b", request=stream())
+    assert isinstance(barred, np.ndarray), text
+    bar_width = depth_colorbar(DepthBounds(1.0, 2.0), 480).shape[1]  # the width depends on the height only
+    assert barred.shape == (480, 640 + bar_width, 3)
+    assert (barred[:, 640:] == 255).mean() > 0.5  # a white strip with the scale, not the picture stretched

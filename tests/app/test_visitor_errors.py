@@ -125,3 +125,32 @@ def test_a_good_video_upload_is_left_as_it_is():
 
     assert check_video_upload(str(ASSETS / "astronaut_pan.mp4")) == gr.skip()
     assert check_video_upload(None) == gr.skip()
+
+
+def test_a_video_the_browser_may_not_preview_is_kept_with_a_note(tmp_path, monkeypatch):
+    """MPEG-4 Part 2: the server reads it, a browser's video box may not (gradio would show a red "Video not
+    playable"; the page hides that): kept, with a note that it will be processed all the same."""
+    import gradio as gr
+
+    from sapiens2_demo.ui import video_tab
+    from tests.videos import make_video
+
+    said = []
+    monkeypatch.setattr(video_tab.gr, "Info", lambda message, **kwargs: said.append((message, kwargs)))
+    clip = make_video(tmp_path / "old.mp4", frames=4, size=(64, 48), codec="mpeg4", audio=False)
+    assert video_tab.check_video_upload(str(clip)) == gr.skip()
+    [(message, kwargs)] = said
+    assert "mpeg4" in message and "can be processed" in message and kwargs["title"] == "Preview may not play"
+    said.clear()
+    assert video_tab.check_video_upload(str(ASSETS / "astronaut_pan.mp4")) == gr.skip() and said == []  # H.264
+
+
+def test_a_run_without_its_input_says_what_to_do():
+    """The Run buttons' validator: no input, no run, and the input box says what to do (one check per input)."""
+    from sapiens2_demo.ui.common import needs
+
+    missing, size = needs("an image")(None, "0.4b")
+    assert missing["is_valid"] is False and size["is_valid"] is True
+    assert missing["message"] == "Upload an image first: drop a file here, or click an example below."
+    assert all(check["is_valid"] for check in needs("an image")("photo.jpg", "0.4b"))
+    assert needs("a video")(None)["message"].startswith("Upload a video first")  # one input: the check itself

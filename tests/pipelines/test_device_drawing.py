@@ -157,18 +157,21 @@ def test_matting_video_is_drawn_with_torch_on_a_cpu_too(clip, key, tmp_path, mon
     assert calls == [] and count_frames(out.video) == 6
 
 
-def test_the_depth_colour_scale_carries_over_gpu_calls(person_image, key, on_device):
+@pytest.mark.parametrize("colour_bar", [False, True])
+def test_the_depth_colour_scale_carries_over_gpu_calls(person_image, key, on_device, colour_bar):
     """Four frames in two calls, the second starting from the first's scale (`draw_state`), draw what one host
-    renderer draws over the four; starting afresh instead changes the third picture."""
+    renderer draws over the four (with each frame's colour bar, when asked); starting afresh instead changes the
+    third picture."""
     spec = tasks.get("pointmap")
     frames = [np.ascontiguousarray(person_image[i * 20:i * 20 + 120, i * 30:i * 30 + 160]) for i in range(4)]
     job = spec.job(None, {"remove_background": False})
     [results] = gpu.answers(key, frames, [job], batch_size=2)
-    renderer = spec.renderer()
+    renderer = spec.renderer(colour_bar=colour_bar)
     host = [renderer.annotate(frame, result) for frame, result in zip(frames, results)]
+    assert (host[0].shape[1] > 160) == colour_bar and host[0].shape[0] == 120
 
     def drawn(part, state):
-        options = {**job.options, "draw": {}, "draw_state": state}
+        options = {**job.options, "draw": {"colour_bar": colour_bar}, "draw_state": state}
         return gpu.answers(key, part, [Job(job.task, job.size, options)], batch_size=2)[0]
 
     first = drawn(frames[:2], None)

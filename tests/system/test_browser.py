@@ -24,6 +24,12 @@ TABS = [  # tab title, tab id, example image
 ]
 
 
+def screenshots(tmp_path_factory) -> Path:
+    shots = Path(os.environ.get("SAPIENS2_SCREENSHOTS") or tmp_path_factory.mktemp("screenshots"))
+    shots.mkdir(parents=True, exist_ok=True)
+    return shots
+
+
 @pytest.mark.parametrize("title,tab_id,example", TABS, ids=[t[1] for t in TABS])
 def test_tab_runs_in_a_browser(page, title, tab_id, example, tmp_path_factory):
     page.get_by_role("tab", name=title, exact=True).click()
@@ -37,9 +43,7 @@ def test_tab_runs_in_a_browser(page, title, tab_id, example, tmp_path_factory):
     link.wait_for(state="visible", timeout=60_000)
     assert "gradio_api/file=" in (link.get_attribute("href") or "")
     assert page.locator(".toast-body.error").count() == 0
-    shots = Path(os.environ.get("SAPIENS2_SCREENSHOTS") or tmp_path_factory.mktemp("screenshots"))
-    shots.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(shots / f"{tab_id}.png"), full_page=True)
+    page.screenshot(path=str(screenshots(tmp_path_factory) / f"{tab_id}.png"), full_page=True)
 
 
 def test_pose_lifted_to_3d_shows_the_skeleton_viewer(page, monkeypatch):
@@ -66,6 +70,14 @@ def test_pose_lifted_to_3d_shows_the_skeleton_viewer(page, monkeypatch):
 
 VIDEO_TASKS = [("Pose", "pose"), ("Body parts", "segment"), ("Normals", "normals"), ("Depth", "pointmap"),
                ("Matting", "matting"), ("All tasks (grid)", "all")]
+RIGHT_STRIP_WHITE = """(v) => {
+    const c = document.createElement('canvas'); c.width = v.videoWidth; c.height = v.videoHeight;
+    const g = c.getContext('2d'); g.drawImage(v, 0, 0);
+    const d = g.getImageData(v.videoWidth - 24, 0, 24, v.videoHeight).data;
+    let white = 0;
+    for (let i = 0; i < d.length; i += 4) if (d[i] > 230 && d[i + 1] > 230 && d[i + 2] > 230) white++;
+    return white / (d.length / 4);
+}"""
 PLAY_AND_PROBE = """async (el) => {
     const v = el; v.muted = true;
     await v.play().catch(() => {});
@@ -83,7 +95,7 @@ def browser_clip(tmp_path_factory):
 
 
 @pytest.mark.parametrize("label,task", VIDEO_TASKS, ids=[t[1] for t in VIDEO_TASKS])
-def test_video_tab_plays_the_result_with_its_audio(page, label, task, browser_clip):
+def test_video_tab_plays_the_result_with_its_audio(page, label, task, browser_clip, tmp_path_factory):
     """Upload a clip, run the task: the result plays in the browser with sound (the audio track decodes)."""
     page.get_by_role("tab", name="Video", exact=True).click()
     panel = page.locator("#tab-video")
@@ -101,11 +113,20 @@ def test_video_tab_plays_the_result_with_its_audio(page, label, task, browser_cl
     assert probe["error"] is None, probe
     assert probe["duration"] == pytest.approx(1.0, abs=0.15), probe
     assert probe["videoBytes"] > 0 and probe["audioBytes"] > 0, probe
+    if task == "pointmap":  # the depth has its colour bar (on by default): a white strip with the scale, right
+        from sapiens2_demo.render.depth import DepthBounds, depth_colorbar
+
+        bar = depth_colorbar(DepthBounds(1.0, 2.0), 120).shape[1]  # its width depends on the height only
+        assert probe["width"] == 160 + bar + bar % 2, probe
+        assert page.locator("#video-output video").first.evaluate(RIGHT_STRIP_WHITE) > 0.6
+        page.locator("#video-output").screenshot(path=str(screenshots(tmp_path_factory) / "video_depth.png"))
+    else:  # the others as wide as the clip; the grid three half-size tiles
+        assert probe["width"] == (240 if task == "all" else 160), probe
     assert page.locator("#video-files a").count() >= 1
     assert page.locator(".toast-body.error").count() == 0
 
 
-def test_video_3d_motion_shows_motion_glb_in_the_viewer(page, browser_clip, monkeypatch):
+def test_video_3d_motion_shows_motion_glb_in_the_viewer(page, browser_clip, monkeypatch, tmp_path_factory):
     """Tick "3D motion" (Pose options): the BVH and motion.glb are among the downloads and the follow-up event
     (hidden from the API) puts motion.glb in the tab's 3D viewer. The tiny random models place no skeleton, so a
     person box on every frame and a lift that places a synthetic walker stand in (the app runs in this process)."""
@@ -139,6 +160,9 @@ def test_video_3d_motion_shows_motion_glb_in_the_viewer(page, browser_clip, monk
     page.locator('#video-files a[href*="motion.glb"]').first.wait_for(state="visible", timeout=180_000)
     assert page.locator('#video-files a[href*=".bvh"]').count() == 1
     wait_for_drawing(page, "video-motion", "motion.glb", card_href, card)  # the animated skeleton, drawn
+    notes = page.locator("#video-notes").inner_text()
+    assert "motion_<id>.bvh each and motion.glb (metres, Y up; positions in the camera's frame)." in notes, notes
+    page.locator("#video-notes").screenshot(path=str(screenshots(tmp_path_factory) / "video_motion_notes.png"))
     page.locator("#video-motion-3d input[type=checkbox]").uncheck()  # the next test runs plain pose
     assert page.locator(".toast-body.error").count() == 0
 

@@ -6,6 +6,8 @@ Screenshots go to $SAPIENS2_SCREENSHOTS (default: tests' tmp dir).
 """
 
 import os
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +26,23 @@ def shots(tmp_path_factory) -> Path:
     folder = Path(os.environ.get("SAPIENS2_SCREENSHOTS") or tmp_path_factory.mktemp("screenshots"))
     folder.mkdir(parents=True, exist_ok=True)
     return folder
+
+
+def visible_errors(page) -> list[str]:
+    """The red toasts a visitor sees (the page hides gradio's own "Video not playable" ones: ui/app.py)."""
+    return page.locator(".toast-body.error").filter(visible=True).all_inner_texts()
+
+
+def close_toasts(page) -> None:
+    close = page.locator('[data-testid="toast-close"]').filter(visible=True)
+    for _ in range(20):
+        if not close.count():
+            return
+        try:
+            close.first.click(timeout=2000)
+        except Exception:  # noqa: BLE001 - it went by itself
+            pass
+        page.wait_for_timeout(300)
 
 
 def run_tab(page, tab_id: str, image: str, button: str) -> None:
@@ -52,6 +71,33 @@ def test_no_downloads_box_offers_an_upload(page):
         assert_downloads_are_outputs_only(page)
 
 
+def test_a_run_without_an_image_says_what_to_do(page, shots):
+    """Run with no image: no run and no red "Error" toast; the image box itself says what to do."""
+    page.get_by_role("tab", name="Matting", exact=True).click()
+    panel = page.locator("#tab-matting")
+    assert panel.locator("[data-testid=image] img").count() == 0  # nothing uploaded in this tab yet
+    panel.get_by_role("button", name="Matte").click()
+    panel.get_by_text("Upload an image first: drop a file here, or click an example below.").wait_for(
+        state="visible", timeout=30_000)
+    page.wait_for_timeout(1000)  # a run would have failed by now
+    assert page.locator(".toast-body.error").count() == 0
+    page.screenshot(path=str(shots / "empty_run.png"))
+    assert page.locator("#matting-files a").count() == 0
+
+
+def assert_framed(picture: np.ndarray, viewer: str) -> None:
+    """The model's drawing stays off the canvas's bottom, left and right edges (the top carries the label and the
+    buttons, drawn over the canvas; the outer 2 px are the block's border): it is framed whole, not cut."""
+    inside = picture[40:-2, 2:-2].astype(int)  # below the overlays, inside the border
+    drawn_mask = np.abs(inside - inside[-2, 2]).max(axis=2) > 12
+    rows, cols = np.nonzero(drawn_mask)
+    height, width = drawn_mask.shape
+    assert rows.size, f"{viewer}: nothing drawn"
+    assert rows.max() < height - 4 and cols.min() > 3 and cols.max() < width - 4, (
+        f"{viewer}: drawn to rows ..{rows.max()}, columns {cols.min()}..{cols.max()} of {height}x{width} (below "
+        "the overlays, inside the border)")
+
+
 def test_depth_viewer_draws_the_mesh_after_every_run(page, shots):
     page.get_by_role("tab", name="Depth & 3D", exact=True).click()
     card, card_href = wait_for_card(page, "pointmap-viewer")  # before a run: what will appear there
@@ -62,7 +108,9 @@ def test_depth_viewer_draws_the_mesh_after_every_run(page, shots):
     run_tab(page, "pointmap", "grace_hopper.jpg", "Estimate depth & 3D")  # another image: another mesh
     second, _ = wait_for_drawing(page, "pointmap-viewer", "person_mesh.glb", href, first)
     page.screenshot(path=str(shots / "depth_3d_second.png"), full_page=True)
+    Image.fromarray(second).save(shots / "depth_3d_viewer.png")
     assert drawn(first) and drawn(second)
+    assert_framed(first, "pointmap-viewer") and assert_framed(second, "pointmap-viewer")
     assert_downloads_are_outputs_only(page)  # with files listed too
     assert page.locator(".toast-body.error").count() == 0
 
@@ -160,9 +208,29 @@ def test_bad_upload_is_refused_on_upload_and_a_failed_run_keeps_the_outputs(page
     assert page.locator('[data-testid="status-tracker"] .error').filter(visible=True).count() == 0
 
 
-def test_a_bad_video_is_refused_on_upload(page, tmp_path):
+def test_video_options_are_the_chosen_tasks(page):
+    """Pose options with pose, the depth's colour bar and background with depth, matting's with matting."""
+    page.get_by_role("tab", name="Video", exact=True).click()
+    panel = page.locator("#tab-video")
+    dense = panel.get_by_text("Depth options", exact=True)  # the box named for the chosen task
+    panel.get_by_label("Body parts", exact=True).check()
+    panel.get_by_text("Pose options").wait_for(state="hidden")
+    assert not panel.get_by_text("Normals, depth and matting options").is_visible()
+    panel.get_by_label("Depth", exact=True).check()
+    dense.wait_for(state="visible")
+    dense.click()
+    page.locator("#video-colour-bar").wait_for(state="visible")
+    assert not panel.get_by_text("Matting background", exact=True).is_visible()
+    assert not panel.get_by_text("Also export the raw normal maps", exact=False).is_visible()
+    panel.get_by_label("Pose", exact=True).check()
+    panel.get_by_text("Pose options").wait_for(state="visible")
+    assert not dense.is_visible()
+
+
+def test_a_bad_video_is_refused_on_upload(page, tmp_path, shots):
     """A text file named .mp4 in the Video tab: cleared at once with a warning that says why, before any run."""
     page.get_by_role("tab", name="Video", exact=True).click()
+    close_toasts(page)  # the earlier tests'
     bogus = tmp_path / "clip.mp4"
     bogus.write_text("this is not a video\n" * 10)
     page.locator("#video-input input[type=file]").set_input_files(str(bogus))
@@ -170,3 +238,54 @@ def test_a_bad_video_is_refused_on_upload(page, tmp_path):
     warning.wait_for(state="visible", timeout=30_000)
     page.locator("#video-input input[type=file]").wait_for(state="attached", timeout=30_000)  # the drop zone again
     assert page.locator("#video-input video").count() == 0
+    page.wait_for_timeout(1000)  # gradio's own red "Video not playable" toast is hidden: the warning says it
+    assert not visible_errors(page)
+    page.screenshot(path=str(shots / "video_bad_upload.png"))
+
+
+STOP_IS = """disabled => [...document.querySelectorAll('#tab-video button')]
+    .some(b => b.textContent.trim() === 'Stop' && b.disabled === disabled)"""
+
+
+def test_video_stop_is_on_only_while_a_video_runs(page, tmp_path, shots):
+    """No clip: no run, the video box says what to do, Stop stays off. A refused run (a size this server lacks)
+    turns Stop off again; Stop during a run cancels it and says so."""
+    from tests.videos import make_video
+
+    page.get_by_role("tab", name="Video", exact=True).click()
+    panel = page.locator("#tab-video")
+    stop, run = panel.get_by_role("button", name="Stop"), panel.get_by_role("button", name="Process video")
+    close_toasts(page)  # the earlier tests'
+    if not panel.locator("#video-input video").count():
+        run.click()
+        panel.get_by_text("Upload a video first").wait_for(state="visible", timeout=30_000)
+        page.wait_for_timeout(1000)
+        assert not stop.is_enabled() and not visible_errors(page)
+        page.screenshot(path=str(shots / "video_empty_run.png"))
+    clip = make_video(tmp_path / "long.mp4", frames=96, size=(160, 120), fps=12, audio=False)
+    panel.locator("#video-input input[type=file]").set_input_files(str(clip))
+    panel.locator("#video-input video").first.wait_for(state="attached", timeout=30_000)
+    panel.get_by_label("Pose", exact=True).check()
+    panel.get_by_label("Model size (a task with one size always uses it)").click()
+    page.get_by_role("option", name="0.8b (not on this server)").click()
+    run.click()
+    page.locator(".toast-body.error").filter(has_text="Video: This server does not have").wait_for(
+        state="visible", timeout=60_000)
+    page.wait_for_function(STOP_IS, arg=True, timeout=30_000)  # off again after the refusal
+    page.screenshot(path=str(shots / "video_refused.png"))
+    close_toasts(page)
+    panel.get_by_label("Model size (a task with one size always uses it)").click()
+    page.get_by_role("option", name="0.4b", exact=True).click()
+    run.click()
+    page.wait_for_function(STOP_IS, arg=False, timeout=30_000)  # on while the video runs
+    stop.click()
+    panel.get_by_text("Stopped: the run was cancelled and its partial files removed.").wait_for(
+        state="visible", timeout=30_000)
+    assert not stop.is_enabled() and not visible_errors(page)
+    page.screenshot(path=str(shots / "video_stopped.png"), full_page=True)
+    # the job's reader and writer threads end (the app runs in this process; a thread still decoding or encoding
+    # when the tests end would take the interpreter down with it)
+    deadline = time.monotonic() + 60
+    while any(t.name in ("video-decode", "video-encode") for t in threading.enumerate()):
+        assert time.monotonic() < deadline, "the cancelled video job is still running"
+        page.wait_for_timeout(250)
