@@ -15,7 +15,7 @@ import os
 
 import numpy as np
 
-from . import tasks
+from . import ledger, tasks
 from .models.manager import ModelManager
 from .models.registry import UnknownCheckpoint, checkpoint
 from .results import DrawnFrame, Job, compact_maps
@@ -266,14 +266,16 @@ def overlapped(start, batches: list, device=None) -> list:
     without waiting for the forwards queued after it."""
     from concurrent.futures import ThreadPoolExecutor
 
-    results, pending = [], None
+    results, pending, queued = [], None, -1
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sapiens2-post") as worker:
         for batch in batches:
             finish = _beside(start(batch), device)
             if pending is not None:
+                ledger.join(queued)  # the batch before this one (the transfer ledger's overlap)
                 results += pending.result()
-            pending = worker.submit(finish)
+            pending, queued = worker.submit(finish), ledger.batch_mark()
         if pending is not None:
+            ledger.join(queued)
             results += pending.result()
     return results
 

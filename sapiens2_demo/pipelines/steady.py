@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import ledger
+
 STILL_WEIGHT = 0.2  # the new frame's share where the scene is still: noise std / ~3, flicker / ~6 (white noise)
 DOWNSCALE = 4  # pixels per block side for change detection
 CHANGE_LEVELS = 6.0  # a block whose mean grey level moved by more than this (0-255) changed
@@ -49,10 +51,9 @@ def carried(result) -> SteadyCarry | None:
 
 def _blocks(frame, device):
     """(H, W, 3) uint8 -> (h, w) float32 grey, DOWNSCALE-block means (partial blocks at the edges count)."""
-    import torch
     import torch.nn.functional as F
 
-    rgb = torch.as_tensor(np.ascontiguousarray(frame[..., :3])).to(device).permute(2, 0, 1).float()
+    rgb = ledger.to_device(np.ascontiguousarray(frame[..., :3]), device).permute(2, 0, 1).float()
     grey = (0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2])[None, None]
     return F.avg_pool2d(grey, DOWNSCALE, ceil_mode=True, count_include_pad=False)[0, 0]
 
@@ -74,19 +75,18 @@ class SteadyFilter:
         self.device, self.unit = device, unit
         self._grey = self._value = self._weight = None
         if state is not None:
-            import torch
 
-            self._grey = torch.as_tensor(state.grey).to(device).float()
-            self._value = torch.as_tensor(state.value).to(device).float()
-            self._weight = None if state.weight is None else torch.as_tensor(state.weight).to(device).float()
+            self._grey = ledger.to_device(state.grey, device).float()
+            self._value = ledger.to_device(state.value, device).float()
+            self._weight = None if state.weight is None else ledger.to_device(state.weight, device).float()
 
     def step(self, frame: np.ndarray, value: np.ndarray, mask: np.ndarray | None):
         """frame (H, W, 3) uint8, value (H, W, C) float32, mask (H, W) bool or None -> filtered numpy copies."""
         import torch
 
         grey = _blocks(frame, self.device)
-        x = torch.as_tensor(np.asarray(value, np.float32)).to(self.device)
-        m = None if mask is None else torch.as_tensor(np.asarray(mask, bool)).to(self.device).float()
+        x = ledger.to_device(np.asarray(value, np.float32), self.device)
+        m = None if mask is None else ledger.to_device(np.asarray(mask, bool), self.device).float()
         if self._value is None or self._value.shape != x.shape or self._grey.shape != grey.shape:
             out, weight = x.clone(), m  # the first frame (or a new size): nothing to blend with
         else:

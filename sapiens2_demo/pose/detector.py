@@ -6,11 +6,13 @@ import logging
 
 import numpy as np
 
+from .. import ledger
 from ..models.manager import CheckpointUnavailable
 from .boxes import clip_boxes, whole_image_box
 
 log = logging.getLogger(__name__)
 
+DETECTOR_SIDE = 640  # ultralytics' default input size
 PERSON_CLASSES = (0,)  # COCO class 0 = person
 NO_PERSON_NOTE = "No person detected; used the whole image as one box."
 
@@ -35,11 +37,12 @@ def detect_people(image: np.ndarray, manager, score_threshold: float = 0.3, nms_
         result = loaded.model.predict(bgr, conf=float(score_threshold), iou=float(nms_iou),
                                       classes=list(classes) if classes is not None else None,
                                       max_det=300, device=loaded.device, verbose=False)[0]
-    boxes = result.boxes.xyxy.detach().float().cpu()
-    scores = result.boxes.conf.detach().float().cpu()
+    xyxy, conf, cls = _ledgered([result.boxes.xyxy, result.boxes.conf, result.boxes.cls], height, width)
+    boxes = xyxy.detach().float().cpu()
+    scores = conf.detach().float().cpu()
     keep = scores > score_threshold if score_threshold > 0 else torch.ones_like(scores, dtype=torch.bool)
     if classes is not None:
-        keep &= torch.isin(result.boxes.cls.detach().cpu().long(), torch.tensor(list(classes)))
+        keep &= torch.isin(cls.detach().cpu().long(), torch.tensor(list(classes)))
     boxes, scores = boxes[keep], scores[keep]
     # Our own NMS as well: end-to-end (NMS-free) YOLO models ignore iou=, and this pins the reference rule.
     order = nms(boxes, scores, float(nms_iou))[: max(int(max_people), 0)]
@@ -47,6 +50,18 @@ def detect_people(image: np.ndarray, manager, score_threshold: float = 0.3, nms_
     scores = scores[order].numpy().astype(np.float32)
     nonempty = (boxes[:, 2] > boxes[:, 0]) & (boxes[:, 3] > boxes[:, 1])
     return boxes[nonempty], scores[nonempty]
+
+
+def _ledgered(outputs: list, height: int, width: int):
+    """The detections (boxes, scores, classes) as the transfer ledger sees them: ultralytics' letterboxed
+    uint8 input uploaded (pageable), one forward, its outputs on the device (ultralytics' own waits in its NMS are
+    not looked into)."""
+    if ledger.active() is None:
+        return outputs
+    scale = DETECTOR_SIDE / max(height, width)
+    side = [-(-round(n * scale) // 32) * 32 for n in (height, width)]  # letterboxed to a multiple of the stride
+    ledger.record("h2d", "detector", (*side, 3))
+    return ledger.forward("detector", outputs, batch=False)
 
 
 def find_people(image: np.ndarray, manager, score_threshold: float = 0.3, nms_iou: float = 0.3,
