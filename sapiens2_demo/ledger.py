@@ -168,11 +168,41 @@ def recording(simulate: bool = True):
     global _BOOK
     if _BOOK is not None:
         raise RuntimeError("A ledger is recording already.")
+    restore = _born_on_device()
     _BOOK = book = Ledger(simulate=simulate)
     try:
         yield book
     finally:
         _BOOK = None
+        restore()
+
+
+FACTORIES = ("arange", "zeros", "ones", "full", "empty", "linspace", "eye")  # allocate where `device=` says
+
+
+def _born_on_device():
+    """While recording, a tensor made in our code by a factory with `device=` is on the device (made there on CUDA, not
+    copied); torch.tensor(data, device=...) is an upload (counted where it meets the device). Returns the undo."""
+    import torch
+
+    saved = {name: getattr(torch, name) for name in FACTORIES}
+
+    def wrap(factory):
+        def made(*args, **kwargs):
+            out = factory(*args, **kwargs)
+            caller = sys._getframe(1).f_code.co_filename  # ours or torchvision's functions, never a library's models
+            ours = caller.startswith(_HERE) or "torchvision/transforms" in caller
+            return on_device(out, batch_mark()) if ours and kwargs.get("device") is not None else out
+        return made
+
+    for name, factory in saved.items():
+        setattr(torch, name, wrap(factory))
+
+    def restore():
+        for name, factory in saved.items():
+            setattr(torch, name, factory)
+
+    return restore
 
 
 def device_road(device) -> bool:
@@ -380,6 +410,7 @@ def _from_environment() -> None:
     if value in ("", "0"):
         return
     _BOOK = book = Ledger()
+    _born_on_device()
 
     def report():
         log.warning("transfer ledger: %s\n%s", book.summary(), book.table())

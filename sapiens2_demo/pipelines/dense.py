@@ -219,6 +219,12 @@ def matting_device_start(images, manager: ModelManager, size: str = "1b"):
     return lambda: device_post.matting_tensors(outputs["foregrounds"], outputs["alphas"], _sizes(images))
 
 
+def uploaded_once(frames, manager: ModelManager) -> list:
+    """On the device road, the frames uploaded now, so the several forwards of one batch (the body-part mask's
+    and the task's) read one copy; elsewhere the frames as they are."""
+    return _uploaded(frames, manager.device) if use_device_post(manager.device) else frames
+
+
 def _uploaded(frames, device) -> list:
     """RGB frames as `upload`'s device tensors (pinned memory, copied without waiting for the device), so a
     batch's start queues behind the last batch's forward instead of waiting for it; tensors as they are."""

@@ -8,9 +8,14 @@ Frames are `models.inference.upload`'s (3, H, W) uint8 tensors; pictures come ou
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from functools import lru_cache
 
+import numpy as np
+
+from .. import ledger
 from .depth import FAR_LIMIT_M, NEAR_LIMIT_M, PERCENTILES, DepthBounds, clamped_bounds, colormap_lut
+from .matting import cover_resize
 from .parts import palette
 
 
@@ -65,13 +70,36 @@ def normals(annotator, image, normals, mask=None):
 
 def matting(annotator, alpha, foreground):
     """MattingAnnotator with an opaque background (colour or image): fg + (1 - alpha) * background."""
-    import torch
 
-    background = annotator.background_for(tuple(alpha.shape))
-    if background is None:
-        raise ValueError("A transparent matte has no opaque picture to draw; draw it on the host.")
-    background = torch.from_numpy(background).to(alpha.device)
+    background = _background(annotator, tuple(alpha.shape), alpha.device)
     return _to_uint8((foreground + (1.0 - alpha[..., None]) * background).clamp_(0, 1) * 255.0)
+
+
+_BACKGROUNDS: OrderedDict = OrderedDict()  # (what, size, device) -> the background's uint8 pixels on the device
+
+
+def _background(annotator, image_hw: tuple[int, int], device):
+    """MattingAnnotator.background_for on the device: an image's pixels cross once as uint8, resized to cover,
+    and stay for the next frames and GPU calls of the video (kept by content: the last two); divided by 255 here,
+    the same float32 division as the host's."""
+    if annotator.mode == "transparent":
+        raise ValueError("A transparent matte has no opaque picture to draw; draw it on the host.")
+    what = annotator.colour if annotator.mode != "image" else _digest(annotator.image)
+    key = (what, tuple(image_hw), str(device), ledger.active() is not None)
+    if key not in _BACKGROUNDS:
+        pixels = np.asarray(annotator.colour, np.uint8) if annotator.mode != "image" else \
+            cover_resize(annotator.image, image_hw)
+        _BACKGROUNDS[key] = ledger.to_device(pixels, device)
+        while len(_BACKGROUNDS) > 2:
+            _BACKGROUNDS.popitem(last=False)
+    _BACKGROUNDS.move_to_end(key)
+    return _BACKGROUNDS[key].float() / 255.0
+
+
+def _digest(image) -> str:
+    import hashlib
+
+    return hashlib.blake2b(np.ascontiguousarray(image).data, digest_size=16).hexdigest() + repr(image.shape)
 
 
 def depth(annotator, points, mask=None):

@@ -42,20 +42,54 @@ def run_pose(frames, manager, size, *, seg_cache=None, boxes=None, detections=No
     detect_every (video, in options): the detector on every Nth frame, boxes following the keypoints between.
     lift_3d: also run the pointmap model on the frames with people and attach each frame's 3D keypoints
     (`PoseResult.lifted`, pose/lift.py), sampled inside the body-part mask so they stay on the person."""
-    from ..pipelines.pose import Detections, follow_pose_batch
-    from ..pose.boxes import parse_boxes
+    from ..pipelines.pose import follow_pose_batch
 
-    if boxes and detections is None:
-        import numpy as np
-
-        parsed = [parse_boxes(boxes, frame.shape[:2], max_boxes=int(max_people)) for frame in frames]
-        if all(b is not None for b in parsed):  # an empty list means: use the detector
-            detections = [Detections(b, np.ones(len(b), np.float32)) for b in parsed]
+    if detections is None:
+        detections = _user_detections(frames, boxes, max_people)
     results = follow_pose_batch(frames, manager, size, detections=detections, max_people=int(max_people),
                                 **options)
     if lift_3d:
         lift_poses(frames, results, manager, size, seg_cache)
     return results
+
+
+def _user_detections(frames, boxes, max_people):
+    """The user's boxes on every frame, or None (the detector's; an empty list means that too)."""
+    import numpy as np
+
+    from ..pipelines.pose import Detections
+    from ..pose.boxes import parse_boxes
+
+    if not boxes:
+        return None
+    parsed = [parse_boxes(boxes, frame.shape[:2], max_boxes=int(max_people)) for frame in frames]
+    if any(b is None for b in parsed):
+        return None
+    return [Detections(b, np.ones(len(b), np.float32)) for b in parsed]
+
+
+def prepare_pose(frames, manager, size, *, boxes=None, max_people: int = 20, lift_3d: bool = False,
+                 score_threshold: float = 0.3, nms_iou: float = 0.3, **_):
+    """A GPU call's people, before its batches (TaskSpec.prepare): on the device road every frame's boxes in one
+    detector call (or the user's), so the batches need not follow one another and can overlap. None elsewhere
+    (following people between detections), and with lift_3d (its batches run one after the other)."""
+    from ..pipelines.pose import batched_detection, detect_batch
+
+    if lift_3d or not batched_detection(manager):
+        return None
+    given = _user_detections(frames, boxes, max_people)
+    return given or detect_batch(frames, manager, score_threshold=score_threshold, nms_iou=nms_iou,
+                                 max_people=int(max_people))
+
+
+def start_pose(frames, manager, size, *, prepared, max_people: int = 20, boxes=None, lift_3d: bool = False,
+               detect_every=None, frame_index=None, previous=None, **options):
+    """The crops' forwards of `prepare_pose`'s people (nothing to follow: `frame_index` and `previous` unused);
+    finishes with the decoding and its copy back."""
+    from ..pipelines.pose import pose_start
+
+    return pose_start(frames, manager, size, detections=prepared, max_people=int(max_people), defer_decoding=True,
+                      **options)
 
 
 def lift_poses(frames, poses, manager, size, seg_cache=None) -> None:
@@ -121,12 +155,14 @@ def start_segment(frames, manager, size, **_):
 
 
 def start_normals(frames, manager, size, *, remove_background: bool = False, **_):
+    frames = dense.uploaded_once(frames, manager)  # the mask's forward and the task's read one upload
     masks = _masks_start(frames, manager, size, remove_background)
     maps = dense.normals_start(frames, manager, size)
     return lambda: [NormalsResult(normals=n, mask=m) for n, m in zip(maps(), masks() or [None] * len(frames))]
 
 
 def start_pointmap(frames, manager, size, *, remove_background: bool = False, **_):
+    frames = dense.uploaded_once(frames, manager)
     return dense.pointmap_start(frames, manager, size, _masks_start(frames, manager, size, remove_background))
 
 
@@ -236,7 +272,7 @@ POSE_OPTIONS = (
 
 register(TaskSpec(
     "pose", "Pose", "Pose", "pose", SIZES, run_pose, options=POSE_OPTIONS, items=pose_items, detector=True,
-    follows_frames=True,
+    follows_frames=True, prepare=prepare_pose, start=start_pose,
     renderer=pose_renderer, present=present.present_pose, export=task_files.export_pose,
     files=("pose_sapiens2.json", "pose_coco17.json", "pose_openpose_keypoints.json", "pose_coco_wholebody.json"),
     optional_files=("pose_3d.json", "pose_3d.glb"), all_options={"lift_3d": True}, model3d_files=("pose_3d.glb",),
