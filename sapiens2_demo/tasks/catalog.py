@@ -119,7 +119,10 @@ def run_segment(frames, manager, size, *, seg_cache=None, **_):
 
 def run_normals(frames, manager, size, *, seg_cache=None, remove_background: bool = False,
                 temporal_smoothing: bool = False, previous=None, **_):
-    """temporal_smoothing (video): the maps filtered over time, going on from `previous` (pipelines/steady.py)."""
+    """temporal_smoothing (video): the maps filtered over time, going on from `previous` (pipelines/steady.py); on
+    the device road all of it there."""
+    if temporal_smoothing and dense.use_device_post(manager.device):
+        return steady.steady_on_device(manager, size, frames, "normals", remove_background, previous)
     masks = _person_masks(frames, manager, size, seg_cache, remove_background)
     results = dense.normals_batch(frames, manager, size, masks=masks)
     if temporal_smoothing:
@@ -129,6 +132,8 @@ def run_normals(frames, manager, size, *, seg_cache=None, remove_background: boo
 
 def run_pointmap(frames, manager, size, *, seg_cache=None, remove_background: bool = False,
                  temporal_smoothing: bool = False, previous=None, **_):
+    if temporal_smoothing and dense.use_device_post(manager.device):
+        return steady.steady_on_device(manager, size, frames, "points", remove_background, previous)
     masks = _person_masks(frames, manager, size, seg_cache, remove_background)
     results = dense.pointmap_batch(frames, manager, size, masks=masks, cache=_image_cache(frames, seg_cache))
     if temporal_smoothing:
