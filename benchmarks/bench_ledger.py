@@ -49,36 +49,49 @@ VIDEO_OPTIONS = {"pose": {}, "mocap": {"motion_3d": True}, "seg": {}, "normal": 
                  "pointmap": {"temporal_smoothing": True}, "matting": {"matting_background": "image"}}
 
 
+SIDE, WIDE, STEP, TOP = 640, 560, 600, 300  # each person: a 640 px tall, 560 px wide tile, 600 px apart
+
+
 def scene_frame(i: int = 0) -> tuple[np.ndarray, list[list[float]]]:
-    """A 1080p frame of three astronauts (each 700 px tall) on grey, moving right a pixel a frame; their boxes."""
+    """A 1080p frame of three astronauts on grey, moving right half a pixel a frame; their boxes."""
     import cv2
 
     from sapiens2_demo.models.standin_targets import load_photo
 
-    person = cv2.resize(load_photo("astronaut"), (700, 700), interpolation=cv2.INTER_AREA)
+    person = cv2.resize(load_photo("astronaut"), (SIDE, SIDE), interpolation=cv2.INTER_AREA)[:, 40:40 + WIDE]
     frame = np.full((HEIGHT, WIDTH, 3), 96, np.uint8)
-    boxes = []
     for k in range(PEOPLE):
-        x, y = 40 + k * 610 + i, 300
-        frame[y:y + 700, x:x + 700][:, :600] = person[:, 50:650]
-        boxes.append([x + 40.0, y + 10.0, x + 560.0, y + 700.0])
-    return frame, boxes
+        x = 20 + k * STEP + i // 2
+        frame[TOP:TOP + SIDE, x:x + WIDE] = person
+    return frame, people_boxes(20 + i // 2)
+
+
+def people_boxes(left: int) -> list[list[float]]:
+    return [[left + k * STEP + 30.0, TOP + 10.0, left + k * STEP + WIDE - 30.0, TOP + SIDE - 1.0]
+            for k in range(PEOPLE)]
 
 
 def three_people(monkeypatch_target):
     """The detector runs (and counts), then its random boxes are replaced by the three people's."""
     from sapiens2_demo.pipelines import pose as pipeline
 
-    real = pipeline.find_people
+    def placed(frame) -> tuple[np.ndarray, np.ndarray, list]:
+        tile = (np.abs(frame[TOP:TOP + SIDE].astype(np.int16) - 96) > 12).any(axis=(0, 2))
+        return np.asarray(people_boxes(int(np.argmax(tile))), np.float32), np.full(PEOPLE, 0.9, np.float32), []
 
-    def found(frame, *args, **kwargs):
-        real(frame, *args, **kwargs)
-        person = (np.abs(frame[300:1000].astype(np.int16) - 96) > 12).any(axis=(0, 2))
-        x = int(np.argmax(person)) - 40  # the first person's left edge, which moves with the frame
-        boxes = [[x + 40.0 + k * 610, 310.0, x + 560.0 + k * 610, 1000.0] for k in range(PEOPLE)]
-        return np.asarray(boxes, np.float32), np.full(PEOPLE, 0.9, np.float32), []
+    real_one, real_many = pipeline.find_people, getattr(pipeline, "find_people_batch", None)
 
-    monkeypatch_target.setattr(pipeline, "find_people", found)
+    def one(frame, *args, **kwargs):
+        real_one(frame, *args, **kwargs)
+        return placed(frame)
+
+    def many(frames, *args, **kwargs):
+        real_many(frames, *args, **kwargs)
+        return [placed(frame) for frame in frames]
+
+    monkeypatch_target.setattr(pipeline, "find_people", one)
+    if real_many is not None:  # the batched detector (the device road's)
+        monkeypatch_target.setattr(pipeline, "find_people_batch", many)
 
 
 def answer_bytes(output, rgb: np.ndarray) -> int:
@@ -129,7 +142,9 @@ def video_figures(key: str, clip: Path, task: str, frames: int, where: bool) -> 
 
     options = dict(VIDEO_OPTIONS[task])
     if task == "matting":
-        options["background_image"] = np.asarray(scene_frame(200)[0][::2, ::2])  # any picture: a scaled frame
+        from sapiens2_demo.models.standin_targets import load_photo
+
+        options["background_image"] = load_photo("camera")  # a photo, resized to cover each frame
     name = "pose" if task == "mocap" else TASKS[task]
     with tempfile.TemporaryDirectory() as folder, ledger.recording() as book:
         out = process_video(clip, name, key, folder, batch_size=8, limits=VideoLimits(max_side=WIDTH), **options)

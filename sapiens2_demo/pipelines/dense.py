@@ -144,8 +144,9 @@ def pointmap_start(frames: Frames, manager: ModelManager, size: str = "0.4b", ma
             maps = [postprocess_pointmap(outputs["pointmaps"][i], float(scales[i]), f.shape[:2], model_hw)
                     for i, f in enumerate(frames)]
         results = []
+        values = device_post.to_host([scales])[0] if on_device else scales  # one copy, not a read per frame
         for i, (points, mask) in enumerate(zip(maps, _masks(masks() if callable(masks) else masks, frames))):
-            scale = float(scales[i])
+            scale = float(values[i])
             focal = model_hw[1] / scale  # fx in model-input pixels (768 / scale)
             results.append(PointmapResult(points=points, scale=scale, focal_length=focal, mask=mask))
         return results

@@ -119,3 +119,20 @@ def test_the_ledgers_ceilings_hold_on_a_video(name, clip, key):
     assert batches == 3  # 16 + 8 frames: two calls, three batches
     if name in ("seg", "matting", "pose"):  # the first chunk's first batch hides behind the second's forward
         assert overlapped >= (0 if name == "pose" else 1)
+
+
+@pytest.mark.parametrize("task,options", [("normals", {"remove_background": True}), ("pointmap", {}),
+                                          ("pose", {"boxes": "[[30, 10, 300, 290]]"})])
+def test_recording_changes_no_answer(key, frames, device_road, monkeypatch, task, options):
+    """The ledger on (the CUDA road forced, tensors marked as on the device) against the same road without it."""
+    monkeypatch.setattr(gpu, "OVERLAP", "1")
+    job = Job(task, "0.4b", options)
+    [plain] = gpu.answers(key, frames, [job], batch_size=2)
+    with ledger.recording() as book:
+        [counted] = gpu.answers(key, frames, [job], batch_size=2)
+    assert book.waits > 0 and book.of("forward")
+    for a, b in zip(plain, counted):
+        for name, value in vars(a).items():
+            if isinstance(value, np.ndarray):
+                assert type(getattr(b, name)) is np.ndarray
+                np.testing.assert_array_equal(value, getattr(b, name), err_msg=name)
