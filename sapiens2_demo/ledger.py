@@ -40,8 +40,10 @@ log = logging.getLogger(__name__)
 ENV = "SAPIENS2_LEDGER"
 FRAME_UPLOADS = ("upload", "preprocess")  # the copies that bring a batch's frames: the next forward is a new batch
 _BOOK: Ledger | None = None  # the ledger being recorded into, None when off
+_UPLOADED: dict = {}  # id -> weakref of the host tensors counted as uploaded (process-wide)
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _SELF = os.path.abspath(__file__)
+_MODELS = os.path.join(_HERE, "models")
 
 
 @dataclass
@@ -66,8 +68,9 @@ class Ledger:
     batches: int = 0
     _queue_thread: int | None = None
     _fresh: bool = False  # frames were uploaded since the last batch's forward
+    _frames: set = field(default_factory=set)  # the host addresses of this batch's frames
+    _pending: set = field(default_factory=set)  # and of those uploaded since, for the next batch
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    _uploaded: dict = field(default_factory=dict)  # id -> weakref of the host tensors counted as uploaded
 
     def add(self, event: Event) -> Event:
         ident = threading.get_ident()
@@ -136,22 +139,32 @@ class Ledger:
         with self._lock:
             if batch and (self._fresh or self.batches == 0):
                 self.batches += 1
+                self._frames, self._pending = self._pending, set()
             self._fresh = self._fresh and not batch
             index = self.batches - 1
         self.add(Event("forward", name, batch=index))
         return index
 
-    def copy_in(self, tensor, what: str = "upload", blocking: bool = True) -> None:
-        self._fresh = self._fresh or what in FRAME_UPLOADS
+    def copy_in(self, tensor, what: str = "upload", blocking: bool = True, source=None) -> None:
+        self._frame_upload(what, source)
         self.add(Event("h2d", what, _nbytes(tensor), _dtype(tensor), tuple(tensor.shape), wait=blocking,
                        batch=self.batches - 1))
 
+    def _frame_upload(self, what: str, source) -> None:
+        """Frames brought up: a new batch begins at the next forward, unless they are this batch's frames again
+        (`source`: the host array's address; a second model on the same frames is the same batch)."""
+        if what in FRAME_UPLOADS:
+            with self._lock:
+                self._fresh = self._fresh or source is None or source not in self._frames
+                self._pending.add(source)
+
     def copy_in_once(self, tensor, what: str = "implicit") -> None:
-        """A host tensor met on the device: an upload the first time this tensor object is seen."""
-        seen = self._uploaded.get(id(tensor))
+        """A host tensor met on the device: an upload the first time this tensor object is seen by any recording of
+        this process (a cached table crosses once on CUDA too)."""
+        seen = _UPLOADED.get(id(tensor))
         if seen is not None and seen() is tensor:
             return
-        self._uploaded[id(tensor)] = weakref.ref(tensor)
+        _UPLOADED[id(tensor)] = weakref.ref(tensor)
         self.copy_in(tensor, what)
 
 
@@ -190,9 +203,11 @@ def _born_on_device():
     def wrap(factory):
         def made(*args, **kwargs):
             out = factory(*args, **kwargs)
-            caller = sys._getframe(1).f_code.co_filename  # ours or torchvision's functions, never a library's models
-            ours = caller.startswith(_HERE) or "torchvision/transforms" in caller
-            return on_device(out, batch_mark()) if ours and kwargs.get("device") is not None else out
+            # ours (not the model loading's warm-up inputs) or torchvision's functions, never a library's models
+            caller = sys._getframe(1).f_code.co_filename
+            ours = (caller.startswith(_HERE) and not caller.startswith(_MODELS)) or "torchvision/transforms" in caller
+            made_here = ours and kwargs.get("device") is not None and out.device.type == "cpu"  # the simulated device
+            return on_device(out, batch_mark()) if made_here else out
         return made
 
     for name, factory in saved.items():
@@ -248,7 +263,7 @@ def _torch_subclass():
             if name == "new_tensor":
                 book.add(Event("h2d", name, 0, "", (), wait=True, batch=batch))
             for t in tensors:  # a host tensor met here would have been uploaded (CUDA refuses mixed devices)
-                if not isinstance(t, DeviceTensor) and t.ndim > 0:
+                if not isinstance(t, DeviceTensor) and t.ndim > 0 and t.device.type == "cpu":
                     book.copy_in_once(t)
             out = super().__torch_function__(func, types, args, kwargs)
             _mark(out, batch)
@@ -323,11 +338,12 @@ def to_device(array, device, non_blocking: bool = False):
 
 
 def record(kind: str, what: str, shape: tuple = (), dtype: str = "uint8", itemsize: int = 1,
-           wait: bool = True) -> None:
+           wait: bool = True, source=None) -> None:
     """A copy or wait the hooks cannot see (inside another library: the person detector's upload), by shape."""
     book = _BOOK
     if book is not None:
-        book._fresh = book._fresh or (kind == "h2d" and what in FRAME_UPLOADS)
+        if kind == "h2d":
+            book._frame_upload(what, source)
         book.add(Event(kind, what, _elements(shape) * itemsize, dtype, tuple(shape), wait=wait,
                        batch=book.batches - 1))
 
@@ -362,6 +378,11 @@ def batch_mark() -> int:
 
 
 # -- helpers ----------------------------------------------------------------------------------------------------
+
+def address(array) -> int:
+    """Where a host array's data is: a frame uploaded twice has one address."""
+    return int(array.__array_interface__["data"][0]) if hasattr(array, "__array_interface__") else id(array)
+
 
 def _to_host(args, kwargs) -> bool:
     """Whether a `.to(...)` call moves to the host: the literal "cpu" (on the simulated device `.to(x.device)`

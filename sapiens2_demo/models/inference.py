@@ -37,7 +37,8 @@ def preprocess(loaded: LoadedModel, images: np.ndarray | list[np.ndarray], task:
     if book is not None:  # numpy frames cross as uint8, pageable; the processor is not looked into
         for image in batch:
             if isinstance(image, np.ndarray):
-                ledger.record("h2d", "preprocess", image.shape, str(image.dtype), image.itemsize)
+                ledger.record("h2d", "preprocess", image.shape, str(image.dtype), image.itemsize,
+                              source=ledger.address(image))
         batch = ledger.off_device(list(batch))
     inputs = loaded.processor(images=list(batch), return_tensors="pt", **kwargs)
     return ledger.on_device(inputs["pixel_values"].to(device=loaded.device, dtype=loaded.dtype), ledger.batch_mark())
@@ -59,8 +60,8 @@ def upload(frames: list[np.ndarray], device) -> list:
         tensors = [t.pin_memory() for t in tensors]  # torch's pinned-block cache reuses them batch after batch
     book = ledger.active()
     if book is not None:
-        for t in tensors:
-            book.copy_in(t, "upload", blocking=False)  # pinned on CUDA
+        for t, frame in zip(tensors, frames):
+            book.copy_in(t, "upload", blocking=False, source=ledger.address(frame))  # pinned on CUDA
     return ledger.on_device([t.to(device, non_blocking=cuda).permute(2, 0, 1) for t in tensors], ledger.batch_mark())
 
 

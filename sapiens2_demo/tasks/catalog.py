@@ -72,10 +72,10 @@ def prepare_pose(frames, manager, size, *, boxes=None, max_people: int = 20, lif
                  score_threshold: float = 0.3, nms_iou: float = 0.3, **_):
     """A GPU call's people, before its batches (TaskSpec.prepare): on the device road every frame's boxes in one
     detector call (or the user's), so the batches need not follow one another and can overlap. None elsewhere
-    (following people between detections), and with lift_3d (its batches run one after the other)."""
+    (following people between detections)."""
     from ..pipelines.pose import batched_detection, detect_batch
 
-    if lift_3d or not batched_detection(manager):
+    if not batched_detection(manager):
         return None
     given = _user_detections(frames, boxes, max_people)
     return given or detect_batch(frames, manager, score_threshold=score_threshold, nms_iou=nms_iou,
@@ -84,28 +84,46 @@ def prepare_pose(frames, manager, size, *, boxes=None, max_people: int = 20, lif
 
 def start_pose(frames, manager, size, *, prepared, max_people: int = 20, boxes=None, lift_3d: bool = False,
                detect_every=None, frame_index=None, previous=None, **options):
-    """The crops' forwards of `prepare_pose`'s people (nothing to follow: `frame_index` and `previous` unused);
-    finishes with the decoding and its copy back."""
+    """The crops' forwards of `prepare_pose`'s people (nothing to follow: `frame_index` and `previous` unused), and
+    with lift_3d the body-part and pointmap forwards of every frame (each has someone: the detector falls back to
+    the whole image); finishes with the decoding, the lift and their copies back."""
     from ..pipelines.pose import pose_start
 
-    return pose_start(frames, manager, size, detections=prepared, max_people=int(max_people), defer_decoding=True,
-                      **options)
+    poses = pose_start(frames, manager, size, detections=prepared, max_people=int(max_people), defer_decoding=True,
+                       **options)
+    if not lift_3d:
+        return poses
+    images = dense.uploaded_once(frames, manager)  # the body-part and pointmap forwards read one upload
+    maps = dense.pointmap_start(images, manager, size, _masks_start(images, manager, size, True))
+
+    def finish():
+        done = poses()
+        _lift(done, maps(), list(range(len(done))))
+        return done
+
+    return finish
 
 
 def lift_poses(frames, poses, manager, size, seg_cache=None) -> None:
     """Set `lifted` on each pose: one pointmap forward for the frames with people (masked with the body-part
     segmentation, shared through the cache); a frame with nobody gets an empty Pose3DResult."""
+    busy = [i for i, pose in enumerate(poses) if pose.num_people]
+    picked = [frames[i] for i in busy]
+    maps = dense.pointmap_batch(picked, manager, size, cache=_image_cache(picked, seg_cache),
+                                masks=_person_masks(picked, manager, size, seg_cache, remove_background=True))
+    _lift(poses, maps, busy)
+
+
+def _lift(poses, maps, which) -> None:
+    """poses[i].lifted from maps[k] for the k-th i of `which` with people; an empty Pose3DResult for the others."""
     import numpy as np
 
     from ..pose.lift import Pose3DResult, lift_keypoints
     from ..pose.meta import NUM_KEYPOINTS
 
-    busy = [i for i, pose in enumerate(poses) if pose.num_people]
-    picked = [frames[i] for i in busy]
-    maps = dense.pointmap_batch(picked, manager, size, cache=_image_cache(picked, seg_cache),
-                                masks=_person_masks(picked, manager, size, seg_cache, remove_background=True))
-    for i, pointmap in zip(busy, maps):
-        poses[i].lifted = lift_keypoints(poses[i], pointmap)
+    for i, pointmap in zip(which, maps):
+        if poses[i].num_people:
+            poses[i].lifted = lift_keypoints(poses[i], pointmap)
     for pose in poses:
         if pose.lifted is None:
             pose.lifted = Pose3DResult(points=np.zeros((0, NUM_KEYPOINTS, 3), np.float32),
