@@ -113,7 +113,7 @@ def depth(annotator, points, mask=None):
         valid &= mask
     values = z[valid].double()
     if values.numel():
-        low, high = torch.quantile(values, values.new_tensor(PERCENTILES) / 100).tolist()
+        low, high = torch.quantile(values, _quantiles(str(values.device))).tolist()
         bounds = annotator.follow(clamped_bounds(low, high))
     else:
         bounds = annotator.follow(DepthBounds(NEAR_LIMIT_M, FAR_LIMIT_M))  # as depth.depth_bounds
@@ -122,5 +122,20 @@ def depth(annotator, points, mask=None):
     index = torch.reciprocal(z.float()).sub_(inv_far).mul_(255.0 / (inv_near - inv_far)).add_(0.5)
     index = torch.nan_to_num_(index.clamp_(0, 255)).to(torch.uint8)
     out = _colormap_lut(annotator.depth.cmap, str(z.device))[index.long()]
-    grey = torch.tensor(annotator.depth.background, dtype=torch.uint8, device=z.device)
+    grey = _grey(tuple(annotator.depth.background), str(z.device))
     return torch.where(valid[..., None], out, grey)
+
+
+@lru_cache(maxsize=4)
+def _quantiles(device: str):
+    """PERCENTILES / 100 as float64 on the device, uploaded once (not a small pageable copy a frame)."""
+    import torch
+
+    return (torch.tensor(PERCENTILES, dtype=torch.float64) / 100).to(device)
+
+
+@lru_cache(maxsize=8)
+def _grey(colour: tuple, device: str):
+    import torch
+
+    return torch.tensor(colour, dtype=torch.uint8).to(device)
