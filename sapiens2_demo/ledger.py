@@ -9,8 +9,9 @@ What it records (`Event.kind`):
 - "d2h": a copy back (`.cpu()`, `.numpy()`, `.item()`, `.tolist()`, `float()`..., `wait` unless non-blocking);
 - "wait": a wait without a copy: a synchronize, an event wait, an operation whose output size depends on the data
   (boolean-mask indexing, `nonzero`: CUDA reads the count back);
-- "forward": a model forward queued (`batch` counts the model's batches; the flip test's second forward and the
-  person detector are not batches of their own);
+- "forward": a model forward queued (`batch` counts batches of frames: a forward after frames not yet in this batch
+  were uploaded starts one; a second model on the same frames, the flip test's mirrored forward and the person
+  detector do not);
 - "join": the queuing thread waiting for the post-processing worker of batch `batch` (gpu.overlapped).
 Each with the place in our code that caused it and the thread ("queue": the one that queues forwards, or
 "worker").
@@ -18,9 +19,9 @@ Each with the place in our code that caused it and the thread ("queue": the one 
 On CUDA it counts what crosses. On any other device (the CPU) a recording ledger makes the pipelines take the CUDA
 road (`device_road`: device post-processing and drawing, overlapped batches; streams, events and pinned memory
 stay no-ops) and counts what would cross: tensors "on the device" are `DeviceTensor`s (uploads and model outputs,
-and everything computed from them), and a plain tensor that meets one in an operation is an upload (once per
-tensor object, as a cached table is uploaded once). Inside a forward nothing is looked at (on CUDA the model
-is one queued unit, compiled by default).
+and everything computed from them, and what our code makes with `device=`), and a host tensor that meets one in an
+operation is an upload (once per tensor object and process, as a cached table crosses once). Inside a forward and
+the processor nothing is looked at (on CUDA the model is one queued unit, compiled by default).
 """
 
 from __future__ import annotations
