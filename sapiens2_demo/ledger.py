@@ -196,7 +196,8 @@ FACTORIES = ("arange", "zeros", "ones", "full", "empty", "linspace", "eye")  # a
 
 def _born_on_device():
     """While recording, a tensor made in our code by a factory with `device=` is on the device (made there on CUDA, not
-    copied); torch.tensor(data, device=...) is an upload (counted where it meets the device). Returns the undo."""
+    copied); torch.tensor(data, device=...) is an upload (counted where it meets the device); a CUDA synchronize
+    (device, stream, event) is a wait. Returns the undo."""
     import torch
 
     saved = {name: getattr(torch, name) for name in FACTORIES}
@@ -213,10 +214,24 @@ def _born_on_device():
 
     for name, factory in saved.items():
         setattr(torch, name, wrap(factory))
+    # the host waits on CUDA: a synchronize of the device, of a stream or of an event (no-ops that never run on a CPU)
+    waits = {torch.cuda: "synchronize", torch.cuda.Stream: "stream.synchronize", torch.cuda.Event: "event.synchronize"}
+    held = [(owner, what, owner.synchronize) for owner, what in waits.items()]
+
+    def waiting(real, what):
+        def waited(*args, **kwargs):
+            wait(what)
+            return real(*args, **kwargs)
+        return waited
+
+    for owner, what, real in held:
+        owner.synchronize = waiting(real, what)
 
     def restore():
         for name, factory in saved.items():
             setattr(torch, name, factory)
+        for owner, _, real in held:
+            owner.synchronize = real
 
     return restore
 

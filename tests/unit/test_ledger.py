@@ -93,3 +93,18 @@ def test_one_ledger_at_a_time():
         with ledger.recording():
             pass
     assert ledger.active() is None
+
+
+def test_a_cuda_synchronize_is_a_wait(monkeypatch):
+    """torch.cuda.synchronize (of the device, a stream or an event) is counted while recording, and put back after."""
+    calls = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *args, **kwargs: calls.append("device"))
+    monkeypatch.setattr(torch.cuda.Event, "synchronize", lambda self: calls.append("event"))
+    with ledger.recording() as book:
+        torch.cuda.synchronize()
+        torch.cuda.Event.synchronize(object())
+    assert calls == ["device", "event"]
+    assert [(e.kind, e.what, e.wait) for e in book.events] == [("wait", "synchronize", True),
+                                                                ("wait", "event.synchronize", True)]
+    torch.cuda.synchronize()
+    assert calls[-1] == "device" and len(book.events) == 2  # off again
