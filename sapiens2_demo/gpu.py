@@ -15,7 +15,7 @@ import os
 
 import numpy as np
 
-from . import tasks
+from . import ledger, tasks
 from .models.manager import ModelManager
 from .models.registry import UnknownCheckpoint, checkpoint
 from .results import DrawnFrame, Job, compact_maps
@@ -208,11 +208,22 @@ def infer(manager_key: str, frames: list[np.ndarray], jobs: list[Job], batch_siz
                 annotator.state = state
             batches = [frames[start:start + step] for start in range(0, len(frames), step)]
             staged = spec.draw_start if annotator is not None else spec.start
-            follows = _follows_frames(spec, options)
-            if len(batches) > 1 and staged is not None and not follows and overlaps(manager.device):
+            overlapping = len(batches) > 1 and staged is not None and overlaps(manager.device)
+            prepared = None  # what the whole call needs first (pose: every frame's people), per frame
+            if overlapping and annotator is None and spec.prepare is not None:
+                prepared = spec.prepare(frames, manager, job.size, **options)
+            follows = _follows_frames(spec, options) and prepared is None
+            if overlapping and not follows:
                 extra = {"annotator": annotator} if annotator is not None else {}
-                results = overlapped(lambda batch: staged(batch, manager, job.size, **extra, **options), batches,
-                                     manager.device)
+                shares = [None] * len(batches) if prepared is None else \
+                    [prepared[i * step:(i + 1) * step] for i in range(len(batches))]  # each batch's share
+
+                def start(item, extra=extra):
+                    batch, share = item
+                    return staged(batch, manager, job.size, **extra, **options,
+                                  **({} if share is None else {"prepared": share}))
+
+                results = overlapped(start, list(zip(batches, shares)), manager.device)
             else:
                 results = []
                 for index, batch in enumerate(batches):
@@ -266,14 +277,16 @@ def overlapped(start, batches: list, device=None) -> list:
     without waiting for the forwards queued after it."""
     from concurrent.futures import ThreadPoolExecutor
 
-    results, pending = [], None
+    results, pending, queued = [], None, -1
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sapiens2-post") as worker:
         for batch in batches:
             finish = _beside(start(batch), device)
             if pending is not None:
+                ledger.join(queued)  # the batch before this one (the transfer ledger's overlap)
                 results += pending.result()
-            pending = worker.submit(finish)
+            pending, queued = worker.submit(finish), ledger.batch_mark()
         if pending is not None:
+            ledger.join(queued)
             results += pending.result()
     return results
 

@@ -8,8 +8,8 @@ batch dimension, warmed up at load, with a persistent cache and a way back to ea
   size, so images (1), pose crops (1-40 with flip test), video batches and their remainders share one graph.
   The warm-up runs batch 1 at load: a second size would only re-run the same graph (the tests check that
   batch 3 and 20 add no graph, and that a whole CLI run recompiles nothing after the warm-up).
-- Cache: inductor's FX graph / AOTAutograd caches live in `cache_dir()` (SAPIENS2_COMPILE_CACHE, else beside
-  the Hugging Face cache), so a second launch only re-traces (COMPILE.md section 3).
+- Cache: inductor's FX graph / AOTAutograd caches live in `cache_dir()` (SAPIENS2_COMPILE_CACHE, else a Space's
+  persistent /data, else beside the Hugging Face cache), so a second launch only re-traces (COMPILE.md section 3).
 - Safety: a failed warm-up (no C++ compiler, an unusable cache folder) leaves that model eager with a note; at
   run time a compile error or the recompile limit turns the whole model back to eager for good, with a log line
   and a note. A damaged or stale cache entry is a miss for torch (its keys hold the versions): it compiles again.
@@ -54,11 +54,18 @@ def wanted(mode: str | bool | None, device: str) -> bool:
     return mode == "on" or (mode == "auto" and str(device).startswith("cuda"))
 
 
+PERSISTENT = Path("/data")  # a Hugging Face Space's persistent storage, when the Space has it: survives restarts
+
+
 def cache_dir() -> Path:
-    """SAPIENS2_COMPILE_CACHE, else `sapiens2-compile/` beside the Hugging Face cache (~/.cache/...)."""
+    """SAPIENS2_COMPILE_CACHE, else `sapiens2-compile/` in a Space's persistent storage (/data, when it is there and
+    writable: a restarted Space then loads its compiled code instead of compiling again), else beside the Hugging
+    Face cache (~/.cache/...)."""
     explicit = os.environ.get(CACHE_ENV)
     if explicit:
         return Path(explicit).expanduser()
+    if PERSISTENT.is_dir() and os.access(PERSISTENT, os.W_OK):
+        return PERSISTENT / "sapiens2-compile"
     from huggingface_hub import constants
 
     return Path(constants.HF_HOME).expanduser().parent / "sapiens2-compile"

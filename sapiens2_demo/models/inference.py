@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import ledger
 from .manager import LoadedModel
 
 PADDED_TASKS = ("normal", "pointmap")  # keep aspect, centre zero-pad (processor do_pad=True)
@@ -32,8 +33,15 @@ def preprocess(loaded: LoadedModel, images: np.ndarray | list[np.ndarray], task:
         kwargs["boxes"] = [np.asarray(boxes, dtype=np.float32).reshape(-1, 4).tolist() for boxes in per_image]
     if on_cuda(loaded.device):  # the uint8 frames cross once and are resized and normalised on the GPU
         kwargs["device"] = loaded.device
+    book = ledger.active()
+    if book is not None:  # numpy frames cross as uint8, pageable; the processor is not looked into
+        for image in batch:
+            if isinstance(image, np.ndarray):
+                ledger.record("h2d", "preprocess", image.shape, str(image.dtype), image.itemsize,
+                              source=ledger.address(image))
+        batch = ledger.off_device(list(batch))
     inputs = loaded.processor(images=list(batch), return_tensors="pt", **kwargs)
-    return inputs["pixel_values"].to(device=loaded.device, dtype=loaded.dtype)
+    return ledger.on_device(inputs["pixel_values"].to(device=loaded.device, dtype=loaded.dtype), ledger.batch_mark())
 
 
 def on_cuda(device) -> bool:
@@ -50,7 +58,11 @@ def upload(frames: list[np.ndarray], device) -> list:
     tensors = [torch.from_numpy(np.ascontiguousarray(frame[..., :3])) for frame in frames]
     if cuda:
         tensors = [t.pin_memory() for t in tensors]  # torch's pinned-block cache reuses them batch after batch
-    return [t.to(device, non_blocking=cuda).permute(2, 0, 1) for t in tensors]
+    book = ledger.active()
+    if book is not None:
+        for t, frame in zip(tensors, frames):
+            book.copy_in(t, "upload", blocking=False, source=ledger.address(frame))  # pinned on CUDA
+    return ledger.on_device([t.to(device, non_blocking=cuda).permute(2, 0, 1) for t in tensors], ledger.batch_mark())
 
 
 def forward(loaded: LoadedModel, pixel_values, *, on_device: bool = False, **kwargs):
@@ -58,8 +70,16 @@ def forward(loaded: LoadedModel, pixel_values, *, on_device: bool = False, **kwa
     where it is with `on_device` (device-side post-processing on CUDA copies only final-size results)."""
     import torch
 
+    book = ledger.active()
+    if book is not None:  # the model is one queued unit: its inputs go in as plain tensors
+        for value in [pixel_values, *kwargs.values()]:
+            if torch.is_tensor(value) and not isinstance(value, ledger.DEVICE_TENSOR()):
+                book.copy_in_once(value, "forward")  # a host tensor handed to the model crosses first
+        pixel_values, kwargs = ledger.off_device(pixel_values), ledger.off_device(kwargs)
     with torch.inference_mode():
         outputs = loaded.model(pixel_values=pixel_values, **kwargs)
+    if book is not None:  # the flip test's mirrored forward is part of its batch
+        outputs = ledger.forward(type(loaded.model).__name__, dict(outputs.items()), batch="flip_pairs" not in kwargs)
     if on_device:
         return dict(outputs.items())
     return {

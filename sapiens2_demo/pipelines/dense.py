@@ -144,8 +144,9 @@ def pointmap_start(frames: Frames, manager: ModelManager, size: str = "0.4b", ma
             maps = [postprocess_pointmap(outputs["pointmaps"][i], float(scales[i]), f.shape[:2], model_hw)
                     for i, f in enumerate(frames)]
         results = []
+        values = device_post.to_host([scales])[0] if on_device else scales  # one copy, not a read per frame
         for i, (points, mask) in enumerate(zip(maps, _masks(masks() if callable(masks) else masks, frames))):
-            scale = float(scales[i])
+            scale = float(values[i])
             focal = model_hw[1] / scale  # fx in model-input pixels (768 / scale)
             results.append(PointmapResult(points=points, scale=scale, focal_length=focal, mask=mask))
         return results
@@ -208,6 +209,14 @@ def pointmaps_device_start(images, manager: ModelManager, size: str = "0.4b"):
                                                 input_size(loaded.processor))
 
 
+def pointmaps_with_scales(images, manager: ModelManager, size: str = "0.4b"):
+    """`pointmaps_on_device`, with the model's (B,) scales (a tensor there) and its input (height, width)."""
+    loaded = manager.get(checkpoint("pointmap", size))
+    outputs = forward(loaded, preprocess(loaded, images, "pointmap"), on_device=True)
+    model_hw, scales = input_size(loaded.processor), _scales(outputs, len(images))
+    return device_post.pointmap_tensors(outputs["pointmaps"], scales, _sizes(images), model_hw), scales, model_hw
+
+
 def matting_on_device(images, manager: ModelManager, size: str = "1b") -> list[tuple]:
     """(alpha (H, W), premultiplied foreground (H, W, 3)) float32 tensors in [0, 1]."""
     return matting_device_start(images, manager, size)()
@@ -217,6 +226,12 @@ def matting_device_start(images, manager: ModelManager, size: str = "1b"):
     loaded = manager.get(checkpoint("matting", size))
     outputs = forward(loaded, preprocess(loaded, images, "matting"), on_device=True)
     return lambda: device_post.matting_tensors(outputs["foregrounds"], outputs["alphas"], _sizes(images))
+
+
+def uploaded_once(frames, manager: ModelManager) -> list:
+    """On the device road, the frames uploaded now, so the several forwards of one batch (the body-part mask's
+    and the task's) read one copy; elsewhere the frames as they are."""
+    return _uploaded(frames, manager.device) if use_device_post(manager.device) else frames
 
 
 def _uploaded(frames, device) -> list:

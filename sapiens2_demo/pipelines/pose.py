@@ -4,16 +4,18 @@ test), DARK-UDP decoding."""
 from __future__ import annotations
 
 import time
+import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
-from ..models.inference import forward, input_size, preprocess
+from ..models.inference import forward, input_size, preprocess, upload
 from ..models.registry import checkpoint
 from ..pose.boxes import parse_boxes, xyxy_to_xywh
 from ..pose.decode import decode_heatmaps
-from ..pose.detector import PERSON_CLASSES, find_people
+from ..pose.detector import PERSON_CLASSES, find_people, find_people_batch
 from ..pose.meta import flip_pairs_from_indices
 from ..results import PoseResult
 from ..util import as_rgb_uint8
@@ -53,22 +55,36 @@ class Detections:
 def detect_batch(frames: list[np.ndarray], manager, *, score_threshold: float = 0.3, nms_iou: float = 0.3,
                  max_people: int = 20, detector_classes: tuple[int, ...] | None = PERSON_CLASSES
                  ) -> list[Detections]:
-    """The detector on each frame, with the whole-image fallback (see find_people)."""
+    """The detector on each frame, with the whole-image fallback (see find_people); on the device road all the
+    frames in one detector call, their boxes copied back in one copy."""
+    from .device_post import use_device_post
+
+    if len(frames) > 1 and use_device_post(manager.device):
+        return [Detections(*found) for found in find_people_batch(frames, manager, score_threshold, nms_iou,
+                                                                   max_people, detector_classes)]
     return [Detections(*find_people(frame, manager, score_threshold, nms_iou, max_people, detector_classes))
             for frame in frames]
 
 
-def estimate_pose_batch(frames: list[np.ndarray], manager, size: str = "0.4b", *,
-                        detections: list[Detections] | None = None, flip_test: bool = True,
-                        score_threshold: float = 0.3, nms_iou: float = 0.3, max_people: int = 20,
-                        batch_size: int = 8, timings: dict | None = None,
-                        detector_classes: tuple[int, ...] | None = PERSON_CLASSES) -> list[PoseResult]:
+def estimate_pose_batch(frames: list[np.ndarray], manager, size: str = "0.4b", **options) -> list[PoseResult]:
     """One PoseResult per frame. The crops of all people of all frames go through the model together,
     `batch_size` crops at a time (heatmaps are 60 MB a person at full size, so memory stays bounded).
 
     detections: boxes per frame (user boxes, or the detector's with track ids on video); None runs the
-    detector on every frame.
+    detector on every frame. The options are `pose_start`'s.
     """
+    return pose_start(frames, manager, size, **options)()
+
+
+def pose_start(frames: list[np.ndarray], manager, size: str = "0.4b", *,
+               detections: list[Detections] | None = None, flip_test: bool = True,
+               score_threshold: float = 0.3, nms_iou: float = 0.3, max_people: int = 20,
+               batch_size: int = 8, timings: dict | None = None,
+               detector_classes: tuple[int, ...] | None = PERSON_CLASSES, defer_decoding: bool = False):
+    """`estimate_pose_batch` in two stages: the detector, crops and forwards now; returns `finish()`, which gives
+    the results. defer_decoding (a GPU call of several batches, gpu.overlapped): on the device road the decoding
+    and its copy back wait for `finish()`, run beside the next batch's forwards, the heatmaps kept on the device
+    until then (60 MB a person at full size); otherwise each batch of crops is decoded after its forward."""
     frames = [as_rgb_uint8(frame) for frame in frames]
     timed = timings is not None  # then each stage waits for the device, so its time is its own
     timings = {} if timings is None else timings
@@ -89,7 +105,8 @@ def estimate_pose_batch(frames: list[np.ndarray], manager, size: str = "0.4b", *
     on_device = use_device_post(loaded.device)
     model_input = input_size(loaded.processor)
     crops = [(i, box) for i, det in enumerate(detections) for box in np.asarray(det.boxes, np.float32).reshape(-1, 4)]
-    keypoints, scores = [], []
+    images = upload(frames, loaded.device) if on_device else frames  # each frame crosses once, pinned, as uint8
+    decoded = []  # per batch of crops: a function giving its keypoints and scores
     batch_size = max(int(batch_size), 1)
     for start in range(0, len(crops), batch_size):
         chunk = crops[start:start + batch_size]
@@ -97,7 +114,7 @@ def estimate_pose_batch(frames: list[np.ndarray], manager, size: str = "0.4b", *
         boxes = np.stack([box for _, box in chunk])
         with _timed(timings, "crop"):
             per_image = [xyxy_to_xywh(np.stack([box for i, box in chunk if i == owner])) for owner in owners]
-            pixel_values = preprocess(loaded, [frames[i] for i in owners], "pose", per_image)
+            pixel_values = preprocess(loaded, [images[i] for i in owners], "pose", per_image)
         with _timed(timings, "forward"):
             heatmaps = forward(loaded, pixel_values, on_device=on_device)["heatmaps"].float()
             if flip_pairs is not None:
@@ -109,25 +126,29 @@ def estimate_pose_batch(frames: list[np.ndarray], manager, size: str = "0.4b", *
                 import torch
 
                 torch.cuda.synchronize(heatmaps.device)
-        with _timed(timings, "decode"):
-            if on_device:  # decoded where the heatmaps are: only keypoints and scores cross to the CPU
-                chunk_keypoints, chunk_scores = pose_keypoints(heatmaps, boxes, model_input)
-            else:
-                chunk_keypoints, chunk_scores = decode_heatmaps(heatmaps, boxes, model_input)
-        keypoints.append(chunk_keypoints)
-        scores.append(chunk_scores)
+        decode = partial(pose_keypoints if on_device else decode_heatmaps, heatmaps, boxes, model_input)
+        if defer_decoding and on_device:  # decoded where the heatmaps are: only keypoints and scores cross
+            decoded.append(decode)
+        else:  # now: one batch of heatmaps at a time
+            with _timed(timings, "decode"):
+                decoded.append(lambda found=decode(): found)
 
-    keypoints = np.concatenate(keypoints).astype(np.float32) if keypoints else np.zeros((0, 0, 2), np.float32)
-    scores = np.concatenate(scores).astype(np.float32) if scores else np.zeros((0, 0), np.float32)
-    results, first = [], 0
-    for frame, det in zip(frames, detections):
-        n = len(det.boxes)
-        results.append(PoseResult(
-            image_size=(int(frame.shape[0]), int(frame.shape[1])), boxes=np.asarray(det.boxes, np.float32).reshape(-1, 4),
-            box_scores=np.asarray(det.scores, np.float32), keypoints=keypoints[first:first + n],
-            keypoint_scores=scores[first:first + n], notes=list(det.notes), track_ids=det.track_ids))
-        first += n
-    return results
+    def finish() -> list[PoseResult]:
+        with _timed(timings, "decode"):
+            found = [decode() for decode in decoded]
+        keypoints = np.concatenate([k for k, _ in found]).astype(np.float32) if found else np.zeros((0, 0, 2), np.float32)
+        scores = np.concatenate([s for _, s in found]).astype(np.float32) if found else np.zeros((0, 0), np.float32)
+        results, first = [], 0
+        for frame, det in zip(frames, detections):
+            n = len(det.boxes)
+            results.append(PoseResult(
+                image_size=(int(frame.shape[0]), int(frame.shape[1])), boxes=np.asarray(det.boxes, np.float32).reshape(-1, 4),
+                box_scores=np.asarray(det.scores, np.float32), keypoints=keypoints[first:first + n],
+                keypoint_scores=scores[first:first + n], notes=list(det.notes), track_ids=det.track_ids))
+            first += n
+        return results
+
+    return finish
 
 
 FOLLOW_SCORE = 0.3  # a keypoint at least this sure places a followed person's next box
@@ -159,10 +180,11 @@ def follow_pose_batch(frames: list[np.ndarray], manager, size: str = "0.4b", *, 
     """Video frames in order: the detector on every `detect_every`-th frame of the video, and on the frame
     after a person is lost; between, each person's box follows their keypoints (`follow_people`), as
     top-down pose trackers do. The detector costs more than the pose model on a CPU. detect_every=1 is
-    `estimate_pose_batch`: every frame detected, every crop of the batch in one forward.
+    `estimate_pose_batch`: every frame detected, every crop of the batch in one forward; so is the device road
+    (`batched_detection`).
     frame_index: the video index of frames[0]; previous: the result of the frame before it (None: detect)."""
     detect_every = max(int(detect_every), 1)
-    if detect_every == 1 or detections is not None:  # given boxes (the user's) are used as they are
+    if detect_every == 1 or detections is not None or batched_detection(manager):  # given boxes as they are
         return estimate_pose_batch(frames, manager, size, detections=detections, **options)
     results: list[PoseResult] = []
     for i, frame in enumerate(frames, start=int(frame_index)):
@@ -175,14 +197,33 @@ def follow_pose_batch(frames: list[np.ndarray], manager, size: str = "0.4b", *, 
     return results
 
 
+def batched_detection(manager) -> bool:
+    """Whether video detects every frame, all the frames of a batch in one detector call, instead of following
+    people from frame to frame between detections (`detect_every`): on the device road, where following makes each
+    frame wait for the one before (its keypoints copied back) and the batched detector costs little."""
+    from .device_post import use_device_post
+
+    return use_device_post(manager.device)
+
+
+_FLIP_PAIRS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> its pairs, on its device
+
+
 def model_flip_pairs(model):
-    """(P, 2) long tensor of left/right keypoint pairs: the checkpoint's config, else keypoints308.json."""
+    """(P, 2) long tensor of left/right keypoint pairs: the checkpoint's config, else keypoints308.json; on the
+    model's device, uploaded once per model (a copy from pageable memory per batch would wait for the device)."""
     import torch
 
+    if model in _FLIP_PAIRS:
+        return _FLIP_PAIRS[model]
     pairs = getattr(getattr(model, "config", None), "flip_pairs", None)
     if not pairs:
         pairs = flip_pairs_from_indices()
-    return torch.as_tensor(np.asarray(pairs, dtype=np.int64).reshape(-1, 2))
+    parameter = next(iter(model.parameters()), None) if hasattr(model, "parameters") else None
+    pairs = torch.as_tensor(np.asarray(pairs, dtype=np.int64).reshape(-1, 2))
+    pairs = pairs if parameter is None else pairs.to(parameter.device)
+    _FLIP_PAIRS[model] = pairs
+    return pairs
 
 
 @contextmanager

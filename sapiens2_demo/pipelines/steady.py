@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import ledger
+
 STILL_WEIGHT = 0.2  # the new frame's share where the scene is still: noise std / ~3, flicker / ~6 (white noise)
 DOWNSCALE = 4  # pixels per block side for change detection
 CHANGE_LEVELS = 6.0  # a block whose mean grey level moved by more than this (0-255) changed
@@ -48,11 +50,15 @@ def carried(result) -> SteadyCarry | None:
 
 
 def _blocks(frame, device):
-    """(H, W, 3) uint8 -> (h, w) float32 grey, DOWNSCALE-block means (partial blocks at the edges count)."""
+    """(H, W, 3) uint8 (or (3, H, W) on the device) -> (h, w) float32 grey, DOWNSCALE-block means (partial blocks at
+    the edges count)."""
     import torch
     import torch.nn.functional as F
 
-    rgb = torch.as_tensor(np.ascontiguousarray(frame[..., :3])).to(device).permute(2, 0, 1).float()
+    if torch.is_tensor(frame):  # already on the device: upload's (3, H, W)
+        rgb = frame[:3].float()
+    else:
+        rgb = ledger.to_device(np.ascontiguousarray(frame[..., :3]), device).permute(2, 0, 1).float()
     grey = (0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2])[None, None]
     return F.avg_pool2d(grey, DOWNSCALE, ceil_mode=True, count_include_pad=False)[0, 0]
 
@@ -73,20 +79,28 @@ class SteadyFilter:
     def __init__(self, device, state: SteadyState | None = None, unit: bool = False):
         self.device, self.unit = device, unit
         self._grey = self._value = self._weight = None
-        if state is not None:
-            import torch
-
-            self._grey = torch.as_tensor(state.grey).to(device).float()
-            self._value = torch.as_tensor(state.value).to(device).float()
-            self._weight = None if state.weight is None else torch.as_tensor(state.weight).to(device).float()
+        if state is not None:  # one upload of the three (float16), split there
+            parts = [a for a in (state.grey, state.value, state.weight) if a is not None]
+            flat = ledger.to_device(np.concatenate([np.asarray(a, np.float16).ravel() for a in parts]), device)
+            ends = np.cumsum([a.size for a in parts])
+            pieces = [flat[end - a.size:end].reshape(a.shape).float() for a, end in zip(parts, ends)]
+            self._grey, self._value = pieces[:2]
+            self._weight = pieces[2] if state.weight is not None else None
 
     def step(self, frame: np.ndarray, value: np.ndarray, mask: np.ndarray | None):
         """frame (H, W, 3) uint8, value (H, W, C) float32, mask (H, W) bool or None -> filtered numpy copies."""
+        x = ledger.to_device(np.asarray(value, np.float32), self.device)
+        m = None if mask is None else ledger.to_device(np.asarray(mask, bool), self.device)
+        out, kept = self.step_on_device(frame, x, m)
+        return out.cpu().numpy(), None if kept is None else kept.cpu().numpy()
+
+    def step_on_device(self, frame, x, m):
+        """`step` where the values are: frame (H, W, 3) uint8 array or upload's (3, H, W) tensor, x (H, W, C) float32
+        and m (H, W) bool (or None) tensors on the filter's device -> the filtered (value, mask) tensors there."""
         import torch
 
         grey = _blocks(frame, self.device)
-        x = torch.as_tensor(np.asarray(value, np.float32)).to(self.device)
-        m = None if mask is None else torch.as_tensor(np.asarray(mask, bool)).to(self.device).float()
+        m = None if m is None else m.float()
         if self._value is None or self._value.shape != x.shape or self._grey.shape != grey.shape:
             out, weight = x.clone(), m  # the first frame (or a new size): nothing to blend with
         else:
@@ -100,17 +114,17 @@ class SteadyFilter:
             if m is not None and self._weight is not None:
                 weight = self._weight + share[..., 0] * (m - self._weight)
         self._grey, self._value, self._weight = grey, out, weight
-        kept = None if weight is None else (weight >= 0.5).cpu().numpy()
-        return out.cpu().numpy(), kept
+        return out, None if weight is None else weight >= 0.5
 
     @property
     def state(self) -> SteadyState | None:
         if self._value is None:
             return None
-        def host(tensor):
-            return None if tensor is None else tensor.half().cpu().numpy()
+        from .device_post import to_host
 
-        return SteadyState(grey=host(self._grey), value=host(self._value), weight=host(self._weight))
+        kept = [t.half() for t in (self._grey, self._value, self._weight) if t is not None]
+        host = to_host(kept)  # one copy back
+        return SteadyState(grey=host[0], value=host[1], weight=host[2] if len(host) > 2 else None)
 
 
 def steady_results(frames: list[np.ndarray], results: list, field: str, device, previous=None,
@@ -128,3 +142,36 @@ def steady_results(frames: list[np.ndarray], results: list, field: str, device, 
     if steady:
         steady[-1].steady = flt.state
     return steady
+
+
+def steady_on_device(manager, size: str, frames: list, field: str, remove_background: bool, previous=None) -> list:
+    """`steady_results` of normals (field "normals") or pointmaps ("points") on the device road: the frames cross
+    once, the body-part mask, the maps and the filter stay on the device, and the filtered maps and masks cross back
+    in one copy each (not the model's maps back, then up again and back filtered). Equal to the host road's."""
+    from ..results import NormalsResult, PointmapResult
+    from . import dense
+    from .device_post import to_host
+
+    images = dense.uploaded_once(frames, manager)
+    masks = [labels > 0 for labels in dense.labels_on_device(images, manager, size)] if remove_background else None
+    if field == "normals":
+        values, scales, model_hw = dense.normals_on_device(images, manager, size), None, None
+    else:
+        values, scales, model_hw = dense.pointmaps_with_scales(images, manager, size)
+    flt = SteadyFilter(manager.device, getattr(previous, "steady", None), unit=field == "normals")
+    if getattr(previous, "steady", None) is not None:
+        previous.steady = None
+    # (H, W, C) contiguous, as the host road's arrays are: a norm over C sums in that order only then
+    filtered = [flt.step_on_device(image, value.contiguous(), None if masks is None else masks[i])
+                for i, (image, value) in enumerate(zip(images, values))]
+    maps = to_host([value for value, _ in filtered])
+    kept = to_host([mask for _, mask in filtered]) if masks is not None else [None] * len(maps)
+    if field == "normals":
+        results = [NormalsResult(normals=n, mask=m) for n, m in zip(maps, kept)]
+    else:
+        scales = [float(s) for s in to_host([scales])[0]]
+        results = [PointmapResult(points=p, scale=s, focal_length=model_hw[1] / s, mask=m)
+                   for p, s, m in zip(maps, scales, kept)]
+    if results:
+        results[-1].steady = flt.state
+    return results

@@ -9,6 +9,8 @@ torch's small ops measured 4x slower) and shares reference_refine, on CPU tensor
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 CLAMP_MIN, CLAMP_MAX = 1e-3, 50.0  # clamp before the log, as the original Sapiens2 code
@@ -90,22 +92,32 @@ def _blur_windows(windows, h: int, w: int, x, y, kernel: int):
     import torch
 
     p, size = windows.shape[0], windows.shape[1]
-    g = gaussian_kernel1d(kernel)
-    band = np.zeros((size - kernel + 1, size))  # (3, S): row i holds the kernel at columns i..i+kernel-1
-    for i in range(band.shape[0]):
-        band[i, i:i + kernel] = g
-    band = torch.from_numpy(band).to(windows.device)
+    band, band_t = _band(kernel, size, str(windows.device))
     span = torch.arange(size, device=windows.device) - size // 2
     rows, cols = y[:, None] + span, x[:, None] + span  # (p, S)
     inside = ((rows >= 0) & (rows < h))[:, :, None] & ((cols >= 0) & (cols < w))[:, None, :]
     window = torch.where(inside, windows.double(), 0.0)  # the blur's zero padding
     # Separable blur, rows then columns, as two banded matrix products: the blur at window centres -1, 0, +1.
-    full3 = band @ window @ band.T  # (p, 3, 3)
+    full3 = band @ window @ band_t  # (p, 3, 3)
     # Replicate padding of the log map = clamp the neighbour position to the map.
     steps = torch.arange(-1, 2, device=windows.device)
     ri = (y[:, None] + steps).clamp(0, h - 1) - y[:, None] + 1
     ci = (x[:, None] + steps).clamp(0, w - 1) - x[:, None] + 1
     return full3[torch.arange(p, device=windows.device)[:, None, None], ri[:, :, None], ci[:, None, :]]
+
+
+@lru_cache(maxsize=8)
+def _band(kernel: int, size: int, device: str):
+    """(3, S) float64, and its transpose: row i holds the Gaussian at columns i..i+kernel-1; uploaded once per
+    device, not per call (a copy from pageable memory waits for the device)."""
+    import torch
+
+    g = gaussian_kernel1d(kernel)
+    band = np.zeros((size - kernel + 1, size))
+    for i in range(band.shape[0]):
+        band[i, i:i + kernel] = g
+    band = torch.from_numpy(band).to(device)
+    return band, band.T.contiguous()
 
 
 def _newton_offset(logs):
@@ -164,7 +176,11 @@ def reference_refine(flat, size: tuple[int, int], rows, x, y, valid, kernel: int
     pw, stride = w + 2, (h + 2) * (w + 2)
     good = valid[rows]
     bad = ~good
-    needed = torch.unique(torch.cat([rows, (rows[bad] - 1) % p]))  # sorted
+    # rows and, for bad ones, the map before: sorted and unique, in one count read back (a mask, not a unique)
+    needed = torch.zeros(p, dtype=torch.bool, device=flat.device)
+    needed[rows] = True
+    needed[(rows - 1) % p] |= bad
+    needed = torch.nonzero(needed).flatten()
     logs = reference_log_maps(flat[needed].reshape(-1, h, w).float(), kernel)
     padded = F.pad(logs[None], (1, 1, 1, 1), mode="replicate")[0].reshape(-1)  # (len(needed) * stride,)
     slot = torch.searchsorted(needed, rows)  # where each redone map sits in `padded`

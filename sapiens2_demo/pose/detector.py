@@ -6,11 +6,13 @@ import logging
 
 import numpy as np
 
+from .. import ledger
 from ..models.manager import CheckpointUnavailable
 from .boxes import clip_boxes, whole_image_box
 
 log = logging.getLogger(__name__)
 
+DETECTOR_SIDE = 640  # ultralytics' default input size
 PERSON_CLASSES = (0,)  # COCO class 0 = person
 NO_PERSON_NOTE = "No person detected; used the whole image as one box."
 
@@ -24,29 +26,63 @@ def detect_people(image: np.ndarray, manager, score_threshold: float = 0.3, nms_
     `nms_iou`, then the `max_people` best. `classes=None` keeps every class (tests with random weights).
     Raises CheckpointUnavailable when the detector cannot be loaded.
     """
+    return detect_people_batch([image], manager, score_threshold, nms_iou, max_people, classes)[0]
+
+
+def detect_people_batch(images: list[np.ndarray], manager, score_threshold: float = 0.3, nms_iou: float = 0.3,
+                        max_people: int = 20, classes: tuple[int, ...] | None = PERSON_CLASSES
+                        ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """`detect_people` of several images in one detector call, their detections copied back in one copy (on a
+    GPU each copy back waits for the device)."""
+    import torch
+
+    if not images:
+        return []
+    loaded = manager.get_detector()
+    # ultralytics reads numpy images as BGR (cv2 convention); our images are RGB.
+    bgr = [np.ascontiguousarray(image[..., ::-1]) for image in images]
+    with loaded.lock:
+        results = loaded.model.predict(bgr[0] if len(bgr) == 1 else bgr, conf=float(score_threshold), iou=float(nms_iou),
+                                       classes=list(classes) if classes is not None else None,
+                                       max_det=300, device=loaded.device, verbose=False)
+    found = _ledgered([torch.cat([r.boxes.xyxy, r.boxes.conf[:, None], r.boxes.cls[:, None]], 1).float()
+                       for r in results], images)
+    counts = [int(r.boxes.xyxy.shape[0]) for r in results]
+    every = torch.cat(found).cpu()  # the one copy back
+    return [_kept(rows, image.shape[:2], score_threshold, nms_iou, max_people, classes)
+            for rows, image in zip(every.split(counts), images)]
+
+
+def _kept(rows, size, score_threshold: float, nms_iou: float, max_people: int,
+          classes) -> tuple[np.ndarray, np.ndarray]:
+    """One image's detections (N, 6: x1 y1 x2 y2 score class, on the host) -> the people kept, best first."""
     import torch
     from torchvision.ops import nms
 
-    loaded = manager.get_detector()
-    height, width = image.shape[:2]
-    # ultralytics reads numpy images as BGR (cv2 convention); our images are RGB.
-    bgr = np.ascontiguousarray(image[..., ::-1])
-    with loaded.lock:
-        result = loaded.model.predict(bgr, conf=float(score_threshold), iou=float(nms_iou),
-                                      classes=list(classes) if classes is not None else None,
-                                      max_det=300, device=loaded.device, verbose=False)[0]
-    boxes = result.boxes.xyxy.detach().float().cpu()
-    scores = result.boxes.conf.detach().float().cpu()
+    boxes, scores = rows[:, :4], rows[:, 4]
     keep = scores > score_threshold if score_threshold > 0 else torch.ones_like(scores, dtype=torch.bool)
     if classes is not None:
-        keep &= torch.isin(result.boxes.cls.detach().cpu().long(), torch.tensor(list(classes)))
+        keep &= torch.isin(rows[:, 5].long(), torch.tensor(list(classes)))
     boxes, scores = boxes[keep], scores[keep]
     # Our own NMS as well: end-to-end (NMS-free) YOLO models ignore iou=, and this pins the reference rule.
     order = nms(boxes, scores, float(nms_iou))[: max(int(max_people), 0)]
-    boxes = clip_boxes(boxes[order].numpy().reshape(-1, 4), (height, width)).astype(np.float32)
+    boxes = clip_boxes(boxes[order].numpy().reshape(-1, 4), size).astype(np.float32)
     scores = scores[order].numpy().astype(np.float32)
     nonempty = (boxes[:, 2] > boxes[:, 0]) & (boxes[:, 3] > boxes[:, 1])
     return boxes[nonempty], scores[nonempty]
+
+
+def _ledgered(outputs: list, images: list):
+    """The detections as the transfer ledger sees them: ultralytics' letterboxed uint8 inputs uploaded in one
+    pageable copy (of the first image's size: a video's frames share it), one forward, its outputs on the device
+    (ultralytics' own waits in its NMS are not looked into)."""
+    if ledger.active() is None:
+        return outputs
+    height, width = images[0].shape[:2]
+    scale = DETECTOR_SIDE / max(height, width)
+    side = [-(-round(n * scale) // 32) * 32 for n in (height, width)]  # letterboxed to a multiple of the stride
+    ledger.record("h2d", "detector", (len(images), *side, 3))  # stacked, then one copy
+    return ledger.forward("detector", outputs, batch=False)
 
 
 def find_people(image: np.ndarray, manager, score_threshold: float = 0.3, nms_iou: float = 0.3,
@@ -54,16 +90,32 @@ def find_people(image: np.ndarray, manager, score_threshold: float = 0.3, nms_io
                 ) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """detect_people, but never raises for a missing detector or an empty detection: it falls back to
     the whole image as one box (score 1) and says so in the returned notes."""
-    size = image.shape[:2]
     try:
         boxes, scores = detect_people(image, manager, score_threshold, nms_iou, max_people, classes)
     except CheckpointUnavailable as error:
-        log.warning("person detector unavailable: %s", error)
-        note = f"Person detector unavailable ({_first_sentence(error)}); used the whole image as one box."
-        return whole_image_box(size), np.ones(1, np.float32), [note]
-    if len(boxes) == 0:
-        return whole_image_box(size), np.ones(1, np.float32), [NO_PERSON_NOTE]
-    return boxes, scores, []
+        return _unavailable(image, error)
+    return (boxes, scores, []) if len(boxes) else _nobody(image)
+
+
+def find_people_batch(images: list[np.ndarray], manager, score_threshold: float = 0.3, nms_iou: float = 0.3,
+                      max_people: int = 20, classes: tuple[int, ...] | None = PERSON_CLASSES
+                      ) -> list[tuple[np.ndarray, np.ndarray, list[str]]]:
+    """`find_people` of several images in one detector call (`detect_people_batch`)."""
+    try:
+        found = detect_people_batch(images, manager, score_threshold, nms_iou, max_people, classes)
+    except CheckpointUnavailable as error:
+        return [_unavailable(image, error) for image in images]
+    return [(boxes, scores, []) if len(boxes) else _nobody(image) for (boxes, scores), image in zip(found, images)]
+
+
+def _nobody(image: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    return whole_image_box(image.shape[:2]), np.ones(1, np.float32), [NO_PERSON_NOTE]
+
+
+def _unavailable(image: np.ndarray, error: Exception) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    log.warning("person detector unavailable: %s", error)
+    note = f"Person detector unavailable ({_first_sentence(error)}); used the whole image as one box."
+    return whole_image_box(image.shape[:2]), np.ones(1, np.float32), [note]
 
 
 def _first_sentence(error: Exception, limit: int = 200) -> str:

@@ -8,9 +8,14 @@ Frames are `models.inference.upload`'s (3, H, W) uint8 tensors; pictures come ou
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from functools import lru_cache
 
+import numpy as np
+
+from .. import ledger
 from .depth import FAR_LIMIT_M, NEAR_LIMIT_M, PERCENTILES, DepthBounds, clamped_bounds, colormap_lut
+from .matting import cover_resize
 from .parts import palette
 
 
@@ -65,13 +70,36 @@ def normals(annotator, image, normals, mask=None):
 
 def matting(annotator, alpha, foreground):
     """MattingAnnotator with an opaque background (colour or image): fg + (1 - alpha) * background."""
-    import torch
 
-    background = annotator.background_for(tuple(alpha.shape))
-    if background is None:
-        raise ValueError("A transparent matte has no opaque picture to draw; draw it on the host.")
-    background = torch.from_numpy(background).to(alpha.device)
+    background = _background(annotator, tuple(alpha.shape), alpha.device)
     return _to_uint8((foreground + (1.0 - alpha[..., None]) * background).clamp_(0, 1) * 255.0)
+
+
+_BACKGROUNDS: OrderedDict = OrderedDict()  # (what, size, device) -> the background's uint8 pixels on the device
+
+
+def _background(annotator, image_hw: tuple[int, int], device):
+    """MattingAnnotator.background_for on the device: an image's pixels cross once as uint8, resized to cover,
+    and stay for the next frames and GPU calls of the video (kept by content: the last two); divided by 255 here,
+    the same float32 division as the host's."""
+    if annotator.mode == "transparent":
+        raise ValueError("A transparent matte has no opaque picture to draw; draw it on the host.")
+    what = annotator.colour if annotator.mode != "image" else _digest(annotator.image)
+    key = (what, tuple(image_hw), str(device), ledger.active() is not None)
+    if key not in _BACKGROUNDS:
+        pixels = np.asarray(annotator.colour, np.uint8) if annotator.mode != "image" else \
+            cover_resize(annotator.image, image_hw)
+        _BACKGROUNDS[key] = ledger.to_device(pixels, device)
+        while len(_BACKGROUNDS) > 2:
+            _BACKGROUNDS.popitem(last=False)
+    _BACKGROUNDS.move_to_end(key)
+    return _BACKGROUNDS[key].float() / 255.0
+
+
+def _digest(image) -> str:
+    import hashlib
+
+    return hashlib.blake2b(np.ascontiguousarray(image).data, digest_size=16).hexdigest() + repr(image.shape)
 
 
 def depth(annotator, points, mask=None):
@@ -85,7 +113,7 @@ def depth(annotator, points, mask=None):
         valid &= mask
     values = z[valid].double()
     if values.numel():
-        low, high = torch.quantile(values, values.new_tensor(PERCENTILES) / 100).tolist()
+        low, high = torch.quantile(values, _quantiles(str(values.device))).tolist()
         bounds = annotator.follow(clamped_bounds(low, high))
     else:
         bounds = annotator.follow(DepthBounds(NEAR_LIMIT_M, FAR_LIMIT_M))  # as depth.depth_bounds
@@ -94,5 +122,20 @@ def depth(annotator, points, mask=None):
     index = torch.reciprocal(z.float()).sub_(inv_far).mul_(255.0 / (inv_near - inv_far)).add_(0.5)
     index = torch.nan_to_num_(index.clamp_(0, 255)).to(torch.uint8)
     out = _colormap_lut(annotator.depth.cmap, str(z.device))[index.long()]
-    grey = torch.tensor(annotator.depth.background, dtype=torch.uint8, device=z.device)
+    grey = _grey(tuple(annotator.depth.background), str(z.device))
     return torch.where(valid[..., None], out, grey)
+
+
+@lru_cache(maxsize=4)
+def _quantiles(device: str):
+    """PERCENTILES / 100 as float64 on the device, uploaded once (not a small pageable copy a frame)."""
+    import torch
+
+    return (torch.tensor(PERCENTILES, dtype=torch.float64) / 100).to(device)
+
+
+@lru_cache(maxsize=8)
+def _grey(colour: tuple, device: str):
+    import torch
+
+    return torch.tensor(colour, dtype=torch.uint8).to(device)

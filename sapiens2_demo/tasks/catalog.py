@@ -42,15 +42,10 @@ def run_pose(frames, manager, size, *, seg_cache=None, boxes=None, detections=No
     detect_every (video, in options): the detector on every Nth frame, boxes following the keypoints between.
     lift_3d: also run the pointmap model on the frames with people and attach each frame's 3D keypoints
     (`PoseResult.lifted`, pose/lift.py), sampled inside the body-part mask so they stay on the person."""
-    from ..pipelines.pose import Detections, follow_pose_batch
-    from ..pose.boxes import parse_boxes
+    from ..pipelines.pose import follow_pose_batch
 
-    if boxes and detections is None:
-        import numpy as np
-
-        parsed = [parse_boxes(boxes, frame.shape[:2], max_boxes=int(max_people)) for frame in frames]
-        if all(b is not None for b in parsed):  # an empty list means: use the detector
-            detections = [Detections(b, np.ones(len(b), np.float32)) for b in parsed]
+    if detections is None:
+        detections = _user_detections(frames, boxes, max_people)
     results = follow_pose_batch(frames, manager, size, detections=detections, max_people=int(max_people),
                                 **options)
     if lift_3d:
@@ -58,20 +53,77 @@ def run_pose(frames, manager, size, *, seg_cache=None, boxes=None, detections=No
     return results
 
 
+def _user_detections(frames, boxes, max_people):
+    """The user's boxes on every frame, or None (the detector's; an empty list means that too)."""
+    import numpy as np
+
+    from ..pipelines.pose import Detections
+    from ..pose.boxes import parse_boxes
+
+    if not boxes:
+        return None
+    parsed = [parse_boxes(boxes, frame.shape[:2], max_boxes=int(max_people)) for frame in frames]
+    if any(b is None for b in parsed):
+        return None
+    return [Detections(b, np.ones(len(b), np.float32)) for b in parsed]
+
+
+def prepare_pose(frames, manager, size, *, boxes=None, max_people: int = 20, lift_3d: bool = False,
+                 score_threshold: float = 0.3, nms_iou: float = 0.3, **_):
+    """A GPU call's people, before its batches (TaskSpec.prepare): on the device road every frame's boxes in one
+    detector call (or the user's), so the batches need not follow one another and can overlap. None elsewhere
+    (following people between detections)."""
+    from ..pipelines.pose import batched_detection, detect_batch
+
+    if not batched_detection(manager):
+        return None
+    given = _user_detections(frames, boxes, max_people)
+    return given or detect_batch(frames, manager, score_threshold=score_threshold, nms_iou=nms_iou,
+                                 max_people=int(max_people))
+
+
+def start_pose(frames, manager, size, *, prepared, max_people: int = 20, boxes=None, lift_3d: bool = False,
+               detect_every=None, frame_index=None, previous=None, **options):
+    """The crops' forwards of `prepare_pose`'s people (nothing to follow: `frame_index` and `previous` unused), and
+    with lift_3d the body-part and pointmap forwards of every frame (each has someone: the detector falls back to
+    the whole image); finishes with the decoding, the lift and their copies back."""
+    from ..pipelines.pose import pose_start
+
+    poses = pose_start(frames, manager, size, detections=prepared, max_people=int(max_people), defer_decoding=True,
+                       **options)
+    if not lift_3d:
+        return poses
+    images = dense.uploaded_once(frames, manager)  # the body-part and pointmap forwards read one upload
+    maps = dense.pointmap_start(images, manager, size, _masks_start(images, manager, size, True))
+
+    def finish():
+        done = poses()
+        _lift(done, maps(), list(range(len(done))))
+        return done
+
+    return finish
+
+
 def lift_poses(frames, poses, manager, size, seg_cache=None) -> None:
     """Set `lifted` on each pose: one pointmap forward for the frames with people (masked with the body-part
     segmentation, shared through the cache); a frame with nobody gets an empty Pose3DResult."""
+    busy = [i for i, pose in enumerate(poses) if pose.num_people]
+    picked = [frames[i] for i in busy]
+    maps = dense.pointmap_batch(picked, manager, size, cache=_image_cache(picked, seg_cache),
+                                masks=_person_masks(picked, manager, size, seg_cache, remove_background=True))
+    _lift(poses, maps, busy)
+
+
+def _lift(poses, maps, which) -> None:
+    """poses[i].lifted from maps[k] for the k-th i of `which` with people; an empty Pose3DResult for the others."""
     import numpy as np
 
     from ..pose.lift import Pose3DResult, lift_keypoints
     from ..pose.meta import NUM_KEYPOINTS
 
-    busy = [i for i, pose in enumerate(poses) if pose.num_people]
-    picked = [frames[i] for i in busy]
-    maps = dense.pointmap_batch(picked, manager, size, cache=_image_cache(picked, seg_cache),
-                                masks=_person_masks(picked, manager, size, seg_cache, remove_background=True))
-    for i, pointmap in zip(busy, maps):
-        poses[i].lifted = lift_keypoints(poses[i], pointmap)
+    for i, pointmap in zip(which, maps):
+        if poses[i].num_people:
+            poses[i].lifted = lift_keypoints(poses[i], pointmap)
     for pose in poses:
         if pose.lifted is None:
             pose.lifted = Pose3DResult(points=np.zeros((0, NUM_KEYPOINTS, 3), np.float32),
@@ -85,7 +137,10 @@ def run_segment(frames, manager, size, *, seg_cache=None, **_):
 
 def run_normals(frames, manager, size, *, seg_cache=None, remove_background: bool = False,
                 temporal_smoothing: bool = False, previous=None, **_):
-    """temporal_smoothing (video): the maps filtered over time, going on from `previous` (pipelines/steady.py)."""
+    """temporal_smoothing (video): the maps filtered over time, going on from `previous` (pipelines/steady.py); on
+    the device road all of it there."""
+    if temporal_smoothing and dense.use_device_post(manager.device):
+        return steady.steady_on_device(manager, size, frames, "normals", remove_background, previous)
     masks = _person_masks(frames, manager, size, seg_cache, remove_background)
     results = dense.normals_batch(frames, manager, size, masks=masks)
     if temporal_smoothing:
@@ -95,6 +150,8 @@ def run_normals(frames, manager, size, *, seg_cache=None, remove_background: boo
 
 def run_pointmap(frames, manager, size, *, seg_cache=None, remove_background: bool = False,
                  temporal_smoothing: bool = False, previous=None, **_):
+    if temporal_smoothing and dense.use_device_post(manager.device):
+        return steady.steady_on_device(manager, size, frames, "points", remove_background, previous)
     masks = _person_masks(frames, manager, size, seg_cache, remove_background)
     results = dense.pointmap_batch(frames, manager, size, masks=masks, cache=_image_cache(frames, seg_cache))
     if temporal_smoothing:
@@ -121,12 +178,14 @@ def start_segment(frames, manager, size, **_):
 
 
 def start_normals(frames, manager, size, *, remove_background: bool = False, **_):
+    frames = dense.uploaded_once(frames, manager)  # the mask's forward and the task's read one upload
     masks = _masks_start(frames, manager, size, remove_background)
     maps = dense.normals_start(frames, manager, size)
     return lambda: [NormalsResult(normals=n, mask=m) for n, m in zip(maps(), masks() or [None] * len(frames))]
 
 
 def start_pointmap(frames, manager, size, *, remove_background: bool = False, **_):
+    frames = dense.uploaded_once(frames, manager)
     return dense.pointmap_start(frames, manager, size, _masks_start(frames, manager, size, remove_background))
 
 
@@ -236,7 +295,7 @@ POSE_OPTIONS = (
 
 register(TaskSpec(
     "pose", "Pose", "Pose", "pose", SIZES, run_pose, options=POSE_OPTIONS, items=pose_items, detector=True,
-    follows_frames=True,
+    follows_frames=True, prepare=prepare_pose, start=start_pose,
     renderer=pose_renderer, present=present.present_pose, export=task_files.export_pose,
     files=("pose_sapiens2.json", "pose_coco17.json", "pose_openpose_keypoints.json", "pose_coco_wholebody.json"),
     optional_files=("pose_3d.json", "pose_3d.glb"), all_options={"lift_3d": True}, model3d_files=("pose_3d.glb",),

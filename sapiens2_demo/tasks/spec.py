@@ -76,6 +76,10 @@ class TaskSpec:
     # next batch's forwards; a task without them runs its batches one after the other
     start: Callable | None = None
     draw_start: Callable | None = None
+    # prepare(frames, manager, size, **options) -> per frame what `start` needs of the whole call first (pose on
+    # the device road: every frame's people, in one detector call), given to start as `prepared` (its batch's
+    # share), or None: then a task that follows frames runs its batches one after the other
+    prepare: Callable | None = None
     draw_on_cpu: bool = False  # use `draw` on a CPU too: it measured faster there (benchmarks/bench_draw.py)
     present: Callable | None = None  # None: the task has no generic image tab (e.g. features)
     export: Callable | None = None

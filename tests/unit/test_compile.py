@@ -81,6 +81,7 @@ def test_cache_dir(monkeypatch, tmp_path):
     monkeypatch.setenv(regional.CACHE_ENV, str(tmp_path / "mine"))
     assert regional.use_cache_dir() == tmp_path / "mine" / "inductor"
     monkeypatch.delenv(regional.CACHE_ENV)
+    monkeypatch.setattr(regional, "PERSISTENT", tmp_path / "no-persistent-storage")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     import importlib
 
@@ -98,6 +99,22 @@ def test_cache_dir(monkeypatch, tmp_path):
     finally:
         monkeypatch.undo()
         importlib.reload(constants)
+
+
+def test_a_spaces_persistent_storage_keeps_the_cache(monkeypatch, tmp_path):
+    """A Space with persistent storage mounts it at /data: the cache goes there and survives a restart; a read-only
+    or missing /data leaves it beside the Hugging Face cache; SAPIENS2_COMPILE_CACHE still wins."""
+    monkeypatch.delenv(regional.CACHE_ENV, raising=False)
+    monkeypatch.setattr(regional, "PERSISTENT", tmp_path / "data")
+    assert regional.cache_dir() != tmp_path / "data" / "sapiens2-compile"  # no storage: not there
+    (tmp_path / "data").mkdir()
+    assert regional.cache_dir() == tmp_path / "data" / "sapiens2-compile"
+    monkeypatch.setattr(regional.os, "access", lambda path, mode: False)  # mounted read-only
+    assert regional.cache_dir() != tmp_path / "data" / "sapiens2-compile"
+    monkeypatch.undo()
+    monkeypatch.setattr(regional, "PERSISTENT", tmp_path / "data")
+    monkeypatch.setenv(regional.CACHE_ENV, str(tmp_path / "mine"))
+    assert regional.cache_dir() == tmp_path / "mine"
 
 
 def test_one_graph_for_every_batch_size(seg_model):
