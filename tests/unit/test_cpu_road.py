@@ -65,3 +65,13 @@ def test_auto_road_on_a_cpu_without_native_bf16(tiny_dir, caplog):
         forced = ModelManager(checkpoint_dir=tiny_dir, device="cpu", dtype="bfloat16", compile="on")
         assert (forced.dtype, forced.compile) == (torch.bfloat16, True)  # the user's choice, even emulated
     assert "models run on CPU (Intel(R) Xeon(R) CPU E5-2686 v4, no native bf16), float32, eager" in caplog.text
+
+
+@pytest.mark.parametrize("cores, writers, model_mb, threads", [
+    (2, 2, 5, 1), (16, 2, 5, 14),  # tiny models: writing costs more than inferring, the writers keep their cores
+    (2, 2, 800, 2), (16, 2, 1600, 16), (2, 1, 228, 2),  # full size: the forward needs every core
+])
+def test_the_batch_clis_torch_threads_follow_the_work(cores, writers, model_mb, threads):
+    from sapiens2_demo.batch.local import torch_threads
+
+    assert torch_threads(cores, writers, model_mb * 2**20) == threads
