@@ -18,6 +18,7 @@ from sapiens2_demo.models import compile as regional
 from sapiens2_demo.models import device as choice
 from sapiens2_demo.models.registry import checkpoint
 
+pytestmark = pytest.mark.slow
 AMX = {"cpu_name": "Intel(R) Xeon(R) (mocked)", "amx_bf16": True, "amx_tile": True, "avx512_bf16": True}
 BOX = [[30, 10, 370, 512]]  # around the astronaut (tests/pipelines/test_standins.py)
 

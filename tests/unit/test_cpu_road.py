@@ -75,3 +75,29 @@ def test_the_batch_clis_torch_threads_follow_the_work(cores, writers, model_mb, 
     from sapiens2_demo.batch.local import torch_threads
 
     assert torch_threads(cores, writers, model_mb * 2**20) == threads
+
+
+def test_the_flip_test_is_a_visible_option_off_by_default_on_a_cpu():
+    from sapiens2_demo import tasks
+    from sapiens2_demo.ui.image_tabs import endpoint_doc
+
+    spec = tasks.get("pose")
+    [flip] = [option for option in spec.options if option.name == "flip_test"]
+    assert not flip.advanced and "twice" in flip.info and "CPU" in flip.info
+    assert spec.defaults("cpu")["flip_test"] is False
+    assert spec.defaults("cuda")["flip_test"] is True and spec.defaults("mps")["flip_test"] is True
+    assert spec.job("0.4b", {}, device="cpu").options["flip_test"] is False
+    assert spec.job("0.4b", {"flip_test": True}, device="cpu").options["flip_test"] is True
+    line = next(line for line in endpoint_doc(spec, ["flip_test"]).splitlines() if "flip_test:" in line)
+    assert "default True, False on a CPU" in line and "twice" in line
+
+
+def test_the_footer_names_the_road(tiny_dir):
+    from types import SimpleNamespace
+
+    from sapiens2_demo.ui.app import footer_text
+
+    with on_cpu(EPYC_ZEN4):
+        manager = ModelManager(checkpoint_dir=tiny_dir, device="cpu")
+        text = footer_text(SimpleNamespace(manager=manager))
+    assert "CPU (AMD EPYC, AVX512-BF16), bfloat16, compiled" in text and "--dtype" in text
