@@ -16,7 +16,7 @@ import torch
 
 from sapiens2_demo.models import compile as regional
 from sapiens2_demo.models import device as choice
-from sapiens2_demo.models.registry import checkpoint
+from sapiens2_demo.models.registry import TASKS, checkpoint
 
 pytestmark = pytest.mark.slow
 AMX = {"cpu_name": "Intel(R) Xeon(R) (mocked)", "amx_bf16": True, "amx_tile": True, "avx512_bf16": True}
@@ -68,7 +68,7 @@ def test_bf16_compiled_road_keeps_the_stand_ins_outputs(bf16_road, standin_manag
     figures = measured(bf16_road, standin_manager, scene.image)
     print(figures)  # the README's table
     for task in ("seg", "normal", "pointmap", "matting", "pose"):
-        loaded = bf16_road.get(checkpoint(task, "0.4b"))
+        loaded = bf16_road.get(checkpoint(task, TASKS[task].sizes[0]))
         assert loaded.dtype == torch.bfloat16 and loaded.compiled.status == "compiled", (task, loaded.compiled)
     assert figures["labels equal"] >= 0.99
     assert figures["normals median angle (deg)"] <= 1.0
