@@ -12,7 +12,8 @@ task's API answer: jobs.image.run_task at 1080p with its defaults, i.e. the mode
 downloads written), the request / forward ratio (target <= 1.15), and the speed-up of each road over float32.
 Models are loaded (and compiled, with its warm-up) first; --warm adds an untimed request per road. The roads
 are timed in turn within each repetition (float32, then auto, ...), so load drift hits them alike; the
-medians are printed. Other roads: `bfloat16` (eager bf16) for the split between bf16 and the compile.
+medians are printed, with the CPU seconds each took (process time, every thread: on a shared machine the
+work done, which wall time under load is not). Other roads: `bfloat16` (eager bf16) for the split between bf16 and the compile.
 Pose runs once with the flip test and once without (`pose` and `pose-noflip`). The detector is a random YOLOv8n
 that finds nobody at 1080p, so the request falls back to one person: the whole photo.
 """
@@ -68,14 +69,14 @@ def forward_seconds(manager, task: str, image, flip: bool) -> float:
 
     family = "pose" if task.startswith("pose") else task
     loaded = manager.get(checkpoint(family, "0.4b"))
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     if family == "pose":
         h, w = image.rgb.shape[:2]
         pixel_values = preprocess(loaded, [image.rgb], "pose", [np.float32([[0, 0, w, h]])])
         forward_with_flip(loaded, pixel_values, model_flip_pairs(loaded.model) if flip else None)
     else:
         forward(loaded, preprocess(loaded, [image.rgb], family))
-    return time.perf_counter() - started
+    return time.perf_counter() - started, time.process_time() - cpu
 
 
 def request_seconds(ctx, task: str, image, run_dir: Path) -> float:
@@ -84,9 +85,9 @@ def request_seconds(ctx, task: str, image, run_dir: Path) -> float:
 
     name, options = TASKS[task]
     ctx.seg_cache = SegmentationCache()  # a new photo: the request runs its models (no cached segmentation)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     run_task(ctx, image, task=name, run_dir=run_dir, **options)
-    return time.perf_counter() - started
+    return time.perf_counter() - started, time.process_time() - cpu
 
 
 def bench_task(task: str, roads: list[str], reps: int, checkpoints: Path, detector: str, image, out: Path,
@@ -104,7 +105,8 @@ def bench_task(task: str, roads: list[str], reps: int, checkpoints: Path, detect
         started = time.perf_counter()
         loaded = manager.get(checkpoint(family, "0.4b"))
         rows[road] = {"road": manager.road, "load_s": round(time.perf_counter() - started, 1),
-                      "compile": loaded.compiled.note if loaded.compiled else "off", "forward_s": [], "request_s": []}
+                      "compile": loaded.compiled.note if loaded.compiled else "off", "forward_s": [], "request_s": [],
+                      "forward_cpu_s": [], "request_cpu_s": []}
         contexts[road] = AppContext(manager=manager)
         print(f"  {task} {road}: loaded in {rows[road]['load_s']} s ({rows[road]['road']}; "
               f"{rows[road]['compile']}); {load_average()}", flush=True)
@@ -115,15 +117,21 @@ def bench_task(task: str, roads: list[str], reps: int, checkpoints: Path, detect
     flip = TASKS[task][1].get("flip_test", False)
     for rep in range(reps):
         for road in roads:
-            rows[road]["forward_s"].append(forward_seconds(contexts[road].manager, task, image, flip))
-            rows[road]["request_s"].append(request_seconds(contexts[road], task, image, out / f"{task}-{road}-{rep}"))
-            print(f"  {task} {road} rep {rep}: forward {rows[road]['forward_s'][-1]:.2f} s, request "
-                  f"{rows[road]['request_s'][-1]:.2f} s; {load_average()}", flush=True)
+            for kind, (wall, cpu) in (("forward", forward_seconds(contexts[road].manager, task, image, flip)),
+                                      ("request", request_seconds(contexts[road], task, image,
+                                                                  out / f"{task}-{road}-{rep}"))):
+                rows[road][f"{kind}_s"].append(wall)
+                rows[road][f"{kind}_cpu_s"].append(cpu)
+            print(f"  {task} {road} rep {rep}: forward {rows[road]['forward_s'][-1]:.2f} s "
+                  f"(CPU {rows[road]['forward_cpu_s'][-1]:.1f} s), request {rows[road]['request_s'][-1]:.2f} s "
+                  f"(CPU {rows[road]['request_cpu_s'][-1]:.1f} s); {load_average()}", flush=True)
     for road in roads:
         row = rows[road]
         row["forward"] = round(statistics.median(row["forward_s"]), 2)
         row["request"] = round(statistics.median(row["request_s"]), 2)
         row["request/forward"] = round(row["request"] / row["forward"], 2)
+        row["forward_cpu"] = round(statistics.median(row["forward_cpu_s"]), 1)
+        row["request_cpu"] = round(statistics.median(row["request_cpu_s"]), 1)
         if "float32" in rows:
             row["speed-up request"] = round(rows["float32"]["request"] / row["request"], 2)
             row["speed-up forward"] = round(rows["float32"]["forward"] / row["forward"], 2)
@@ -171,7 +179,8 @@ def main() -> None:
                 if isinstance(row, dict):
                     print(f"{task:12s} {road:9s} forward {row['forward']:7.2f} s  request {row['request']:7.2f} s  "
                           f"request/forward {row['request/forward']:.2f}  vs float32: forward "
-                          f"{row.get('speed-up forward', '-')}x request {row.get('speed-up request', '-')}x  "
+                          f"{row.get('speed-up forward', '-')}x request {row.get('speed-up request', '-')}x  CPU "
+                          f"seconds: forward {row['forward_cpu']} request {row['request_cpu']}  "
                           f"[{row['road']}; load {row['load_s']} s]", flush=True)
             print(f"  ({load_average()})", flush=True)
     if args.json:
