@@ -10,7 +10,8 @@ and per task and road: load (+ compile) seconds, the forward (one 1080p photo th
 model; pose: one person's crop, with its mirrored twin when the flip test is on) and the complete request (the
 task's API answer: jobs.image.run_task at 1080p with its defaults, i.e. the model, post-processing, drawing and the
 downloads written), the request / forward ratio (target <= 1.15), and the speed-up of each road over float32.
-Models are loaded (and compiled, with its warm-up) first; --warm adds an untimed request per road. The roads
+Models are loaded (and compiled, with its warm-up) first, the body-part model too for the tasks that remove the
+background with it (normals, depth: their request runs both forwards); --warm adds an untimed request per road. The roads
 are timed in turn within each repetition (float32, then auto, ...), so load drift hits them alike; the
 medians are printed, with the CPU seconds each took (process time, every thread: on a shared machine the
 work done, which wall time under load is not). Other roads: `bfloat16` (eager bf16) for the split between bf16 and the compile.
@@ -92,6 +93,7 @@ def request_seconds(ctx, task: str, image, run_dir: Path) -> float:
 
 def bench_task(task: str, roads: list[str], reps: int, checkpoints: Path, detector: str, image, out: Path,
                warm: bool = False) -> dict:
+    from sapiens2_demo import tasks
     from sapiens2_demo.jobs.image import AppContext
     from sapiens2_demo.models.manager import ModelManager
     from sapiens2_demo.models.registry import checkpoint
@@ -112,6 +114,8 @@ def bench_task(task: str, roads: list[str], reps: int, checkpoints: Path, detect
               f"{rows[road]['compile']}); {load_average()}", flush=True)
         if family == "pose":
             manager.get_detector()
+        if tasks.get(TASKS[task][0]).uses_mask:  # the background is removed with the body parts: loaded now too
+            manager.get(checkpoint("seg", "0.4b"))
         if warm:  # a first request (full size: about as long as the timed ones, so off by default)
             request_seconds(contexts[road], task, image, out / f"warm-{task}-{road}")
     flip = TASKS[task][1].get("flip_test", False)
@@ -161,7 +165,8 @@ def main() -> None:
     unknown = [t for t in tasks if t not in TASKS] + [r for r in roads if r not in ROADS]
     if unknown:
         parser.error(f"unknown task or road: {', '.join(unknown)}")
-    checkpoints = ensure_fullsize(sorted({"pose" if t.startswith("pose") else t for t in tasks}),
+    families = {"pose" if t.startswith("pose") else t for t in tasks}
+    checkpoints = ensure_fullsize(sorted(families | ({"seg"} if families & {"normal", "pointmap"} else set())),
                                   args.checkpoint_dir or DEFAULT_DIR)
     detector = checkpoints / "yolov8n-random.pt"
     if not detector.exists():
