@@ -25,7 +25,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--detector", default=env("SAPIENS2_DETECTOR"),
                         help="YOLO weights for person boxes: a path or an ultralytics model name")
     parser.add_argument("--device", default=env("SAPIENS2_DEVICE", "auto"), help="auto, cpu, cuda, cuda:1, mps")
-    parser.add_argument("--dtype", default=env("SAPIENS2_DTYPE", "auto"), help="auto, float32, bfloat16, float16")
+    parser.add_argument("--dtype", default=env("SAPIENS2_DTYPE", "auto"), help="auto (bfloat16 on CUDA and on CPUs with native bf16: AMX, "
+                        "AVX512-BF16; else float32), float32, bfloat16, float16")
     parser.add_argument("--model-budget-gb", type=float, default=None,
                         help="memory for loaded models; least recently used are evicted beyond it")
     parser.add_argument("--max-people", type=int, default=int(env("SAPIENS2_MAX_PEOPLE", "50")))
@@ -42,7 +43,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--compile", nargs="?", const="on", default=env("SAPIENS2_COMPILE", "auto"),
                         choices=("auto", "on", "off", "1", "0"),
                         help="regional torch.compile of each model at load, warmed up there, cached on disk "
-                             "(default auto: on for CUDA, off elsewhere; ZeroGPU: ahead of time)")
+                             "(default auto: on for CUDA and for bfloat16 on a CPU with native bf16, off elsewhere; "
+                             "ZeroGPU: ahead of time)")
     parser.add_argument("--preload", default=env("SAPIENS2_PRELOAD", SPACE_PRELOAD if on_space else ""),
                         help="checkpoints to load at start, in the main process, e.g. seg:0.4b,pose:1b (ZeroGPU: "
                              "the GPU workers inherit them; others load on first use, in the call)")

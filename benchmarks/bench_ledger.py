@@ -5,7 +5,7 @@ and how often the host waits, per image request, per video frame and per live fr
         [--frames 96] [--tasks pose,seg,normal,pointmap,matting,mocap] [--json PATH] [--device cpu] [--where]
 
 On a CPU the ledger makes the pipelines take the CUDA road (device post-processing and drawing, overlapped batches)
-and counts what would cross; on CUDA (--device cuda) it counts what does. The stand-ins (models/standin.py, trained
+and counts what would cross; on CUDA (--device cuda) it counts what does. The stand-ins (standins/train.py, trained
 once and cached under /tmp) run; the person detector is a random-weight YOLOv8n, so its boxes are replaced by the
 three people's (its upload, forward and copies back still run and count).
 - image: one request per task (the image tabs' and API's `run_task`, default options) on a 1080p frame of three
@@ -58,7 +58,7 @@ def scene_frame(i: int = 0) -> tuple[np.ndarray, list[list[float]]]:
     """A 1080p frame of three astronauts on grey, moving right half a pixel a frame; their boxes."""
     import cv2
 
-    from sapiens2_demo.models.standin_targets import load_photo
+    from sapiens2_demo.standins.targets import load_photo
 
     person = cv2.resize(load_photo("astronaut"), (SIDE, SIDE), interpolation=cv2.INTER_AREA)[:, 40:40 + WIDE]
     frame = np.full((HEIGHT, WIDTH, 3), 96, np.uint8)
@@ -144,7 +144,7 @@ def video_figures(key: str, clip: Path, task: str, frames: int, where: bool) -> 
 
     options = dict(VIDEO_OPTIONS[task])
     if task == "matting":
-        from sapiens2_demo.models.standin_targets import load_photo
+        from sapiens2_demo.standins.targets import load_photo
 
         options["background_image"] = load_photo("camera")  # a photo, resized to cover each frame
     name = "pose" if task == "mocap" else TASKS[task]
@@ -190,7 +190,7 @@ def main() -> None:
     from sapiens2_demo import tasks as catalog
     from sapiens2_demo.jobs.image import AppContext
     from sapiens2_demo.models.manager import ModelManager
-    from sapiens2_demo.models.standin import cached_standins
+    from sapiens2_demo.standins.train import cached_standins
 
     chosen = [t.strip() for t in args.tasks.split(",") if t.strip()]
     standins = cached_standins(log=lambda message: print(message, file=sys.stderr))

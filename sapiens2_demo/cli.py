@@ -37,13 +37,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     model.add_argument("--detector", default=None, help="person detector weights (default: yolo26n.pt)")
     model.add_argument("--device", default=None, help="auto, cpu, cuda, cuda:1, mps (default: auto)")
     model.add_argument("--dtype", default=None,
-                       help="auto, float32, bfloat16 or float16 (default: auto: bfloat16 on CUDA, else float32)")
+                       help="auto, float32, bfloat16 or float16 (default: auto: bfloat16 on CUDA and on CPUs with "
+                            "native bf16 (AMX, AVX512-BF16), else float32)")
     model.add_argument("--compile", default=None, choices=("auto", "on", "off"),
                        help="regional torch.compile at load, cached on disk (default: SAPIENS2_COMPILE, else auto: "
-                            "on for CUDA, off elsewhere)")
+                            "on for CUDA and for bfloat16 on a CPU with native bf16, off elsewhere)")
     model.add_argument("--batch-size", type=int, default=8, help="images per model call (default: 8)")
     model.add_argument("--threads", type=int, default=None,
-                       help="torch threads per model worker (default: all cores locally, a share per Ray actor)")
+                       help="torch threads per model worker (default locally: every core for full-size models, "
+                            "the cores the writers leave for tiny ones; a share per Ray actor)")
     model.add_argument("--keep-background", action="store_true",
                        help="normals and pointmap: keep the background (default: removed, as in the app)")
 

@@ -6,6 +6,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("YOLO_OFFLINE", "1")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+# the suite checks the float32 eager road unless a test asks for another: on a CPU with native bf16, 'auto' would
+# be bf16 + compile (tests/unit/test_cpu_road.py runs that road; the fidelity test compares it with float32)
+os.environ.setdefault("SAPIENS2_DTYPE", "float32")
 
 from pathlib import Path
 

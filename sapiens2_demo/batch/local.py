@@ -38,8 +38,6 @@ def run_local(items: list[InputItem], output_dir: Path, options: BatchOptions, p
     if not items:
         return
     writers = max(1, workers)
-    # torch gets the cores the writers leave (on CPU both are busy all along; more threads than cores is slower)
-    threads = options.threads or max(1, (os.cpu_count() or 1) - writers)
     manager, torch_threads_before = None, None  # made when the first input needs it: unreadable files load nothing
 
     def models():
@@ -48,8 +46,13 @@ def run_local(items: list[InputItem], output_dir: Path, options: BatchOptions, p
             import torch
 
             torch_threads_before = torch.get_num_threads()  # restored at the end: the caller's process
-            manager = replace(options, threads=threads).make_manager()
+            manager = replace(options, threads=options.threads or max(1, (os.cpu_count() or 1) - writers)
+                              ).make_manager()
             preload(manager, options)
+            threads = options.threads or torch_threads(os.cpu_count() or 1, writers, manager.loaded_bytes)
+            torch.set_num_threads(threads)
+            log.info("torch uses %d of %d cores (%.0f MB of models, %d writers)", threads, os.cpu_count() or 1,
+                     manager.loaded_bytes / 2**20, writers)
         return manager
 
     progress.start_bar(len(items))
@@ -72,6 +75,18 @@ def run_local(items: list[InputItem], output_dir: Path, options: BatchOptions, p
             import torch
 
             torch.set_num_threads(torch_threads_before)
+
+
+FULL_SIZE_BYTES = 100 * 2**20  # the smallest released model (0.1b) is 228 MB in bf16; tiny ones a few MB
+
+
+def torch_threads(cores: int, writers: int, model_bytes: int) -> int:
+    """torch's share of the cores, following the work: a full-size forward (seconds to a minute an image on a
+    CPU) needs every core, and the writers, idle through most of it, only borrow them for a moment; tiny models
+    infer in a fraction of what writing an image's files costs, so the writers keep cores of their own."""
+    if model_bytes >= FULL_SIZE_BYTES:
+        return cores
+    return max(1, cores - writers)
 
 
 def read_ahead(pool: ThreadPoolExecutor, items: list[InputItem], ahead: int):

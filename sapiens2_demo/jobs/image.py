@@ -56,7 +56,7 @@ def make_job(ctx: AppContext, name: str, size: str | None, options: dict, tolera
     options = dict(options)
     if "max_people" in options:
         options["max_people"] = min(int(options["max_people"]), ctx.max_people)
-    return spec.job(size, options, tolerate_errors=tolerate_errors)
+    return spec.job(size, options, tolerate_errors=tolerate_errors, device=ctx.manager.device)
 
 
 def announce_loads(ctx: AppContext, jobs: list, progress) -> None:
@@ -103,7 +103,7 @@ def stream_task(ctx: AppContext, image: LoadedImage, *, task: str, run_dir: Path
     started = time.perf_counter()
     spec.check(options)
     [result] = infer(ctx, [image.rgb], [make_job(ctx, spec.name, size, options)], progress)[0]
-    chosen = {**spec.defaults(), **options}
+    chosen = {**spec.defaults(ctx.manager.device), **options}
 
     def write():  # on an output of its own: it gathers only the writers' files, notes and 3D view
         return spec.finish(TaskOutput(), image.rgb, result, run_dir, **chosen), time.perf_counter()
@@ -144,7 +144,7 @@ def stream_all(ctx: AppContext, image: LoadedImage, *, run_dir: Path, progress=N
 
     def write(spec, result):  # on an output of its own: it gathers only the writers' files and notes
         return spec.finish(TaskOutput(), image.rgb, result, run_dir / spec.zip_folder,
-                           **{**spec.defaults(), **spec.all_options})
+                           **{**spec.defaults(ctx.manager.device), **spec.all_options})
 
     def write_all():
         finished = in_parallel(*[functools.partial(write, *entry) for entry in ran])
@@ -169,7 +169,7 @@ def stream_all(ctx: AppContext, image: LoadedImage, *, run_dir: Path, progress=N
             if isinstance(answer, Exception):
                 out.notes.append(f"{spec.short}: {answer}")
                 continue
-            task_out = spec.present(shown, answer[0], tile=True, **{**spec.defaults(), **spec.all_options})
+            task_out = spec.present(shown, answer[0], tile=True, **{**spec.defaults(ctx.manager.device), **spec.all_options})
             out.gallery.append((task_out.main, spec.short))
             out.notes.extend(f"{spec.short}: {note}" for note in task_out.notes)
         yield from _shown_then_complete("all", out, writing, complete)

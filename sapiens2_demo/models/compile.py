@@ -48,10 +48,20 @@ def parse_mode(mode: str | bool | None = None) -> str:
     return value
 
 
-def wanted(mode: str | bool | None, device: str) -> bool:
-    """auto: on for CUDA (1.6-1.9x faster forwards there), off elsewhere (a CPU or MPS gains little for the wait)."""
+def wanted(mode: str | bool | None, device: str, dtype=None, capabilities: dict | None = None) -> bool:
+    """auto: on for CUDA (1.6-1.9x faster forwards there) and for bfloat16 on a CPU that runs it natively (1.8x
+    over eager bf16 with AMX, CPU.md); off elsewhere (float32 on a CPU gains 1.05x, MPS little, for the wait)."""
     mode = parse_mode(mode)
-    return mode == "on" or (mode == "auto" and str(device).startswith("cuda"))
+    if mode != "auto":
+        return mode == "on"
+    device = str(device)
+    if device.startswith("cuda"):
+        return True
+    if device == "cpu" and "bfloat16" in str(dtype):
+        from .device import native_bf16
+
+        return bool(native_bf16(capabilities))
+    return False
 
 
 PERSISTENT = Path("/data")  # a Hugging Face Space's persistent storage, when the Space has it: survives restarts

@@ -43,7 +43,8 @@ class LoadedModel:
 
 
 def resolve_device(device: str | None = None, dtype: str | None = None):
-    """'auto' -> CUDA with bf16, else Apple silicon (MPS) with fp32, else CPU with fp32."""
+    """'auto' -> CUDA with bf16, else Apple silicon (MPS) with fp32, else the CPU: bf16 where it runs bf16 natively
+    (AMX, AVX512-BF16), else fp32."""
     import torch
 
     from .device import default_dtype, pick_device
@@ -119,7 +120,7 @@ class ModelManager:
         # auto|on|off (SAPIENS2_COMPILE): regional torch.compile at load, warmed up there (requests pay nothing);
         # "aot": loaded eager, the blocks compiled ahead of time afterwards (ZeroGPU, gpu.compile_ahead)
         self.compile_mode = compile if compile == "aot" else parse_mode(compile)
-        self.compile = self.compile_mode != "aot" and wanted(self.compile_mode, self.device)
+        self.compile = self.compile_mode != "aot" and wanted(self.compile_mode, self.device, self.dtype)
         self.memory_budget_bytes = memory_budget_bytes or default_budget_bytes(self.device)
         self.detector_name = detector or os.environ.get("SAPIENS2_DETECTOR") or DEFAULT_DETECTOR
         self._models: OrderedDict[tuple, LoadedModel] = OrderedDict()
@@ -129,6 +130,18 @@ class ModelManager:
         # ZeroGPU forks GPU workers from this process: a lock held by another thread at that moment would stay
         # held forever in the child, so the child gets fresh ones.
         os.register_at_fork(after_in_child=self._fresh_locks)
+        log.info("models run on %s (--device, --dtype and --compile override)", self.road)
+
+    @property
+    def road(self) -> str:
+        """How models run here: 'CPU (AMD EPYC, AVX512-BF16), bfloat16, compiled' (the log, the app's footer)."""
+        from .device import describe_road
+
+        road = describe_road(self.device, self.dtype, self.compile or self.compile_mode == "aot")
+        with self._lock:
+            fell_back = [key[1].split("/")[-1] for key, m in self._models.items()
+                         if m.compiled is not None and m.compiled.status == "eager"]
+        return road + (f" ({', '.join(fell_back)} eager: compiling failed)" if fell_back else "")
 
     def _fresh_locks(self) -> None:
         self._lock = threading.Lock()

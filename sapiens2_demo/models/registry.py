@@ -30,8 +30,10 @@ TASKS: dict[str, Task] = {
     "normal": Task("normal", "Normals", "AutoModelForNormalEstimation", ("0.4b", "0.8b", "1b", "5b")),
     "pointmap": Task("pointmap", "Depth & 3D", "AutoModelForPointmapEstimation", ("0.4b", "0.8b", "1b", "5b")),
     "matting": Task("matting", "Matting", "AutoModelForImageMatting", ("1b",)),
-    # the pretrained backbone alone (CLS embedding + patch features); no head, so AutoModel -> Sapiens2Model
-    "pretrain": Task("pretrain", "Features", "AutoModel", ("0.4b", "0.8b", "1b", "5b")),
+    # the pretrained backbone alone (CLS embedding + patch features); no head, so AutoModel -> Sapiens2Model.
+    # 0.1b (0.114 B parameters, a quarter of 0.4b's work) exists as a backbone only; it is listed last so that the
+    # first size stays the default everywhere (menus show sizes in order of size)
+    "pretrain": Task("pretrain", "Features", "AutoModel", ("0.4b", "0.8b", "1b", "5b", "0.1b")),
 }
 POSE_FAMILY, BACKBONE_FAMILY = "pose", "pretrain"
 # the families whose heads map an image to per-pixel maps: seg, normal, pointmap, matting

@@ -116,12 +116,7 @@ def pose_start(frames: list[np.ndarray], manager, size: str = "0.4b", *,
             per_image = [xyxy_to_xywh(np.stack([box for i, box in chunk if i == owner])) for owner in owners]
             pixel_values = preprocess(loaded, [images[i] for i in owners], "pose", per_image)
         with _timed(timings, "forward"):
-            heatmaps = forward(loaded, pixel_values, on_device=on_device)["heatmaps"].float()
-            if flip_pairs is not None:
-                # The model flips the heatmaps of a mirrored crop back (swapping left/right maps) itself.
-                pairs = flip_pairs.to(pixel_values.device)
-                flipped = forward(loaded, pixel_values.flip(-1), on_device=on_device, flip_pairs=pairs)["heatmaps"]
-                heatmaps = (heatmaps + flipped.float()) / 2
+            heatmaps = forward_with_flip(loaded, pixel_values, flip_pairs, on_device=on_device)
             if timed and heatmaps.is_cuda:
                 import torch
 
@@ -204,6 +199,20 @@ def batched_detection(manager) -> bool:
     from .device_post import use_device_post
 
     return use_device_post(manager.device)
+
+
+def forward_with_flip(loaded, pixel_values, flip_pairs=None, *, on_device: bool = False):
+    """Float32 heatmaps of a batch of crops; with `flip_pairs`, averaged with those of the mirrored crops, which
+    go through the model in the same forward (one batch of 2N: on a CPU one large batch beats two halves)."""
+    import torch
+    from transformers.models.sapiens2.modeling_sapiens2 import flip_back
+
+    if flip_pairs is None:
+        return forward(loaded, pixel_values, on_device=on_device)["heatmaps"].float()
+    n = pixel_values.shape[0]
+    both = forward(loaded, torch.cat([pixel_values, pixel_values.flip(-1)]), on_device=on_device)["heatmaps"]
+    # flip_back mirrors the maps of the mirrored crops back and swaps left/right keypoints (the model's own step)
+    return (both[:n].float() + flip_back(both[n:], flip_pairs.to(both.device)).float()) / 2
 
 
 _FLIP_PAIRS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> its pairs, on its device

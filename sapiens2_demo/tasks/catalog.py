@@ -199,7 +199,8 @@ def run_features(frames, manager, size, *, seg_cache=None, remove_background: bo
     from ..pipelines.features import extract_features
 
     results = extract_features(frames, manager, size)
-    for result, mask in zip(results, _person_masks(frames, manager, size, seg_cache, remove_background)
+    seg_size = size if size in SIZES else SIZES[0]  # the 0.1b backbone has no body-part model of its size
+    for result, mask in zip(results, _person_masks(frames, manager, seg_size, seg_cache, remove_background)
                             or [None] * len(results)):
         result.mask = mask
     return results
@@ -282,7 +283,9 @@ def normals_video_export(folder, *, raw_normals: bool = False, frame_exports: bo
 POSE_OPTIONS = (
     Option("boxes", "", "Person boxes (optional JSON [[x1,y1,x2,y2], ...]; skips the detector)", "text",
            advanced=True, model="boxes"),
-    Option("flip_test", True, "Flip test (more accurate, 2x compute)", advanced=True, model="flip_test"),
+    Option("flip_test", True, "Flip test", model="flip_test", cpu_default=False,
+           info="Also runs each person mirrored and averages the two: steadier keypoints (most on hands and face), "
+                "twice the pose model's work. On by default on a GPU, off on a CPU, where it doubles the wait."),
     Option("detection_threshold", 0.3, "Detection threshold", "slider", low=0.05, high=0.95, advanced=True,
            model="score_threshold"),
     Option("nms_iou", 0.3, "NMS IoU", "slider", low=0.1, high=0.9, advanced=True, model="nms_iou"),
@@ -385,7 +388,7 @@ register(TaskSpec(
                 "colour, an image or transparency, the cut-out as an RGBA PNG and the alpha matte as a PNG."))
 
 register(TaskSpec(
-    "features", "Features", "Features", "pretrain", SIZES, run_features, aliases=("pretrain",),
+    "features", "Features", "Features", "pretrain", (*SIZES, "0.1b"), run_features, aliases=("pretrain",),
     options=(Option("remove_background", True, "Fit the PCA colours on the person (body-part segmentation)",
                     model="remove_background"),),
     uses_mask=True, export=export_features,

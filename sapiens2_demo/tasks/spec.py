@@ -31,6 +31,11 @@ class Option:
     advanced: bool = False  # inside the tab's "Options" accordion
     model: str | None = None
     shown_when: tuple[str, Any] | None = None  # (option, value): a tab shows this control only then
+    info: str = ""  # help under the control (and in the API docs): what the option costs and gives
+    cpu_default: Any = None  # the default on a CPU where it differs (None: `default` everywhere)
+
+    def default_on(self, device: str | None = None) -> Any:
+        return self.cpu_default if device == "cpu" and self.cpu_default is not None else self.default
 
 
 @dataclass(frozen=True)
@@ -123,16 +128,18 @@ class TaskSpec:
         """`size` when this task has it, else its default (matting exists only as 1b)."""
         return size if size in self.sizes else self.default_size()
 
-    def defaults(self) -> dict:
-        return {option.name: option.default for option in self.options}
+    def defaults(self, device: str | None = None) -> dict:
+        """Each option's default (on `device`, where an option's CPU default differs)."""
+        return {option.name: option.default_on(device) for option in self.options}
 
     def check(self, options: dict) -> None:
         if self.validate is not None:
             self.validate({**self.defaults(), **options})
 
-    def job(self, size: str | None = None, options: dict | None = None, *, tolerate_errors: bool = False) -> Job:
+    def job(self, size: str | None = None, options: dict | None = None, *, tolerate_errors: bool = False,
+            device: str | None = None) -> Job:
         """The GPU job for these user options: each option that feeds the pipeline, under the pipeline's name."""
-        chosen = {**self.defaults(), **(options or {})}
+        chosen = {**self.defaults(device), **(options or {})}
         model_options = {o.model: chosen[o.name] for o in self.options if o.model and o.name in chosen}
         return Job(self.name, self.size_or_default(size), model_options, tolerate_errors)
 

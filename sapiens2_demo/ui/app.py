@@ -30,6 +30,7 @@ def build_app(ctx: AppContext) -> gr.Blocks:
         build_video_tab(ctx)
         build_live_tab(ctx)
         build_features_tab(ctx, task_tab, lambda *args, **kwargs: run_request(ctx, *args, **kwargs))
+        gr.Markdown(footer_text(ctx), elem_id="road")
 
         def forget_session(request: gr.Request):
             ctx.outputs.delete_session(session_of(request))
@@ -38,6 +39,12 @@ def build_app(ctx: AppContext) -> gr.Blocks:
         demo.unload(forget_session)
     demo.sapiens2_context = ctx  # for tests and tools that inspect the running app
     return demo
+
+
+def footer_text(ctx: AppContext) -> str:
+    """The road the models take here (chosen at start: --device, --dtype and --compile override it)."""
+    return (f"<small>Models run on {ctx.manager.road} (chosen for this machine; --device, --dtype and --compile "
+            "override it).</small>")
 
 
 # A failed run leaves the outputs as they were (or empty): the toast names the task and says what to do, so the

@@ -33,7 +33,8 @@ def build_features_tab(ctx: AppContext, task_tab, run) -> Callable:
         Args:
             image: the input picture (JPEG, PNG, WebP; up to 50 megapixels)
             image2: an optional second picture to compare with the first
-            size: model size, one of 0.4b, 0.8b, 1b, 5b (facebook/sapiens2-pretrain-<size>; default '0.4b')
+            size: model size, one of 0.1b, 0.4b, 0.8b, 1b, 5b (facebook/sapiens2-pretrain-<size>; 0.1b does a
+                quarter of 0.4b's work; default '0.4b')
             use_mask: fit the PCA colours on the person only, found with the body-part model (true or false)
 
         Returns:

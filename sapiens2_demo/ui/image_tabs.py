@@ -58,7 +58,7 @@ def option_widget(option, ctx, defaults: dict | None = None):
 
 def _widget(option, ctx):
     if option.kind == "checkbox":
-        return gr.Checkbox(option.default, label=option.label)
+        return gr.Checkbox(option.default_on(ctx.manager.device), label=option.label, info=option.info or None)
     if option.kind == "slider":
         high = ctx.max_people if option.name == "max_people" else option.high  # the app's own cap
         return gr.Slider(option.low, high, min(option.default, high), step=option.step, label=option.label)
@@ -117,7 +117,7 @@ def make_handler(ctx, spec, stream: bool = True):
                    notes_markdown(out.notes))
 
     kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
-    defaults = {"size": spec.default_size(), **spec.defaults()}
+    defaults = {"size": spec.default_size(), **spec.defaults(ctx.manager.device)}
     handler.__signature__ = inspect.Signature(
         [inspect.Parameter("image", kind)]
         + [inspect.Parameter(name, kind, default=defaults[name]) for name in names]
@@ -160,7 +160,10 @@ def option_doc(option) -> str:
     else:
         allowed = "text" if option.kind == "text" else "a colour like '#00b140'"
     shown = f"; used when {option.shown_when[0]} is {option.shown_when[1]!r}" if option.shown_when else ""
-    return f"{option.label} ({allowed}; default {option.default!r}{shown})"
+    info = f" {option.info}" if option.info else ""
+    default = f"default {option.default!r}" + (f", {option.cpu_default!r} on a CPU" if option.cpu_default is not None
+                                               else "")
+    return f"{option.label} ({allowed}; {default}{shown}).{info}"
 
 
 IMAGE_DOC = "the input picture of one or more people (JPEG, PNG, WebP; up to 50 megapixels)"
@@ -190,11 +193,11 @@ def build_task_tab(ctx, spec) -> None:
     with task_tab(spec.title, spec.name) as tab:
         with tab.inputs:
             size = size_menu(ctx.manager, [spec.family], spec.sizes)
-            plain = [option_widget(o, ctx, spec.defaults()) for o in spec.options if not o.advanced]
+            plain = [option_widget(o, ctx, spec.defaults(ctx.manager.device)) for o in spec.options if not o.advanced]
             advanced = [o for o in spec.options if o.advanced]
             if advanced:
                 with gr.Accordion("Options", open=False):
-                    advanced = [option_widget(o, ctx, spec.defaults()) for o in advanced]
+                    advanced = [option_widget(o, ctx, spec.defaults(ctx.manager.device)) for o in advanced]
             btn = gr.Button(spec.button, variant="primary")
         with tab.results:
             shown = [result_widget(kind, spec) for kind in spec.outputs]

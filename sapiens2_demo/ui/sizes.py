@@ -11,7 +11,7 @@ import gradio as gr
 
 from ..models.registry import TASKS, checkpoint
 
-PARAMS = {"0.4b": 0.4e9, "0.8b": 0.8e9, "1b": 1.0e9, "5b": 5.0e9}  # approximate parameter counts
+PARAMS = {"0.1b": 0.114e9, "0.4b": 0.4e9, "0.8b": 0.8e9, "1b": 1.0e9, "5b": 5.0e9}  # approximate parameter counts
 
 
 def _cached(ckpt) -> bool:
@@ -50,7 +50,9 @@ def size_menu(manager, families, sizes, label: str = "Model size", value: str | 
                 if reason is not None:
                     reasons[size] = reason
                     break
+    default = sizes[0]
+    sizes = sorted(sizes, key=lambda size: PARAMS.get(size, 0))  # shown small to large
     choices = [(f"{size} ({reasons[size]})" if size in reasons else size, size) for size in sizes]
     offered = [size for size in sizes if size not in reasons] or list(sizes)
-    chosen = value if value in offered else offered[0]
+    chosen = value if value in offered else default if default in offered else offered[0]
     return gr.Dropdown(choices, value=chosen, label=label, interactive=len(sizes) > 1)

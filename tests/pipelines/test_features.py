@@ -282,6 +282,21 @@ def test_run_features_one_image_with_the_person_mask(ctx, person_image, tmp_path
     assert "Patch grid 16x12" in " ".join(out.notes)
 
 
+def test_the_0_1b_backbone_is_offered_and_runs_with_the_0_4b_body_parts(ctx, person_image, tiny_dir, tmp_path):
+    """Meta's 0.1b is a backbone only (sapiens2_0.1b_pretrain): listed with the other sizes, the default stays 0.4b,
+    and its person mask comes from the 0.4b body-part model (there is no 0.1b one)."""
+    from sapiens2_demo import tasks
+    from sapiens2_demo.jobs.features import run_features
+    from sapiens2_demo.standins.tiny import write_tiny_checkpoint
+
+    spec = tasks.get("features")
+    assert "0.1b" in spec.sizes and spec.default_size() == "0.4b"
+    write_tiny_checkpoint("pretrain", "0.1b", tiny_dir, seed=1)
+    out = run_features(ctx, _loaded(person_image), run_dir=tmp_path, size="0.1b")
+    assert ctx.manager.is_loaded(checkpoint("pretrain", "0.1b")) and ctx.manager.is_loaded(checkpoint("seg", "0.4b"))
+    assert len(out.files) == 3 and out.before_after[1].shape == person_image.shape
+
+
 def test_run_features_without_a_person_fits_every_patch(ctx, person_image, tmp_path, monkeypatch):
     from sapiens2_demo.jobs.features import run_features
 

@@ -171,7 +171,9 @@ def test_matches_transformers_post_processing(person_image, weights, road, reque
         np.testing.assert_allclose(result.keypoints[person], expected["keypoints"].numpy(), atol=0.05, rtol=0)
 
 
-def test_flip_test_runs_the_mirrored_batch_with_flip_pairs(person_image, manager):
+def test_flip_test_runs_the_mirrored_crops_in_the_same_forward(person_image, manager):
+    from sapiens2_demo.pipelines.pose import forward_with_flip, model_flip_pairs
+
     loaded = manager.get(checkpoint("pose", "0.4b"))
     calls = []
     real_forward = loaded.model.forward
@@ -182,17 +184,23 @@ def test_flip_test_runs_the_mirrored_batch_with_flip_pairs(person_image, manager
 
     loaded.model.forward = recording_forward
     try:
-        estimate_pose(person_image, manager, boxes=[[10, 10, 200, 400]])
-        assert len(calls) == 2 and calls[0][1] is None
-        pairs = calls[1][1]
-        assert torch.is_tensor(pairs) and pairs.shape == (len(flip_pairs_from_indices()), 2)
-        np.testing.assert_array_equal(pairs.numpy(), flip_pairs_from_indices())
-        torch.testing.assert_close(calls[1][0], calls[0][0].flip(-1))
+        estimate_pose(person_image, manager, boxes=[[10, 10, 200, 400], [50, 60, 300, 300]])
+        [(pixel_values, pairs)] = calls  # one forward: 2 crops, then the same 2 mirrored
+        assert pixel_values.shape[0] == 4 and pairs is None
+        torch.testing.assert_close(pixel_values[2:], pixel_values[:2].flip(-1))
         calls.clear()
         estimate_pose(person_image, manager, boxes=[[10, 10, 200, 400]], flip_test=False)
-        assert len(calls) == 1 and calls[0][1] is None
+        assert len(calls) == 1 and calls[0][0].shape[0] == 1
     finally:
         del loaded.model.forward
+    # the same heatmaps as the model's own flip test (a second forward with flip_pairs: left/right maps swapped)
+    x = pixel_values[:2]
+    pairs = model_flip_pairs(loaded.model)
+    np.testing.assert_array_equal(pairs.numpy(), flip_pairs_from_indices())
+    with torch.inference_mode():
+        expected = (loaded.model(pixel_values=x).heatmaps + loaded.model(pixel_values=x.flip(-1), flip_pairs=pairs).heatmaps) / 2
+    torch.testing.assert_close(forward_with_flip(loaded, x, pairs), expected, rtol=0,
+                               atol=1e-5 * expected.abs().max().item())  # a batch of 4 rounds unlike 2 of 2
 
 
 def test_flip_pairs_fall_back_to_keypoint_file():

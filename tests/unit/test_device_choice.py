@@ -41,7 +41,8 @@ def test_unknown_devices_are_refused(device):
 @pytest.mark.parametrize("device, dtype", [("cuda", "bfloat16"), ("cuda:1", "bfloat16"), ("mps", "float32"),
                                            ("cpu", "float32")])
 def test_default_dtypes(device, dtype):
-    assert default_dtype(device) == dtype
+    """(A CPU without native bf16; the CPU's choice both ways is in test_cpu_road.py.)"""
+    assert default_dtype(device, capabilities={"avx512_bf16": False, "amx_bf16": False}) == dtype
 
 
 def test_fallback_is_enabled_when_unset(monkeypatch):
