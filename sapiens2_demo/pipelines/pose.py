@@ -11,6 +11,7 @@ from functools import partial
 
 import numpy as np
 
+from .. import ledger
 from ..models.inference import forward, input_size, preprocess, upload
 from ..models.registry import checkpoint
 from ..pose.boxes import parse_boxes, xyxy_to_xywh
@@ -211,8 +212,12 @@ def forward_with_flip(loaded, pixel_values, flip_pairs=None, *, on_device: bool 
         return forward(loaded, pixel_values, on_device=on_device)["heatmaps"].float()
     n = pixel_values.shape[0]
     both = forward(loaded, torch.cat([pixel_values, pixel_values.flip(-1)]), on_device=on_device)["heatmaps"]
+    book = ledger.active()
+    if book is not None and not isinstance(flip_pairs, ledger.DEVICE_TENSOR()):
+        book.copy_in_once(flip_pairs, "flip pairs")  # they cross once per model (model_flip_pairs keeps them there)
+    pairs = ledger.on_device(flip_pairs.to(both.device))
     # flip_back mirrors the maps of the mirrored crops back and swaps left/right keypoints (the model's own step)
-    return (both[:n].float() + flip_back(both[n:], flip_pairs.to(both.device)).float()) / 2
+    return (both[:n].float() + flip_back(both[n:], pairs).float()) / 2
 
 
 _FLIP_PAIRS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> its pairs, on its device
