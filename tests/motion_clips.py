@@ -48,7 +48,8 @@ def rot(axis: str, angle) -> np.ndarray:
     return np.moveaxis(np.array(rows), [0, 1], [-2, -1])
 
 
-def _apply(rotation, vector):
+def apply(rotation, vector):
+    """(T, 3) vectors: each frame's rotation applied to one vector."""
     return np.einsum("tij,j->ti", rotation, np.asarray(vector, float))
 
 
@@ -69,44 +70,44 @@ def body(p: dict, frames: int) -> np.ndarray:
     yaw = rot("y", p["yaw"])
     torso = yaw @ rot("x", p["lean"]) @ rot("y", p["twist"])
     pelvis = p["root"]
-    neck = pelvis + _apply(torso, [0, 0.53, 0])
+    neck = pelvis + apply(torso, [0, 0.53, 0])
     put("neck", neck)
     head = torso @ rot("x", p["nod"])
     for name, offset in (("left_ear", [0.075, 0.15, -0.01]), ("right_ear", [-0.075, 0.15, -0.01]),
                          ("nose", [0, 0.13, 0.10]), ("left_eye", [0.032, 0.17, 0.085]),
                          ("right_eye", [-0.032, 0.17, 0.085])):
-        put(name, neck + _apply(head, offset))
+        put(name, neck + apply(head, offset))
     for sign, s in ((1, "left"), (-1, "right")):
-        shoulder = neck + _apply(torso, [sign * 0.18, -0.03, 0])
+        shoulder = neck + apply(torso, [sign * 0.18, -0.03, 0])
         put(f"{s}_shoulder", shoulder)
         upper = torso @ rot("z", sign * p[f"{s}_abduct"]) @ rot("x", -p[f"{s}_flex"])
-        elbow = shoulder + _apply(upper, [0, -0.29, 0])
+        elbow = shoulder + apply(upper, [0, -0.29, 0])
         fore = upper @ rot("x", -p[f"{s}_elbow"]) @ rot("y", sign * p[f"{s}_pronate"])
-        wrist = elbow + _apply(fore, [0, -0.26, 0])
+        wrist = elbow + apply(fore, [0, -0.26, 0])
         put(f"{s}_elbow", elbow)
         put(f"{s}_wrist", wrist)
         for finger, (knuckle, direction, lengths) in FINGERS.items():
-            point = wrist + _apply(fore, [sign * knuckle[0], knuckle[1], knuckle[2]])
+            point = wrist + apply(fore, [sign * knuckle[0], knuckle[1], knuckle[2]])
             put(f"{s}_{finger}_third_joint", point)
             direction = np.asarray(direction) * [sign, 1, 1] / np.linalg.norm(direction)
             bend = fore
             for joint, length in zip(("2", "3", "4"), lengths):
                 bend = bend @ rot("z", -sign * p["curl"])
-                point = point + _apply(bend, direction * length)
+                point = point + apply(bend, direction * length)
                 put(f"{s}_{finger}{joint}", point)
         hips = yaw
-        hip = pelvis + _apply(hips, [sign * 0.09, 0, 0])
+        hip = pelvis + apply(hips, [sign * 0.09, 0, 0])
         put(f"{s}_hip", hip)
         thigh = hips @ rot("x", -p[f"{s}_hip_flex"])
-        knee = hip + _apply(thigh, [0, -0.43, 0])
+        knee = hip + apply(thigh, [0, -0.43, 0])
         shin = thigh @ rot("x", p[f"{s}_knee"])
-        ankle = knee + _apply(shin, [0, -0.42, 0])
+        ankle = knee + apply(shin, [0, -0.42, 0])
         put(f"{s}_knee", knee)
         put(f"{s}_ankle", ankle)
         foot = shin @ rot("x", -0.2)
-        put(f"{s}_big_toe", ankle + _apply(foot, [0.02 * sign, -0.06, 0.15]))
-        put(f"{s}_small_toe", ankle + _apply(foot, [0.06 * sign, -0.06, 0.12]))
-        put(f"{s}_heel", ankle + _apply(foot, [0, -0.07, -0.05]))
+        put(f"{s}_big_toe", ankle + apply(foot, [0.02 * sign, -0.06, 0.15]))
+        put(f"{s}_small_toe", ankle + apply(foot, [0.06 * sign, -0.06, 0.12]))
+        put(f"{s}_heel", ankle + apply(foot, [0, -0.07, -0.05]))
     return out
 
 

@@ -8,23 +8,9 @@ import pytest
 
 from sapiens2_demo.pose.meta import NUM_KEYPOINTS, name_index
 from sapiens2_demo.pose.skeleton3d import CAMERA_TO_SKELETON, markers
+from tests.motion_clips import apply, rot
 
 FPS, FRAMES = 25.0, 60
-
-
-def _rot(axis: str, angle) -> np.ndarray:
-    """(T, 3, 3) rotations about a principal axis, angle (T,) radians."""
-    angle = np.asarray(angle, float)
-    c, s = np.cos(angle), np.sin(angle)
-    one, zero = np.ones_like(angle), np.zeros_like(angle)
-    rows = {"x": [[one, zero, zero], [zero, c, -s], [zero, s, c]],
-            "y": [[c, zero, s], [zero, one, zero], [-s, zero, c]],
-            "z": [[c, -s, zero], [s, c, zero], [zero, zero, one]]}[axis]
-    return np.moveaxis(np.array(rows), [0, 1], [-2, -1])
-
-
-def _apply(rotation, vector):
-    return np.einsum("tij,j->ti", rotation, np.asarray(vector, float))
 
 
 def walking_keypoints(frames: int = FRAMES, fps: float = FPS, turn: float = 0.6) -> np.ndarray:
@@ -39,47 +25,47 @@ def walking_keypoints(frames: int = FRAMES, fps: float = FPS, turn: float = 0.6)
     def put(name, value):
         out[:, index[name]] = value
 
-    yaw = _rot("y", turn + 0.2 * np.sin(phase / 3))
+    yaw = rot("y", turn + 0.2 * np.sin(phase / 3))
     pelvis = np.stack([-1.0 + 0.8 * t, 0.95 + 0.03 * np.sin(2 * phase), -4.0 + 0.2 * t], 1)
-    hips = yaw @ _rot("z", 0.05 * np.sin(phase))
-    torso = hips @ _rot("y", 0.15 * np.sin(phase)) @ _rot("x", 0.1 + 0.05 * np.sin(2 * phase))
-    put("left_hip", pelvis + _apply(hips, [0.1, 0, 0]))
-    put("right_hip", pelvis + _apply(hips, [-0.1, 0, 0]))
-    neck = pelvis + _apply(torso, [0, 0.52, 0])
+    hips = yaw @ rot("z", 0.05 * np.sin(phase))
+    torso = hips @ rot("y", 0.15 * np.sin(phase)) @ rot("x", 0.1 + 0.05 * np.sin(2 * phase))
+    put("left_hip", pelvis + apply(hips, [0.1, 0, 0]))
+    put("right_hip", pelvis + apply(hips, [-0.1, 0, 0]))
+    neck = pelvis + apply(torso, [0, 0.52, 0])
     put("neck", neck)
-    head = torso @ _rot("x", 0.1 * np.sin(phase)) @ _rot("y", 0.2 * np.sin(phase / 2))
+    head = torso @ rot("x", 0.1 * np.sin(phase)) @ rot("y", 0.2 * np.sin(phase / 2))
     for name, offset in (("left_ear", [0.08, 0.16, -0.02]), ("right_ear", [-0.08, 0.16, -0.02]),
                          ("nose", [0, 0.15, 0.1]), ("left_eye", [0.03, 0.19, 0.08]), ("right_eye", [-0.03, 0.19, 0.08])):
-        put(name, neck + _apply(head, offset))
+        put(name, neck + apply(head, offset))
     for sign, s in ((1, "left"), (-1, "right")):
-        shoulder = neck + _apply(torso, [sign * 0.18, -0.03, 0])
+        shoulder = neck + apply(torso, [sign * 0.18, -0.03, 0])
         put(f"{s}_shoulder", shoulder)
-        upper = torso @ _rot("z", sign * 0.15) @ _rot("x", -0.5 * sign * np.sin(phase))
-        elbow = shoulder + _apply(upper, [0, -0.28, 0])
-        fore = upper @ _rot("x", -0.4 - 0.2 * np.sin(phase))
-        wrist = elbow + _apply(fore, [0, -0.26, 0])
+        upper = torso @ rot("z", sign * 0.15) @ rot("x", -0.5 * sign * np.sin(phase))
+        elbow = shoulder + apply(upper, [0, -0.28, 0])
+        fore = upper @ rot("x", -0.4 - 0.2 * np.sin(phase))
+        wrist = elbow + apply(fore, [0, -0.26, 0])
         put(f"{s}_elbow", elbow)
         put(f"{s}_wrist", wrist)
         for finger, spread in (("thumb", 0.05), ("forefinger", 0.03), ("middle_finger", 0.0),
                                ("ring_finger", -0.02), ("pinky_finger", -0.04)):
-            hand = fore @ _rot("y", sign * 0.1)
-            base = wrist + _apply(hand, [sign * 0.01, -0.08, spread])
+            hand = fore @ rot("y", sign * 0.1)
+            base = wrist + apply(hand, [sign * 0.01, -0.08, spread])
             put(f"{s}_{finger}_third_joint", base)
             curl = hand
             for joint in ("2", "3", "4"):
-                curl = curl @ _rot("x", 0.2 + 0.1 * np.sin(phase))
-                base = base + _apply(curl, [0, -0.03, 0])
+                curl = curl @ rot("x", 0.2 + 0.1 * np.sin(phase))
+                base = base + apply(curl, [0, -0.03, 0])
                 put(f"{s}_{finger}{joint}", base)
-        thigh = hips @ _rot("x", -0.45 * sign * np.sin(phase))
-        knee = out[:, index[f"{s}_hip"]] + _apply(thigh, [0, -0.42, 0])
-        shin = thigh @ _rot("x", 0.3 + 0.3 * np.sin(phase + sign * 1.0))
-        ankle = knee + _apply(shin, [0, -0.41, 0])
+        thigh = hips @ rot("x", -0.45 * sign * np.sin(phase))
+        knee = out[:, index[f"{s}_hip"]] + apply(thigh, [0, -0.42, 0])
+        shin = thigh @ rot("x", 0.3 + 0.3 * np.sin(phase + sign * 1.0))
+        ankle = knee + apply(shin, [0, -0.41, 0])
         put(f"{s}_knee", knee)
         put(f"{s}_ankle", ankle)
-        foot = shin @ _rot("x", -0.3)
-        put(f"{s}_big_toe", ankle + _apply(foot, [0.02 * sign, -0.06, 0.14]))
-        put(f"{s}_small_toe", ankle + _apply(foot, [0.06 * sign, -0.06, 0.12]))
-        put(f"{s}_heel", ankle + _apply(foot, [0, -0.07, -0.05]))
+        foot = shin @ rot("x", -0.3)
+        put(f"{s}_big_toe", ankle + apply(foot, [0.02 * sign, -0.06, 0.14]))
+        put(f"{s}_small_toe", ankle + apply(foot, [0.06 * sign, -0.06, 0.12]))
+        put(f"{s}_heel", ankle + apply(foot, [0, -0.07, -0.05]))
     return out @ CAMERA_TO_SKELETON.T  # made Y up, facing +Z; the camera frame is x right, y down, z forward
 
 
@@ -129,7 +115,7 @@ def forward_kinematics(bvh: dict) -> tuple[np.ndarray, dict]:
             column += 1
             axis = channel[0].lower()
             if channel.endswith("rotation"):
-                rotation = rotation @ _rot(axis, np.radians(values))
+                rotation = rotation @ rot(axis, np.radians(values))
             else:
                 translation[:, "xyz".index(axis)] = values
         parent = bvh["parents"][j]
@@ -137,9 +123,9 @@ def forward_kinematics(bvh: dict) -> tuple[np.ndarray, dict]:
             positions[:, j] = bvh["offsets"][j] + translation
             rotations[:, j] = rotation
         else:
-            positions[:, j] = positions[:, parent] + _apply(rotations[:, parent], bvh["offsets"][j])
+            positions[:, j] = positions[:, parent] + apply(rotations[:, parent], bvh["offsets"][j])
             rotations[:, j] = rotations[:, parent] @ rotation
-    ends = {bvh["names"][j]: positions[:, j] + _apply(rotations[:, j], offset) for j, offset in bvh["ends"].items()}
+    ends = {bvh["names"][j]: positions[:, j] + apply(rotations[:, j], offset) for j, offset in bvh["ends"].items()}
     return positions, ends
 
 
@@ -268,9 +254,9 @@ def test_quaternions_and_euler_round_trip():
     rng = np.random.default_rng(0)
     angles = rng.uniform(-math.pi, math.pi, (200, 3))
     angles[:10, 1] = math.pi / 2  # gimbal lock
-    matrices = _rot("z", angles[:, 0]) @ _rot("x", angles[:, 1]) @ _rot("y", angles[:, 2])
+    matrices = rot("z", angles[:, 0]) @ rot("x", angles[:, 1]) @ rot("y", angles[:, 2])
     z, x, y = euler_zxy(matrices).T
-    assert np.allclose(_rot("z", z) @ _rot("x", x) @ _rot("y", y), matrices, atol=1e-9)
+    assert np.allclose(rot("z", z) @ rot("x", x) @ rot("y", y), matrices, atol=1e-9)
     q = quaternions(matrices)
     qx, qy, qz, qw = q.T
     rebuilt = np.stack([[1 - 2 * (qy**2 + qz**2), 2 * (qx * qy - qz * qw), 2 * (qx * qz + qy * qw)],
