@@ -50,3 +50,20 @@ def singular_map(h: int = 64, w: int = 48) -> np.ndarray:
     if found is None:
         pytest.skip("no nearly flat map makes the reference's Newton step singular on this CPU")
     return found.copy()
+
+
+def assert_same_decode(got, expected, boxes_xyxy, input_size, heatmap_size):
+    """The device road's (keypoints, scores) against the host road's (pose.decode): scores equal; keypoints
+    within what rounding may move them. The device's fast step runs in float32, the host's in float64, and each
+    answer is within _MAX_ROUNDING_PX heatmap pixels of the exact step (a step more sensitive goes to the
+    reference's path), so the two differ by at most twice that, in image pixels through each person's crop,
+    plus float32 rounding of the image coordinates."""
+    from sapiens2_demo.pose.dark_udp import _MAX_ROUNDING_PX
+    from sapiens2_demo.pose.decode import heatmap_to_image
+
+    np.testing.assert_array_equal(got[1], expected[1])
+    corners = np.zeros((len(boxes_xyxy), 2, 2), np.float32)
+    corners[:, 1] = 1.0  # heatmap (0, 0) and (1, 1): one heatmap pixel in image pixels, per person
+    pixel = np.diff(heatmap_to_image(corners, boxes_xyxy, input_size, heatmap_size), axis=1)[:, 0]  # (N, 2)
+    tolerance = 2 * _MAX_ROUNDING_PX * pixel[:, None, :] + 4 * np.spacing(np.abs(expected[0]).astype(np.float32))
+    assert np.all(np.abs(got[0] - expected[0]) <= tolerance), np.abs(got[0] - expected[0]).max()

@@ -1,7 +1,8 @@
 """DARK-UDP refinement in torch, on whatever device the heatmaps are (see pose/decode.py for the why).
 
 The device road (pipelines.device_post.pose_keypoints) runs all of it where the heatmaps are, so no heatmap
-leaves the device. The fast step works in float64 on (p, 13, 13) windows; the reference path is
+leaves the device. The fast step works in float32 on (p, 13, 13) windows, in logs relative to the peak (float64
+is slow on the GPUs a Space offers: 1/32 to 1/64 of float32 on an L4 or A10G); the reference path is
 transformers' float32 arithmetic, op for op, on just the maps that need it (or on all of them with
 force_reference). The host road (pose.decode) has a numpy twin of the fast step (faster on a CPU, where
 torch's small ops measured 4x slower) and shares reference_refine, on CPU tensors.
@@ -18,6 +19,10 @@ _SAFE_MIN, _SAFE_MAX = CLAMP_MIN * (1 + 1e-4), CLAMP_MAX * (1 - 1e-4)  # margins
 _EPS32 = float(np.finfo(np.float32).eps)  # the reference adds float32 eps to the Hessian diagonal
 _LOG_ROUNDING = 1e-6  # bound on float32 rounding of the reference's blurred log values (measured ~3e-7)
 _MAX_ROUNDING_PX = 0.02  # steps more sensitive are redone the reference's way (bound is ~4x pessimistic)
+# Bound on our float32 rounding of the logs relative to the peak, log(b / b0): the blur's two 11-term sums of
+# positive terms in b and in b0, the division and the log (measured ~2.7e-7; as _LOG_ROUNDING, ~4x that).
+_OWN_LOG_ROUNDING = 1e-6
+_U32 = _EPS32 / 2  # float32 unit roundoff
 
 
 def gaussian_kernel1d(kernel: int = 11) -> np.ndarray:
@@ -71,34 +76,42 @@ def refine(flat, index, scores, windows, size: tuple[int, int], kernel: int = 11
 
 
 def fast_step(index, scores, windows, h: int, w: int, kernel: int):
-    """The local step of every map -> (p, 2) float64 x y, and (p,) True for maps it cannot settle: maps
+    """The local step of every map -> (p, 2) float32 x y, and (p,) True for maps it cannot settle: maps
     where the clamp might bite, maps with max <= 0, and ill-conditioned steps (a near-singular Hessian)
-    where the reference's own float32 rounding decides the answer, so only its exact arithmetic
-    reproduces it. Those are redone the reference's way, in float32, on just those maps."""
+    where the reference's own float32 rounding (or ours) decides the answer, so only its exact arithmetic
+    reproduces it. Those are redone the reference's way, in float32, on just those maps.
+
+    All float32: the Newton step only needs log differences, so it works on log(b / b_peak), numbers
+    near 0 whose rounding does not grow with |log b| (up to 6.9 at the clamp); the bound on what our
+    rounding and the reference's could move the step sends every step where they matter to the reference."""
     import torch
 
     x, y = index % w, index // w
     # Blurred values at the replicate-clamped 3x3 neighbourhood of each peak, from 13x13 raw windows.
     blurred = _blur_windows(windows, h, w, x, y, kernel)
-    scores = scores.double()
+    scores = scores.float()
     exact = (scores > 0) & (blurred.amin(dim=(1, 2)) > _SAFE_MIN) & (scores < _SAFE_MAX)
-    offset, error = _newton_offset(torch.log(torch.where(exact[:, None, None], blurred, 1.0)))
-    return torch.stack([x, y], dim=-1).double() - offset, ~exact | ~(error < _MAX_ROUNDING_PX)
+    blurred = torch.where(exact[:, None, None], blurred, 1.0)
+    peak = blurred[:, 1:2, 1:2]
+    offset, error = _newton_offset(torch.log(blurred / peak), torch.log(peak).abs().flatten())
+    return torch.stack([x, y], dim=-1).float() - offset, ~exact | ~(error < _MAX_ROUNDING_PX)
 
 
 def _blur_windows(windows, h: int, w: int, x, y, kernel: int):
     """Zero-padded Gaussian blur at rows clip(y-1..y+1) and cols clip(x-1..x+1) of each map, from its
-    replicate-padded raw window (p, S, S) around (x, y), in float64."""
+    replicate-padded raw window (p, S, S) around (x, y), in float32: sums of positive terms, no cancellation.
+    Products and sums, not matmuls: a matmul may run in TF32 (10-bit mantissa) where torch allows it."""
     import torch
 
     p, size = windows.shape[0], windows.shape[1]
-    band, band_t = _band(kernel, size, str(windows.device))
+    by_row, by_col = _band(kernel, size, str(windows.device))
     span = torch.arange(size, device=windows.device) - size // 2
     rows, cols = y[:, None] + span, x[:, None] + span  # (p, S)
     inside = ((rows >= 0) & (rows < h))[:, :, None] & ((cols >= 0) & (cols < w))[:, None, :]
-    window = torch.where(inside, windows.double(), 0.0)  # the blur's zero padding
-    # Separable blur, rows then columns, as two banded matrix products: the blur at window centres -1, 0, +1.
-    full3 = band @ window @ band_t  # (p, 3, 3)
+    window = torch.where(inside, windows.float(), 0.0)  # the blur's zero padding
+    # Separable blur, rows then columns, with a (3, S) band: the blur at window centres -1, 0, +1.
+    by_rows = (by_row * window[:, None, :, :]).sum(dim=2)  # (p, 3, S)
+    full3 = (by_rows[:, :, None, :] * by_col).sum(dim=3)  # (p, 3, 3)
     # Replicate padding of the log map = clamp the neighbour position to the map.
     steps = torch.arange(-1, 2, device=windows.device)
     ri = (y[:, None] + steps).clamp(0, h - 1) - y[:, None] + 1
@@ -108,21 +121,24 @@ def _blur_windows(windows, h: int, w: int, x, y, kernel: int):
 
 @lru_cache(maxsize=8)
 def _band(kernel: int, size: int, device: str):
-    """(3, S) float64, and its transpose: row i holds the Gaussian at columns i..i+kernel-1; uploaded once per
-    device, not per call (a copy from pageable memory waits for the device)."""
+    """A (3, S) float32 band (row i holds the Gaussian at columns i..i+kernel-1), shaped (1, 3, S, 1) to blur
+    rows and (1, 1, 3, S) to blur columns; uploaded once per device, not per call (a copy from pageable memory
+    waits for the device)."""
     import torch
 
     g = gaussian_kernel1d(kernel)
-    band = np.zeros((size - kernel + 1, size))
+    band = np.zeros((size - kernel + 1, size), np.float32)
     for i in range(band.shape[0]):
         band[i, i:i + kernel] = g
     band = torch.from_numpy(band).to(device)
-    return band, band.T.contiguous()
+    return band[None, :, :, None].contiguous(), band[None, None].contiguous()
 
 
-def _newton_offset(logs):
-    """One Newton step on a (p, 3, 3) log neighbourhood (rows y-1..y+1, cols x-1..x+1) -> (p, 2) dx dy,
-    and a bound on how far float32 rounding of the log values (as in the reference) could move it."""
+def _newton_offset(logs, peak_log):
+    """One Newton step on a (p, 3, 3) float32 neighbourhood of logs relative to the peak's, log(b / b[1, 1])
+    (rows y-1..y+1, cols x-1..x+1; |log b_peak| is `peak_log`) -> (p, 2) dx dy, and a bound on how far
+    rounding could move it: the reference's float32 rounding of its absolute logs, ours of the relative
+    ones, and our float32 rounding of the 2x2 solve."""
     import torch
 
     v0, xp, xm = logs[:, 1, 1], logs[:, 1, 2], logs[:, 1, 0]
@@ -136,8 +152,14 @@ def _newton_offset(logs):
     dy = (-hxy * gx + hxx * gy) / det
     # Perturbing the logs by delta moves the step by about delta * (1 + 4|step|) / (smallest |eigenvalue|).
     smallest = torch.abs(torch.abs(0.5 * (hxx + hyy)) - torch.sqrt(0.25 * (hxx - hyy) ** 2 + hxy ** 2))
-    delta = _LOG_ROUNDING * (1.0 + logs.abs().amax(dim=(1, 2)))
-    error = delta * (1.0 + 4.0 * torch.maximum(dx.abs(), dy.abs())) / smallest
+    relative = logs.abs().amax(dim=(1, 2))
+    delta = _LOG_ROUNDING * (1.0 + peak_log + relative) + _OWN_LOG_ROUNDING * (1.0 + relative)
+    step = torch.maximum(dx.abs(), dy.abs())
+    error = delta * (1.0 + 4.0 * step) / smallest
+    # The solve's own rounding: a few units in the determinant's and numerators' terms, over |det|.
+    terms = step * (hxx * hyy).abs() + step * hxy * hxy + (hyy * gx).abs() + (hxy * gy).abs() + (hxx * gy).abs() \
+        + (hxy * gx).abs()
+    error = error + 4 * _U32 * terms / det.abs()
     error = torch.where(smallest > 0, error, torch.inf)
     return torch.stack([dx, dy], dim=-1), error
 

@@ -6,7 +6,7 @@ import torch
 
 from sapiens2_demo.pose import decode
 from sapiens2_demo.pose.decode import dark_udp, decode_heatmaps
-from tests.heatmaps import singular_map
+from tests.heatmaps import assert_same_decode, singular_map
 
 TOL_PX = 0.05
 
@@ -164,6 +164,6 @@ def test_degenerate_maps_decode_to_finite_image_keypoints_on_both_paths():
     assert np.isfinite(keypoints).all() and np.isfinite(scores).all()
     np.testing.assert_array_equal(scores[0, [1, 3, 4]], 0.0)
     # The device path (run here on the CPU) decodes the same way.
-    device_keypoints, device_scores = pose_keypoints(torch.from_numpy(heatmaps), boxes, (256, 192))
-    np.testing.assert_array_equal(device_keypoints, keypoints)
-    np.testing.assert_array_equal(device_scores, scores)
+    device = pose_keypoints(torch.from_numpy(heatmaps), boxes, (256, 192))
+    assert_same_decode(device, (keypoints, scores), boxes, (256, 192), heatmaps.shape[-2:])
+    np.testing.assert_array_equal(device[0][0, [1, 3, 4]], keypoints[0, [1, 3, 4]])  # both at the raw argmax
