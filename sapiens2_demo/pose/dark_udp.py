@@ -2,7 +2,7 @@
 
 The device road (pipelines.device_post.pose_keypoints) runs all of it where the heatmaps are, so no heatmap
 leaves the device. The fast step works in float32 on (p, 13, 13) windows, in logs relative to the peak (float64
-is slow on the GPUs a Space offers: 1/32 to 1/64 of float32 on an L4 or A10G); the reference path is
+is slow on the GPUs a Space offers: 1/64 of float32's rate on an L4 or A10G); the reference path is
 transformers' float32 arithmetic, op for op, on just the maps that need it (or on all of them with
 force_reference). The host road (pose.decode) has a numpy twin of the fast step (faster on a CPU, where
 torch's small ops measured 4x slower) and shares reference_refine, on CPU tensors.
