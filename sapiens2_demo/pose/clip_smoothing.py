@@ -2,9 +2,12 @@
 
 A recorded video is smoothed after the fact, so nothing needs to lag: each frame's keypoint is a local cubic
 fitted by weighted least squares to the samples within WINDOW_S around it (tricube weights, as LOESS): it follows a
-moving limb (a clean walk comes through within 1.3 mm) and averages the noise of the samples around. Where a fit
-over a window 2x or 4x as wide agrees with it over the window (a still torso; a bias shows as a slow gap), the
-wider one is blended in to average more noise away. Faults a pose model makes on single frames are taken out:
+moving limb (a clean walk comes through within 1.5 mm) and averages the noise of the samples around. Wider fits
+(local quintics over 2x and 3x the window, cubics over 3x and 6x) are blended in, each by the share that minimises
+the expected error: the noise its kernel lets through against its bias, read off its gap to the fit beyond what
+noise explains (a still torso takes the widest; a swinging limb keeps the narrow one). The blend is made twice:
+on the positions, then about the mid-hip point that gives, since walking moves the root (and bobs it with each
+step) but hardly the body's shape about it. Faults a pose model makes on single frames are taken out:
   - left/right swaps: a frame whose keypoints fit their neighbours' fit (leave-one-out) much better with left and
     right exchanged is exchanged back;
   - outliers (junk keypoints, a keypoint on another person, a depth off the body): samples further from the fit
@@ -26,15 +29,18 @@ WINDOW_S = 0.25  # half-width of the fitting window, seconds
 MIN_SAMPLES = 5  # fewer in a window: a straight line instead of a cubic
 OUTLIER_SIGMAS = 4.0
 MIN_OUTLIER_M = 0.08  # metres: never call a sample closer than this to the fit an outlier
-WIDER = (2, 4)  # the wider windows tried, in multiples of WINDOW_S
-WIDE_AGREES = 0.3  # the wider window's fit counts as agreeing within this fraction of the keypoint's noise
+# the wider fits blended in (multiples of WINDOW_S, polynomial degree): quintics follow a stride over a wider window
+WIDER = ((2, 5), (3, 5), (3, 3), (6, 3))
+BIAS_TRUST = 1.5  # a wider fit's squared gap less this many times its expected noise variance: its bias squared
 DISPLACED_M, DISPLACED_WINDOW_S = 0.4, 0.5  # a whole frame this far off the depth around it is not the person
+PELVIS = (9, 10)  # left_hip, right_hip
 CHUNK = 256  # frames fitted at once (bounds the memory of the windows)
 SWAP_GAIN = 0.5  # a frame is exchanged when its exchanged cost is under this fraction of its own
 
 
-def local_cubic(points: np.ndarray, weights: np.ndarray, half: int, leave_out: bool = False) -> np.ndarray:
-    """(T, K, 3) -> (T, K, 3): per frame and keypoint the weighted local cubic over frames t-half..t+half,
+def local_cubic(points: np.ndarray, weights: np.ndarray, half: int, leave_out: bool = False, degree: int = 3
+                ) -> np.ndarray:
+    """(T, K, 3) -> (T, K, 3): per frame and keypoint the weighted local cubic (or `degree`) over frames t-half..t+half,
     evaluated at t; NaN where the window has no weight. `weights` (T, K) >= 0 (0: no sample). `leave_out`:
     without frame t's own sample (what its neighbours say it should be: a fault cannot pull its own fit)."""
     from numpy.lib.stride_tricks import sliding_window_view
@@ -44,8 +50,9 @@ def local_cubic(points: np.ndarray, weights: np.ndarray, half: int, leave_out: b
     kernel = (1 - np.abs(d) ** 3) ** 3  # tricube
     if leave_out:
         kernel[half] = 0.0
-    basis = d[:, None] ** np.arange(4)  # (W, 4): 1, d, d^2, d^3
-    pairs = (basis[:, :, None] * basis[:, None, :]).reshape(len(d), 16)
+    n = degree + 1
+    basis = d[:, None] ** np.arange(n)  # (W, 4): 1, d, d^2, d^3
+    pairs = (basis[:, :, None] * basis[:, None, :]).reshape(len(d), n * n)
     # frames beyond the clip weigh nothing: the window is cut at the clip's ends
     padded_w = np.pad(np.where(np.isfinite(points).all(-1), weights, 0.0), ((half, half), (0, 0)))
     padded_v = np.pad(np.nan_to_num(points), ((half, half), (0, 0), (0, 0)))
@@ -55,10 +62,10 @@ def local_cubic(points: np.ndarray, weights: np.ndarray, half: int, leave_out: b
         w = sliding_window_view(padded_w[start:stop + 2 * half], len(d), axis=0) * kernel  # (t, K, W)
         v = sliding_window_view(padded_v[start:stop + 2 * half], len(d), axis=0)  # (t, K, 3, W)
         count = (w > 0).sum(-1)  # (t, K)
-        normal = (w @ pairs).reshape(stop - start, keypoints, 4, 4)
+        normal = (w @ pairs).reshape(stop - start, keypoints, n, n)
         # fewer samples than a cubic needs: a line (a tiny ridge keeps the solve defined either way)
-        ridge = np.where(count[..., None] >= MIN_SAMPLES, 1e-9, np.where(np.arange(4) < 2, 1e-9, 1e3))
-        normal += ridge[..., None] * np.eye(4)
+        ridge = np.where((count[..., None] >= MIN_SAMPLES + degree - 3), 1e-9, np.where(np.arange(n) < 2, 1e-9, 1e3))
+        normal += ridge[..., None] * np.eye(n)
         rhs = np.swapaxes((w[:, :, None, :] * v) @ basis, -1, -2)  # (t, K, 4, 3)
         solved = np.linalg.solve(normal, rhs)[..., 0, :]  # the value at d = 0
         out[start:stop] = np.where((w.sum(-1) > 0)[..., None], solved, np.nan)
@@ -106,15 +113,11 @@ def smooth_clip(points: np.ndarray, measured: np.ndarray, fps: float, flip: np.n
         keep = measured & np.isfinite(points).all(-1) & ~(residual > limit)
         fit = local_cubic(points, keep.astype(float), half)
     noise = _robust_sigma(_residuals(points, fit), keep) * 1.25
-    # where a window twice as wide agrees with this fit (slow parts: the torso, a still person) it averages more
-    # noise away; where they part (a swinging limb) this fit stands, with a smooth blend between
-    for widen in WIDER:
-        wide = local_cubic(points, keep.astype(float), widen * half)
-        gap = np.nan_to_num(np.linalg.norm(wide - fit, axis=-1), nan=1.0)  # no fit: a metre apart (never agree)
-        gap = np.sqrt(_box_mean(gap ** 2, half))  # a bias is slow: judged over the window, not sample by sample
-        parted = gap / np.maximum(np.nan_to_num(noise, nan=0.0), 1e-3)
-        narrow = np.clip((parted - WIDE_AGREES) / WIDE_AGREES, 0.0, 1.0)[..., None]
-        fit = np.where(np.isfinite(wide), narrow * fit + (1 - narrow) * wide, fit)
+    # wider fits average more noise away where they follow the motion (the torso, a still person; a limb between
+    # strides): first on the positions, then relative to the mid-hip point that gives, since walking moves the
+    # root but hardly the body's shape about it (a root that bobs with each step parts a wide fit from the torso)
+    root = _root_path(_widen(points, keep, fit, noise, half))[:, None]
+    fit = _widen(points - root, keep, fit - root, noise, half) + root
     # a hole is filled by the fit where kept samples lie close on both sides (half the window: a short hole);
     # across a longer one a cubic through the far sides can swing anywhere
     reach = max(1, half // 2)
@@ -124,6 +127,56 @@ def smooth_clip(points: np.ndarray, measured: np.ndarray, fps: float, flip: np.n
     after = count[np.minimum(frames + reach + 1, len(keep))] - count[frames + 1]
     supported = (keep | ((before > 0) & (after > 0))) & np.isfinite(fit).all(-1)
     return fit, keep, noise, supported
+
+
+def _kernel(half: int, degree: int = 3) -> np.ndarray:
+    """(2 * half + 1,) the weights the local cubic gives each sample of a full window (its equivalent kernel)."""
+    d = np.arange(-half, half + 1) / (half + 1.0)
+    weight = (1 - np.abs(d) ** 3) ** 3
+    basis = d[:, None] ** np.arange(degree + 1)
+    return np.linalg.solve(basis.T @ (weight[:, None] * basis), basis.T * weight)[0]
+
+
+def _widen(points, keep, fit, noise, half):
+    """Blends the WIDER fits into `fit` (the local cubic over `half`), each by the share that minimises the
+    expected error: the noise each fit lets through (its kernel's, from the keypoint's noise) against the wider
+    one's bias, read off its gap to the fit so far beyond what their noise explains (judged over twice the window:
+    a bias is slow)."""
+    levels = [(1, 3)] + list(WIDER)
+    halves = [int(round(w * half)) for w, _ in levels]
+    width = max(halves)
+    kernels = np.stack([np.pad(_kernel(h, g), width - h) for h, (_, g) in zip(halves, levels)])
+    gram = kernels @ kernels.T
+    own = kernels[0, width]
+    # `noise` (1.25 x the median residual ~ 1.11 x its RMS for Gaussian noise) -> each sample's own variance
+    sample = np.nan_to_num(noise, nan=0.0) / 1.11 / np.sqrt(max(1 - 2 * own + gram[0, 0], 1e-6))
+    var = (sample ** 2)[None, :]  # (1, K)
+    mix = np.zeros(fit.shape[:2] + (len(halves),))  # each fit's share in the blend so far
+    mix[..., 0] = 1.0
+    for m, h in enumerate(halves[1:], 1):
+        wide = local_cubic(points, keep.astype(float), h, degree=levels[m][1])
+        uu = np.einsum("tki,ij,tkj->tk", mix, gram, mix)
+        um = mix @ gram[:, m]
+        spread = uu - 2 * um + gram[m, m]  # the noise variance of (wide - fit), per unit sample variance
+        gap = np.nan_to_num(np.linalg.norm(wide - fit, axis=-1), nan=1.0)
+        gap2 = _box_mean(gap ** 2, 2 * half)
+        bias2 = np.maximum(gap2 - BIAS_TRUST * var * spread, 0.0)
+        share = np.clip(var * (uu - um) / np.maximum(var * spread + bias2, 1e-12), 0.0, 1.0)
+        share = np.where(np.isfinite(wide).all(-1), share, 0.0)
+        fit = np.where(np.isfinite(wide), (1 - share[..., None]) * fit + share[..., None] * np.nan_to_num(wide), fit)
+        mix = mix * (1 - share[..., None])
+        mix[..., m] += share
+    return fit
+
+
+def _root_path(fit: np.ndarray) -> np.ndarray:
+    """(T, 3) the mid-hip point of the fit, interpolated over frames without it (zeros: no hips at all)."""
+    root = fit[:, list(PELVIS)].mean(1)
+    seen = np.flatnonzero(np.isfinite(root).all(-1))
+    if not seen.size:
+        return np.zeros_like(root)
+    frames = np.arange(len(root))
+    return np.stack([np.interp(frames, seen, root[seen, axis]) for axis in range(3)], -1)
 
 
 def _drop_displaced_frames(points: np.ndarray, measured: np.ndarray, fps: float) -> None:
