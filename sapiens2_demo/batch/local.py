@@ -46,12 +46,13 @@ def run_local(items: list[InputItem], output_dir: Path, options: BatchOptions, p
             import torch
 
             torch_threads_before = torch.get_num_threads()  # restored at the end: the caller's process
-            manager = replace(options, threads=options.threads or max(1, (os.cpu_count() or 1) - writers)
-                              ).make_manager()
+            cores = os.cpu_count() or 1
+            # until the models are loaded their size is unknown: the writers' share first, as for tiny models
+            manager = replace(options, threads=options.threads or torch_threads(cores, writers, 0)).make_manager()
             preload(manager, options)
-            threads = options.threads or torch_threads(os.cpu_count() or 1, writers, manager.loaded_bytes)
+            threads = options.threads or torch_threads(cores, writers, manager.loaded_bytes)
             torch.set_num_threads(threads)
-            log.info("torch uses %d of %d cores (%.0f MB of models, %d writers)", threads, os.cpu_count() or 1,
+            log.info("torch uses %d of %d cores (%.0f MB of models, %d writers)", threads, cores,
                      manager.loaded_bytes / 2**20, writers)
         return manager
 
