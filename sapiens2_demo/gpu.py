@@ -125,28 +125,33 @@ def use_ahead_of_time(manager: ModelManager) -> bool:
 
 
 @_AOT_DECORATOR
-def _compile_packages(manager_key: str, keys: list[tuple]) -> dict:
-    """In a GPU worker: one AoT package per loaded model (or why not, as text)."""
+def _compile_packages(manager_key: str, folders: dict[tuple, str]) -> dict:
+    """In a GPU worker: each model's AoT package saved in its folder; {key: None, or why not as text}."""
     import spaces
 
     from .models import aot
 
     manager = _STATE[manager_key][0]
-    packages = {}
-    for key in keys:
+    errors = {}
+    for key, folder in folders.items():
         loaded = manager.loaded_model(key)
-        size = int(loaded.processor.size["height"]), int(loaded.processor.size["width"])
         try:
-            packages[key] = aot.compile_package(spaces, loaded.model, size, loaded.device, loaded.dtype)
+            aot.compile_package(spaces, loaded.model, _input_size(loaded), loaded.device, loaded.dtype, folder)
+            errors[key] = None
         except Exception as error:  # noqa: BLE001 - this model stays eager; the others go on
-            packages[key] = f"{type(error).__name__}: {str(error).strip()[:300]}"
-    return packages
+            errors[key] = f"{type(error).__name__}: {str(error).strip()[:300]}"
+    return errors
+
+
+def _input_size(loaded) -> tuple[int, int]:
+    return int(loaded.processor.size["height"]), int(loaded.processor.size["width"])
 
 
 def compile_ahead(manager: ModelManager) -> dict[str, str]:
-    """ZeroGPU: compile every loaded Sapiens2 model ahead of time in one GPU call and install the packages here,
-    in the main process, before any worker is forked. Anything that fails leaves that model eager, with a log
-    line; returns {repo id: status}."""
+    """ZeroGPU: compile every loaded Sapiens2 model ahead of time and install the packages here, in the main
+    process, before any worker is forked. A package saved at an earlier start (the compile cache, kept across
+    restarts in a Space's persistent storage) is loaded instead; the rest compile in one GPU call. Anything that
+    fails leaves that model eager, with a log line; returns {repo id: status}."""
     if not use_ahead_of_time(manager):
         return {}
     import spaces
@@ -155,19 +160,26 @@ def compile_ahead(manager: ModelManager) -> dict[str, str]:
     from .models.compile import CompileState
 
     keys = [key for key in manager.loaded_keys if key[0] == "sapiens2"]
+    folders = {}
+    for key in keys:
+        loaded = manager.loaded_model(key)
+        folders[key] = aot.package_dir(loaded.model, _input_size(loaded), loaded.dtype)
+    earlier = {key for key, folder in folders.items() if aot.saved(folder)}
+    missing = {key: str(folder) for key, folder in folders.items() if key not in earlier}
     try:
-        packages = _compile_packages(register(manager), keys) if keys else {}
-    except Exception as error:  # noqa: BLE001 - the GPU call itself failed: every model stays eager
-        packages = {key: f"{type(error).__name__}: {error}" for key in keys}
+        errors = _compile_packages(register(manager), missing) if missing else {}
+    except Exception as error:  # noqa: BLE001 - the GPU call itself failed: those models stay eager
+        errors = {key: f"{type(error).__name__}: {error}" for key in missing}
     statuses = {}
-    for key, package in packages.items():
+    for key in keys:
         loaded = manager.loaded_model(key)
         try:
-            if isinstance(package, str):
-                raise RuntimeError(package)
-            loaded.compiled = aot.apply(spaces, loaded.model, package)
+            if errors.get(key):
+                raise RuntimeError(errors[key])
+            loaded.compiled = aot.apply(spaces, loaded.model, folders[key], loaded_from_disk=key in earlier)
             statuses[key[1]] = "compiled"
-            log.info("%s: compiled ahead of time (one package for %d blocks)", key[1], len(aot.blocks(loaded.model)))
+            log.info("%s: compiled ahead of time (one package for %d blocks, %s %s)", key[1],
+                     len(aot.blocks(loaded.model)), "loaded from" if key in earlier else "saved in", folders[key])
         except Exception as error:  # noqa: BLE001 - this model runs eager
             aot.remove(loaded.model)
             note = f"ahead-of-time compilation failed ({str(error).strip().splitlines()[0][:200]}); running eager"

@@ -1,6 +1,7 @@
 """ZeroGPU ahead-of-time compilation with the stand-in `spaces` (tests/zerogpu): `gpu.compile_ahead` exports
-one block of the tiny seg model inside a GPU call, `spaces.aoti_compile` makes one package, the main process
-installs it on every block with `spaces.aoti_apply`, and forwards in GPU calls (forked children, where the
+one block of the tiny seg model inside a GPU call, `spaces.aoti_compile_and_save` saves one package in the compile
+cache, the main process installs it on every block with `spaces.aoti_load_from_package_dir` (a restart loads the
+saved package without compiling), and forwards in GPU calls (forked children, where the
 package loads) match the eager model. A failing compile, and a package that cannot load in a worker, leave
 the model eager with a log line, never a failed call. Runs tests/zerogpu/aot_check.py in a fresh process (the
 stand-in must be importable before `gpu` is imported).
@@ -21,7 +22,8 @@ STAND_IN = ROOT / "tests" / "zerogpu"
 
 
 def run_check(tiny_dir, mode: str, tmp_path) -> tuple[dict, str]:
-    env = {**os.environ, "PYTHONPATH": f"{STAND_IN}{os.pathsep}{ROOT}", "TORCHINDUCTOR_CACHE_DIR": str(tmp_path),
+    env = {**os.environ, "PYTHONPATH": f"{STAND_IN}{os.pathsep}{ROOT}", "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
+           "SAPIENS2_COMPILE_CACHE": str(tmp_path / "cache"),
            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error", "ZEROGPU_STANDIN_TIMEOUT_S": "600"}
     env.pop("SAPIENS2_NO_SPACES", None)
     done = subprocess.run([sys.executable, str(STAND_IN / "aot_check.py"), str(tiny_dir), mode], cwd=ROOT, env=env,
@@ -33,7 +35,7 @@ def run_check(tiny_dir, mode: str, tmp_path) -> tuple[dict, str]:
 
 
 @pytest.mark.slow
-def test_blocks_compiled_ahead_of_time_share_one_package(tiny_dir, tmp_path):
+def test_blocks_compiled_ahead_of_time_share_one_package_kept_across_restarts(tiny_dir, tmp_path):
     report, log = run_check(tiny_dir, "good", tmp_path)
     assert report["crosses"] and report["aot"]
     assert report["statuses"] == {"facebook/sapiens2-seg-0.4b": "compiled"}
@@ -42,9 +44,21 @@ def test_blocks_compiled_ahead_of_time_share_one_package(tiny_dir, tmp_path):
     assert "[zerogpu] call _compile_packages duration=1500s" in log  # one start-up GPU call
     assert log.count("aoti package loaded") == 2  # once in each worker that ran a forward with it
     assert report["relative"]["1"] <= 1e-4 and report["relative"]["3"] <= 1e-4
-    # the worker whose package would not load ran the blocks eager: same answer, a log line
+    assert report["saved_before"] == report["saved_after"] == [True]  # in the compile cache
+    [saved] = list((tmp_path / "cache" / "aot").iterdir())
+    assert (saved / "root" / "package.pt2").is_file() and (saved / "compiled_on.json").is_file()
+
+    # a restart: the saved package is loaded, nothing compiles, the answers are the same
+    report, log = run_check(tiny_dir, "again", tmp_path)
+    assert report["statuses"] == {"facebook/sapiens2-seg-0.4b": "compiled"} and report["aot_blocks"] == 2
+    assert "_compile_packages" not in log and "aoti_compile" not in log
+    assert report["notes"] == ["sapiens2-seg-0.4b: compiled ahead of time (ZeroGPU, loaded from an earlier start)."]
+    assert report["relative"]["1"] <= 1e-4 and report["relative"]["3"] <= 1e-4
+    # the worker whose package would not load ran the blocks eager: same answer, a log line, and the saved
+    # package is deleted so that the next start compiles it again
     assert report["relative"]["broken_package"] <= 1e-6
     assert "ahead-of-time block failed (RuntimeError" in log and "running it eager" in log
+    assert report["saved_before"] == [True] and report["saved_after"] == [False]
 
 
 def test_failed_compile_leaves_the_model_eager(tiny_dir, tmp_path):

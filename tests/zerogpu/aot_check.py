@@ -2,12 +2,18 @@
 `gpu` picks the stand-in up at import): ahead-of-time compilation of the tiny seg model as the app does it on
 ZeroGPU, then forwards in GPU calls (forked children) against the eager model. Prints one JSON line.
 
-    python tests/zerogpu/aot_check.py TINY_DIR good|broken
+    python tests/zerogpu/aot_check.py TINY_DIR good|again|broken
+
+good: compile and save the package (SAPIENS2_COMPILE_CACHE), forwards; again: a restart with that cache (the package
+loaded, no compile), forwards, then a worker whose package fails (the saved package is deleted); broken: the compile
+fails.
 """
 
 import json
 import logging
 import sys
+import tempfile
+from pathlib import Path
 
 import spaces
 import torch
@@ -38,7 +44,7 @@ def main() -> None:
         def aoti_compile(*args, **kwargs):
             raise RuntimeError("no compiler on this worker")
 
-        spaces.aoti_compile = aoti_compile
+        spaces.aoti_compile_and_save = aoti_compile
     eager = ModelManager(checkpoint_dir=tiny_dir, device="cpu", dtype="float32", compile="off").get(SEG).model
     manager = ModelManager(checkpoint_dir=tiny_dir, device="cpu", dtype="float32", compile="on")
     report = {"crosses": gpu.CROSSES_PROCESSES, "aot": gpu.use_ahead_of_time(manager)}
@@ -49,6 +55,8 @@ def main() -> None:
     report["blocks"] = len(forwards)
     report["aot_blocks"] = sum(isinstance(f, aot.AheadOfTimeBlock) for f in forwards)
     report["packages"] = len({id(f.holder.forward) for f in forwards if isinstance(f, aot.AheadOfTimeBlock)})
+    folders = {str(f.folder) for f in forwards if isinstance(f, aot.AheadOfTimeBlock)}
+    report["saved_before"] = [aot.saved(folder) for folder in folders]
     report["notes"] = manager.take_compile_notes()
     key = gpu.register(manager)
     # every GPU call first, every eager forward after: a process that ran OpenMP work before forking hangs
@@ -56,11 +64,14 @@ def main() -> None:
     inputs = {batch: torch.randn(batch, 3, 256, 192, generator=torch.Generator().manual_seed(batch))
               for batch in (1, 3)}
     outputs = {batch: forward(key, x) for batch, x in inputs.items()}
-    if report["aot_blocks"]:  # a package that cannot load in the worker: the blocks run eager there
+    if mode == "again":  # a package that cannot load in the worker: the blocks run eager there
         holder = forwards[0].holder
-        holder.forward = type(holder.forward)(b"not an archive")
+        bad = Path(tempfile.mkdtemp()) / "package.pt2"
+        bad.write_bytes(b"not an archive")
+        holder.forward = type(holder.forward)(bad)
         inputs["broken_package"] = torch.randn(2, 3, 256, 192)
         outputs["broken_package"] = forward(key, inputs["broken_package"])
+    report["saved_after"] = [aot.saved(folder) for folder in folders]
     with torch.inference_mode():
         report["relative"] = {batch: relative(outputs[batch], eager(pixel_values=x).logits)
                               for batch, x in inputs.items()}

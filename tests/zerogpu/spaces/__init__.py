@@ -17,11 +17,11 @@ that imported this package and `[zerogpu-child pid=N]` in a GPU call's child, an
 
 The AoT API (`spaces.zero.torch.aoti` of spaces 0.51.3) with the real signatures: `aoti_capture(module,
 call_method='forward')` (a context manager that stores the first call's args/kwargs and skips the rest of its
-body), `aoti_compile(exported_program, inductor_configs=None)` (an AOTInductor package held as bytes, loaded
-lazily once per process, picklable so it crosses back from a GPU call) and `aoti_apply(compiled, module,
-call_method='forward')` (installs it and drains the module's parameters, so the module cannot run eager).
-Stricter than the real one: `aoti_compile` refuses to run outside a GPU call (artefacts are GPU-specific).
-Simpler: constants stay inside the package (the real one ships them beside it as shared tensors).
+body), `aoti_compile_and_save(package_dir, exported_program, inductor_configs=None, submodule=None)` (an
+AOTInductor package written to `package_dir/root/package.pt2`) and `aoti_load_from_package_dir(module,
+package_dir)` (patches the module's forward with the package, loaded lazily once per process).
+Stricter than the real one: compiling refuses to run outside a GPU call (artefacts are GPU-specific).
+Simpler: constants stay inside the package (the real one loads them from the module's state dict).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ import time
 import traceback
 from datetime import timedelta
 
-__all__ = ["GPU", "ZeroGPUError", "aoti_capture", "aoti_compile", "aoti_apply"]
+__all__ = ["GPU", "ZeroGPUError", "aoti_capture", "aoti_compile_and_save", "aoti_load_from_package_dir"]
 
 MAIN_PID = os.getpid()
 CALL_TIMEOUT_S = float(os.environ.get("ZEROGPU_STANDIN_TIMEOUT_S", "600"))  # a hung child must not hang tests
@@ -217,52 +217,54 @@ def aoti_capture(module, call_method: str = "forward"):
     return capturing()
 
 
-class StandInCompiledModel:
-    """An AOTInductor package as bytes, loaded on first call in each process (and thread)."""
+PACKAGE_FILENAME = "package.pt2"
 
-    def __init__(self, archive: bytes):
-        self.archive = archive
+
+class StandInPackage:
+    """A saved AOTInductor package (a path), loaded on the first call in each process (and thread), like the real
+    `LazyAOTIModel` bound to the module's weights by `aoti_patch`."""
+
+    def __init__(self, path):
+        self.path = str(path)
         self._loaded: dict = {}
 
     def __call__(self, *args, **kwargs):
-        import io
         import threading
 
         import torch
 
         key = (os.getpid(), threading.get_ident())
         if key not in self._loaded:
-            self._loaded[key] = torch._inductor.aoti_load_package(io.BytesIO(self.archive))
-            _say(f"aoti package loaded pid={os.getpid()} bytes={len(self.archive)}")
+            self._loaded[key] = torch._inductor.aoti_load_package(self.path)
+            _say(f"aoti package loaded pid={os.getpid()} path={self.path}")
         return self._loaded[key](*args, **kwargs)
 
-    def __reduce__(self):
-        return StandInCompiledModel, (self.archive,)
 
-
-def aoti_compile(exported_program, inductor_configs=None):
-    import io
+def aoti_compile_and_save(package_dir, exported_program, inductor_configs=None, submodule=None):
+    """Compile and write `package_dir/root/package.pt2` (`submodules/NAME/` for a submodule), as the real one."""
+    from pathlib import Path
 
     import torch
 
     if not _forked:
-        raise ZeroGPUError("aoti_compile runs inside a @spaces.GPU call (compiled artefacts are GPU-specific)")
-    buffer = io.BytesIO()
+        raise ZeroGPUError("aoti_compile_and_save runs inside a @spaces.GPU call (artefacts are GPU-specific)")
+    folder = Path(package_dir) / ("submodules" / Path(submodule) if submodule is not None else Path("root"))
+    folder.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    torch._inductor.aoti_compile_and_package(exported_program, package_path=buffer,
+    torch._inductor.aoti_compile_and_package(exported_program, package_path=str(folder / PACKAGE_FILENAME),
                                              inductor_configs=dict(inductor_configs or {}))
-    _say(f"aoti_compile seconds={time.perf_counter() - started:.1f} bytes={len(buffer.getvalue())}")
-    return StandInCompiledModel(buffer.getvalue())
+    _say(f"aoti_compile_and_save seconds={time.perf_counter() - started:.1f} path={folder / PACKAGE_FILENAME}")
 
 
-def aoti_apply(compiled, module, call_method: str = "forward"):
-    import torch
+def aoti_load_from_package_dir(module, package_dir):
+    """Patch `module.forward` (and each saved submodule's) with its package, loaded lazily; the real one's layout.
+    Like the real `aoti_patch`, the module keeps its parameters."""
+    from pathlib import Path
 
-    setattr(module, call_method, compiled)
-    state = module.state_dict()
-    meta = {name: (tensor.device, tensor.dtype) for name, tensor in state.items()}
-    empty = {name: torch.nn.Parameter(torch.empty_like(tensor, device="cpu")) for name, tensor in state.items()}
-    module.load_state_dict(empty, assign=True)
-    for name, param in empty.items():
-        device, dtype = meta[name]
-        param.data = torch.Tensor([]).to(device=device, dtype=dtype)
+    package_dir = Path(package_dir)
+    submodules = package_dir / "submodules"
+    if submodules.is_dir():
+        for folder in submodules.iterdir():
+            module.get_submodule(folder.name).forward = StandInPackage(folder / PACKAGE_FILENAME)
+    if (package_dir / "root").is_dir():
+        module.forward = StandInPackage(package_dir / "root" / PACKAGE_FILENAME)
