@@ -6,7 +6,7 @@ OFFLINE := HF_HUB_OFFLINE=1 YOLO_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False
 TINY_DIR ?= /tmp/sapiens2-tiny
 STANDIN_DIR ?= /tmp/sapiens2-standin
 
-.PHONY: setup setup-dev run run-tiny run-standin lint test browser-deps bench
+.PHONY: setup setup-dev run run-tiny run-standin lint test browser-deps bench bench-cpu
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -42,7 +42,7 @@ lint: setup-dev  ## ruff, and the layers contract (pyproject.toml): lower layers
 test: setup-dev browser-deps lint
 	$(OFFLINE) $(PY) -m pytest -q $(PYTEST_ARGS)
 
-bench: setup-dev
+bench: setup-dev  ## every benchmark on tiny checkpoints and stand-ins (figures printed; nothing is timed in tests)
 	$(OFFLINE) $(PY) benchmarks/bench_pose.py
 	$(OFFLINE) $(PY) benchmarks/bench_dense.py
 	$(OFFLINE) $(PY) benchmarks/bench_app.py
@@ -54,3 +54,7 @@ bench: setup-dev
 	$(OFFLINE) $(PY) benchmarks/bench_mocap.py
 	$(OFFLINE) $(PY) benchmarks/bench_motion_truth.py
 	$(OFFLINE) $(PY) benchmarks/bench_standins.py
+	$(OFFLINE) $(PY) benchmarks/bench_ledger.py
+
+bench-cpu: setup-dev  ## full-size random-weight forwards on this CPU, float32 vs its fastest road (many minutes)
+	$(OFFLINE) $(PY) benchmarks/bench_cpu.py
