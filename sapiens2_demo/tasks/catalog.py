@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..export import mocap_video, task_files
 from ..export import video as video_files
+from ..export.mesh import grid_stride
 from ..pipelines import dense, steady
 from ..results import NormalsResult
 from . import drawn, present
@@ -142,7 +143,7 @@ def run_normals(frames, manager, size, *, seg_cache=None, remove_background: boo
     if temporal_smoothing and dense.use_device_post(manager.device):
         return steady.steady_on_device(manager, size, frames, "normals", remove_background, previous)
     masks = _person_masks(frames, manager, size, seg_cache, remove_background)
-    results = dense.normals_batch(frames, manager, size, masks=masks, coded=coded_maps and not temporal_smoothing)
+    results = dense.normals_batch(frames, manager, size, masks=masks, coded=coded_maps)
     if temporal_smoothing:
         results = steady.steady_results(frames, results, "normals", manager.device, previous, unit=True)
     return results
@@ -151,15 +152,11 @@ def run_normals(frames, manager, size, *, seg_cache=None, remove_background: boo
 def run_pointmap(frames, manager, size, *, seg_cache=None, remove_background: bool = False,
                  temporal_smoothing: bool = False, previous=None, coded_maps: bool = False,
                  max_faces: int = 300_000, **_):
-    """coded_maps (a light image answer): the depth PNG's millimetres and the surface mesh's vertices (a grid of
-    `max_faces` faces at most) cross, not the float32 points."""
-    from ..export.mesh import grid_stride
-
+    """coded_maps (a light answer): the depth PNG's mm and the mesh grid (max_faces) cross, not float32 points."""
     if temporal_smoothing and dense.use_device_post(manager.device):
         return steady.steady_on_device(manager, size, frames, "points", remove_background, previous)
     masks = _person_masks(frames, manager, size, seg_cache, remove_background)
-    strides = [grid_stride(*f.shape[:2], int(max_faces)) for f in frames] \
-        if coded_maps and not temporal_smoothing else None
+    strides = [grid_stride(*f.shape[:2], int(max_faces)) for f in frames] if coded_maps else None
     results = dense.pointmap_batch(frames, manager, size, masks=masks, cache=_image_cache(frames, seg_cache),
                                    mesh_strides=strides)
     if temporal_smoothing:
@@ -167,8 +164,7 @@ def run_pointmap(frames, manager, size, *, seg_cache=None, remove_background: bo
     return results
 
 
-def run_matting(frames, manager, size, *, seg_cache=None, coded_maps: bool = False, **_):
-    """coded_maps (a light image answer): the 8-bit alpha, foreground and RGBA colour cross, not float32 maps."""
+def run_matting(frames, manager, size, *, seg_cache=None, coded_maps: bool = False, **_):  # coded: 8-bit maps cross
     return dense.matting_batch(frames, manager, size, coded=coded_maps)
 
 

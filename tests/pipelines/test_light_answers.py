@@ -14,8 +14,7 @@ from sapiens2_demo.pipelines import dense, device_post
 from sapiens2_demo.render.depth import colour_index, depth_bounds, valid_depth
 from sapiens2_demo.render.matting import MattingAnnotator, alpha_image, rgba_cutout
 from sapiens2_demo.render.normals import NormalsAnnotator
-from sapiens2_demo.results import (NORMAL_CODE, UNIT_CODE, CodedMap, MattingResult, NormalsResult, codes_of,
-                                   compact_maps)
+from sapiens2_demo.results import NORMAL_CODE, UNIT_CODE, CodedMap, MattingResult, NormalsResult, codes_of, compact_maps
 from sapiens2_demo.tasks.summary import summarize
 
 F32 = 2.0 ** -24  # float32's relative rounding
