@@ -112,7 +112,8 @@ def normals_start(frames: Frames, manager: ModelManager, size: str = "0.4b", cod
     if use_device_post(loaded.device):
         maps = normals_device_start(_uploaded(frames, loaded.device), manager, size)
         if coded:
-            return lambda: [CodedMap(c, *NORMAL_CODE) for c in device_post.to_host(device_post.normal_codes(maps()))]
+            return lambda: [CodedMap(c, *NORMAL_CODE)
+                            for c in device_post.uint16_to_host(device_post.normal_codes(maps()))]
         return lambda: device_post.to_host(maps())
     raw, model_hw = forward(loaded, preprocess(loaded, frames, "normal"))["normals"], input_size(loaded.processor)
     return lambda: [postprocess_normals(r, f.shape[:2], model_hw) for r, f in zip(raw, frames)]
@@ -170,7 +171,7 @@ def _light_pointmaps(maps, scales, frames, model_hw, mesh_strides, masks) -> lis
     """A light answer's PointmapResults: the depth PNG's millimetres (uint16) in one copy, the mesh grids and the
     scales (float32) in another."""
     points = device_post.pointmap_tensors(maps, scales, _sizes(frames), model_hw)
-    depth = device_post.to_host(device_post.depth_codes(points))
+    depth = device_post.uint16_to_host(device_post.depth_codes(points))
     grids = [p[::stride, ::stride] for p, stride in zip(points, mesh_strides)]
     *grids, values = device_post.to_host([*grids, scales.float()])
     return [PointmapResult(points=None, scale=float(scale), focal_length=model_hw[1] / float(scale), mask=mask,

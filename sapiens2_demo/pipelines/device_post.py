@@ -114,17 +114,18 @@ def matting_tensors(foregrounds, alphas, image_sizes) -> list[tuple]:
 # -- a light image answer: the maps at their files' bits (results.CodedMap), so no float32 map crosses -----------
 
 def normal_codes(normal_maps) -> list:
-    """(H, W, 3) float unit normals -> normals16.png's uint16 codes: n * 32767.5 + 32767.5 rounded and
-    saturated (export.image.write_normals_png's arithmetic, results.NORMAL_CODE)."""
+    """(H, W, 3) float unit normals -> normals16.png's 16-bit codes: n * 32767.5 + 32767.5 rounded and
+    saturated (export.image.write_normals_png's arithmetic, results.NORMAL_CODE), as `uint16_to_host` takes them."""
     import torch
 
     with torch.inference_mode():
-        return [(n * 32767.5 + 32767.5).round_().clamp_(0, 65535).to(torch.uint16) for n in normal_maps]
+        return [_offset16((n * 32767.5 + 32767.5).round_().clamp_(0, 65535)) for n in normal_maps]
 
 
 def depth_codes(point_maps) -> list:
-    """(H, W, 3) metric points -> depth_mm.png's uint16 millimetres: round(z * 1000) clipped to 1-65535 where z is
-    finite and > 0, else 0 (export.image.depth_millimetres' arithmetic, before its mask; results.DEPTH_MM)."""
+    """(H, W, 3) metric points -> depth_mm.png's 16-bit millimetres: round(z * 1000) clipped to 1-65535 where z is
+    finite and > 0, else 0 (export.image.depth_millimetres' arithmetic, before its mask; results.DEPTH_MM), as
+    `uint16_to_host` takes them."""
     import torch
 
     with torch.inference_mode():
@@ -132,8 +133,21 @@ def depth_codes(point_maps) -> list:
         for points in point_maps:
             z = points[..., 2]
             millimetres = (z * 1000.0).round_().clamp_(1, 65535)
-            out.append(torch.where(torch.isfinite(z) & (z > 0), millimetres, 0).to(torch.uint16))
+            out.append(_offset16(torch.where(torch.isfinite(z) & (z > 0), millimetres, 0)))
         return out
+
+
+def _offset16(codes):
+    """Whole-number floats 0-65535 -> int16 (code - 32768): torch's uint16 has few kernels on CUDA (no cat before
+    2.3), int16 has them all; the bits are the uint16's with the top one flipped (`uint16_to_host` flips it back)."""
+    import torch
+
+    return (codes - 32768).to(torch.int16)
+
+
+def uint16_to_host(tensors) -> list[np.ndarray]:
+    """`to_host` of `_offset16` codes: uint16 arrays of the codes, in one copy."""
+    return [part.view(np.uint16) ^ np.uint16(0x8000) for part in to_host(tensors)]
 
 
 def matting_codes(pairs) -> list[tuple]:

@@ -146,3 +146,14 @@ def test_coded_maps_keep_their_codes_across_a_process_boundary():
                           foreground=CodedMap(np.full((2, 4, 3), 7, np.uint8), *UNIT_CODE))
     compact = compact_maps(matte, (2, 4))
     assert compact.alpha.dtype == np.float16 and codes_of(compact, "foreground") is not None
+
+
+def test_16_bit_codes_cross_as_int16_and_come_back_whole():
+    import torch
+
+    codes = torch.tensor([0.0, 1.0, 32767.0, 32768.0, 65534.0, 65535.0])
+    sent = device_post._offset16(codes)
+    assert sent.dtype == torch.int16
+    [back] = device_post.uint16_to_host([sent])
+    assert back.dtype == np.uint16
+    np.testing.assert_array_equal(back, codes.numpy().astype(np.uint16))
