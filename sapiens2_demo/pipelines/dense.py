@@ -125,6 +125,8 @@ def pointmap_batch(frames: Frames, manager: ModelManager, size: str = "0.4b",
     """Metric pointmaps; with a cache, a frame seen before with the same masking (and lightness) costs no forward."""
     if not frames:
         return []
+    if not use_device_post(manager.device):
+        mesh_strides = None  # nothing crosses: the float points, shared in the cache with the pose lift's
     strides = mesh_strides or [None] * len(frames)
     if cache is not None:
         ckpt = checkpoint("pointmap", size)
