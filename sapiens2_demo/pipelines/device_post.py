@@ -138,8 +138,8 @@ def depth_codes(point_maps) -> list:
 
 
 def _offset16(codes):
-    """Whole-number floats 0-65535 -> int16 (code - 32768): torch's uint16 has few kernels on CUDA (no cat before
-    2.3), int16 has them all; the bits are the uint16's with the top one flipped (`uint16_to_host` flips it back)."""
+    """Whole-number floats 0-65535 -> int16 (code - 32768): torch documents uint16 as of limited support (few eager
+    kernels), int16 has them all; the bits are the uint16's with the top one flipped (`uint16_to_host` flips it back)."""
     import torch
 
     return (codes - 32768).to(torch.int16)
