@@ -42,30 +42,113 @@ class SegmentationResult:
         return self.labels > 0
 
 
+@dataclass(frozen=True)
+class CodedMap:
+    """A per-pixel map held as the integers an answer's files need (made where the model ran, so the float32 map
+    never crosses): value = codes * step + offset, in float32."""
+
+    codes: np.ndarray  # uint8 / uint16
+    step: float
+    offset: float = 0.0
+
+    def decode(self) -> np.ndarray:
+        values = self.codes.astype(np.float32)
+        values *= np.float32(self.step)
+        if self.offset:
+            values += np.float32(self.offset)
+        return values
+
+
+# The codes of a light image answer (no raw data): each the bits of the file it ends in, so that file is written from
+# the codes as they are, and every other reader gets the map within half a step (pipelines/device_post.py makes them).
+NORMAL_CODE = (1 / 32767.5, -1.0)  # normals16.png's: round((n + 1) * 32767.5), 1.5e-5 a step
+UNIT_CODE = (1 / 255, 0.0)  # the 8-bit PNGs': round(v * 255) (matting's alpha and foreground)
+DEPTH_MM = 0.001  # depth_mm.png's millimetres: round(z * 1000) clipped to 1-65535, 0 = invalid
+
+
+class MapField:
+    """A dataclass field for a float32 per-pixel map that may be given as a `CodedMap`: read, it is the float32
+    map (decoded on the first read); `codes_of(result, name)` gives the codes."""
+
+    def __set_name__(self, owner, name: str):
+        self.name, self.slot = name, f"_{name}"
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            raise AttributeError(self.name)  # no default: the field is required
+        value = obj.__dict__[self.slot]
+        if not isinstance(value, CodedMap):
+            return value
+        decoded = obj.__dict__.get(f"{self.slot}_decoded")
+        if decoded is None:  # (two readers at once may both decode: the same values)
+            decoded = obj.__dict__[f"{self.slot}_decoded"] = value.decode()
+        return decoded
+
+    def __set__(self, obj, value) -> None:
+        obj.__dict__[self.slot] = value
+        obj.__dict__.pop(f"{self.slot}_decoded", None)
+
+
+class _Coded:
+    """Results with `MapField`s: pickled (a process boundary) with their codes, not the decoded maps."""
+
+    def __getstate__(self):
+        return {k: v for k, v in self.__dict__.items() if not k.endswith("_decoded")}
+
+
+def codes_of(result, name: str) -> CodedMap | None:
+    """The `CodedMap` a result's map field was given, or None (a float32 map)."""
+    value = vars(result).get(f"_{name}")
+    return value if isinstance(value, CodedMap) else None
+
+
+def _stored(result, name: str):
+    """A field's value as given (a MapField's codes, not its decoded map)."""
+    coded = codes_of(result, name)
+    return coded if coded is not None else getattr(result, name)
+
+
 @dataclass
-class NormalsResult:
-    normals: np.ndarray  # (H, W, 3) float32 unit vectors, x y z
+class NormalsResult(_Coded):
+    normals: np.ndarray = MapField()  # (H, W, 3) float32 unit vectors, x y z (given coded: NORMAL_CODE)
     mask: np.ndarray | None = None  # (H, W) bool foreground, when background removal was used
     steady: object | None = None  # video "steady over time": the filter's state after this frame (pipelines/steady.py)
 
 
 @dataclass
 class PointmapResult:
-    points: np.ndarray  # (H, W, 3) float32, metric XYZ in metres (camera frame)
+    # (H, W, 3) float32, metric XYZ in metres (camera frame); None in a light answer, which holds `depth_mm` and
+    # `grid` instead (the depth PNG's codes, the surface mesh's vertices)
+    points: np.ndarray | None
     scale: float  # canonical / actual focal length ratio predicted by the model
     focal_length: float  # fx in model-input pixels = input width / scale
     mask: np.ndarray | None = None  # (H, W) bool foreground, when background removal was used
     steady: object | None = None  # video "steady over time": the filter's state after this frame (pipelines/steady.py)
+    depth_mm: np.ndarray | None = None  # (H, W) uint16 millimetres (DEPTH_MM; 0 = invalid), in a light answer
+    grid: np.ndarray | None = None  # (h, w, 3) float32: the points every `grid_stride` pixels, in a light answer
+    grid_stride: int = 1
 
     @property
     def depth(self) -> np.ndarray:
-        return self.points[..., 2]
+        """(H, W) float32 metres: the points' z, or a light answer's millimetres (0 where invalid)."""
+        if self.points is not None:
+            return self.points[..., 2]
+        decoded = self.__dict__.get("_depth_decoded")
+        if decoded is None:
+            decoded = self.__dict__["_depth_decoded"] = CodedMap(self.depth_mm, DEPTH_MM).decode()
+        return decoded
+
+    def __getstate__(self):
+        return {k: v for k, v in self.__dict__.items() if k != "_depth_decoded"}
 
 
 @dataclass
-class MattingResult:
-    alpha: np.ndarray  # (H, W) float32 in [0, 1]
-    foreground: np.ndarray  # (H, W, 3) float32 in [0, 1], premultiplied by alpha
+class MattingResult(_Coded):
+    alpha: np.ndarray = MapField()  # (H, W) float32 in [0, 1] (given coded: UNIT_CODE)
+    foreground: np.ndarray = MapField()  # (H, W, 3) float32 in [0, 1], premultiplied by alpha (coded: UNIT_CODE)
+    # (H, W, 3) uint8: the un-premultiplied foreground, the RGBA PNG's colour, in a light answer (made where the
+    # model ran: from 8-bit codes it would lose the colour where alpha is small)
+    colour: np.ndarray | None = None
 
 
 def resolve_mask(result, mask: np.ndarray | None, shape: tuple[int, int],
@@ -153,15 +236,16 @@ class TaskOutput:
 def compact_maps(result, image_hw: tuple[int, int]):
     """The same result with its float32 per-pixel maps (first two dimensions = the image's) as float16: half the
     bytes across a process boundary (a ZeroGPU call), within ~1e-3 relative. Keypoints, boxes and scalars
-    keep full precision (float16 would cost a pixel at x = 1024)."""
+    keep full precision (float16 would cost a pixel at x = 1024); coded maps (`CodedMap`, a light answer's) stay
+    as they are, already at their files' bits."""
     import dataclasses
 
     if not dataclasses.is_dataclass(result):
         return result
+    stored = {item.name: _stored(result, item.name) for item in dataclasses.fields(result) if item.init}
     changes = {}
-    for item in dataclasses.fields(result):
-        value = getattr(result, item.name)
+    for name, value in stored.items():
         if (isinstance(value, np.ndarray) and value.dtype == np.float32 and value.ndim >= 2
                 and value.shape[:2] == tuple(image_hw)):
-            changes[item.name] = value.astype(np.float16)
-    return dataclasses.replace(result, **changes) if changes else result
+            changes[name] = value.astype(np.float16)
+    return dataclasses.replace(result, **{**stored, **changes}) if changes else result

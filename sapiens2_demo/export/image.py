@@ -31,7 +31,7 @@ from ..render.depth import valid_depth
 from ..render.matting import alpha_image, rgba_cutout
 from ..render.normals import normals_to_rgb
 from ..render.parts import colorize_labels
-from ..results import MattingResult, NormalsResult, PointmapResult, SegmentationResult, resolve_mask
+from ..results import MattingResult, NormalsResult, PointmapResult, SegmentationResult, codes_of, resolve_mask
 from ..util import in_parallel, target, write_png
 from .pointcloud import DEFAULT_MAX_POINTS, glb_bytes, person_points, to_trimesh
 
@@ -83,8 +83,11 @@ def write_normals_png(result: NormalsResult, folder, bits: int = 8, mask: np.nda
     path = target(folder, name or ("normals.png" if bits == 8 else "normals16.png"))
     normals = np.asarray(result.normals, dtype=np.float32)
     mask = resolve_mask(result, mask, normals.shape[:2])
+    coded = codes_of(result, "normals")
     if bits == 8:
         encoded = normals_to_rgb(normals)
+    elif coded is not None:  # a light answer's normals are this file's codes (results.NORMAL_CODE)
+        encoded = coded.codes
     else:  # one OpenCV pass: (n + 1) * 32767.5 rounded and saturated (numpy's five took ~60 ms at 1080p)
         import cv2
 
@@ -107,6 +110,9 @@ def depth_metres(result: PointmapResult, mask: np.ndarray | None = None) -> np.n
 
 def depth_millimetres(result: PointmapResult, mask: np.ndarray | None = None) -> np.ndarray:
     """uint16 (H, W) millimetres; valid depth is rounded and clipped to [1, 65535] mm so 0 only means background."""
+    if result.depth_mm is not None:  # a light answer holds them (made where the model ran, the same arithmetic)
+        mask = resolve_mask(result, mask, result.depth_mm.shape)
+        return result.depth_mm if mask is None else np.where(mask, result.depth_mm, np.uint16(0))
     depth = depth_metres(result, mask)
     return np.where(depth > 0, np.clip(np.rint(depth * np.float32(1000)), 1, DEPTH_PNG_MAX_MM), 0).astype(np.uint16)
 

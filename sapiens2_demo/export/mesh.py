@@ -86,8 +86,6 @@ def _edge_ok(a: np.ndarray, b: np.ndarray, limit: float) -> np.ndarray:
 def pointmap_mesh(points: np.ndarray, image: np.ndarray, mask: np.ndarray | None = None,
                   max_faces: int = DEFAULT_MAX_FACES, jump_ratio: float = DEFAULT_JUMP_RATIO):
     """A trimesh.Trimesh in the camera frame over the valid, masked pointmap; see the module docstring."""
-    import trimesh
-
     points = np.asarray(points, dtype=np.float32)
     image = np.asarray(image)[..., :3]
     if points.ndim != 3 or points.shape[2] != 3:
@@ -99,8 +97,35 @@ def pointmap_mesh(points: np.ndarray, image: np.ndarray, mask: np.ndarray | None
         raise ValueError(f"mask {np.shape(mask)} does not match the map {(height, width)}")
 
     stride = grid_stride(height, width, max_faces)
-    grid = np.ascontiguousarray(points[::stride, ::stride])
+    return grid_mesh(points[::stride, ::stride], image, stride, mask, jump_ratio)
+
+
+def result_mesh(result, image: np.ndarray, mask: np.ndarray | None = None, max_faces: int = DEFAULT_MAX_FACES,
+                jump_ratio: float = DEFAULT_JUMP_RATIO):
+    """`pointmap_mesh` of a PointmapResult: over its points, or a light answer's grid (the same vertices, taken
+    where the model ran for this `max_faces`)."""
+    if result.points is not None:
+        return pointmap_mesh(result.points, image, mask, max_faces, jump_ratio)
+    height, width = result.depth_mm.shape
+    image = np.asarray(image)[..., :3]
+    if image.shape[:2] != (height, width) or (mask is not None and np.shape(mask) != (height, width)):
+        raise ValueError(f"image {image.shape[:2]} or mask {np.shape(mask)} does not match the map {(height, width)}")
+    stride = grid_stride(height, width, max_faces)
+    if stride != result.grid_stride:
+        raise ValueError(f"This answer's mesh grid is every {result.grid_stride} px; {max_faces} faces need every "
+                         f"{stride} px (ask for the raw data, or the max_faces it was made for).")
+    return grid_mesh(result.grid, image, stride, mask, jump_ratio)
+
+
+def grid_mesh(grid: np.ndarray, image: np.ndarray, stride: int, mask: np.ndarray | None = None,
+              jump_ratio: float = DEFAULT_JUMP_RATIO):
+    """The mesh over `grid`, the points every `stride` pixels of the image (`image` and `mask` at full size)."""
+    import trimesh
+
+    grid = np.ascontiguousarray(grid, dtype=np.float32)
     colours = image[::stride, ::stride]
+    if colours.shape[:2] != grid.shape[:2]:
+        raise ValueError(f"a grid of {grid.shape[:2]} is not this image's every {stride} px {colours.shape[:2]}")
     valid = np.isfinite(grid).all(axis=2)
     valid[valid] = grid[valid][:, 2] > 0
     if mask is not None:

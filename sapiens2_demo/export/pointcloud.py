@@ -34,12 +34,20 @@ def even_subsample(count: int, cap: int) -> np.ndarray:
 def person_points(result: PointmapResult, image: np.ndarray, mask: np.ndarray | None = None,
                   max_points: int = DEFAULT_MAX_POINTS) -> PointCloud:
     """Points where the mask (given, else `result.mask`, else everywhere) is True and the point is valid
-    (finite, z > 0), down-sampled evenly in image order to at most `max_points`."""
-    points = np.asarray(result.points)
+    (finite, z > 0), down-sampled evenly in image order to at most `max_points`. A light answer (no `points`):
+    the points of its mesh grid, every `grid_stride` pixels."""
     image = np.asarray(image)[..., :3]
+    size = image.shape[:2] if result.points is None else result.points.shape[:2]
+    if result.points is None and result.depth_mm.shape != size:
+        raise ValueError(f"image {image.shape[:2]} and pointmap {result.depth_mm.shape} differ in size")
+    mask = resolve_mask(result, mask, size)
+    points = np.asarray(result.points)
+    if result.points is None:
+        stride = result.grid_stride
+        points, image = np.asarray(result.grid), image[::stride, ::stride]
+        mask = None if mask is None else mask[::stride, ::stride]
     if image.shape[:2] != points.shape[:2]:
         raise ValueError(f"image {image.shape[:2]} and pointmap {points.shape[:2]} differ in size")
-    mask = resolve_mask(result, mask, points.shape[:2])
     depth = points[..., 2]
     # per component: numpy's reduction over a last axis of 3 (isfinite(...).all(axis=2)) is several times slower
     keep = (depth > 0) & np.isfinite(depth) & np.isfinite(points[..., 0]) & np.isfinite(points[..., 1])

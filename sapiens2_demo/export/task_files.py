@@ -88,10 +88,10 @@ def export_pointmap(rgb: np.ndarray, result, folder: Path, *, max_points: int = 
     """A point cloud with no valid point, or a mesh with no valid face, is skipped with a note (appended to
     `notes` when given). Without raw_data, a mesh with no valid face gives way to the cloud's .glb (the 3D viewer
     still has something to show)."""
-    from .mesh import pointmap_mesh, write_mesh_glb
+    from .mesh import result_mesh, write_mesh_glb
 
     def mesh():
-        return write_mesh_glb(pointmap_mesh(result.points, rgb, result.mask, max_faces=int(max_faces)), folder)
+        return write_mesh_glb(result_mesh(result, rgb, result.mask, max_faces=int(max_faces)), folder)
 
     def mesh_or_cloud():
         try:

@@ -102,8 +102,11 @@ def stream_task(ctx: AppContext, image: LoadedImage, *, task: str, run_dir: Path
     spec = tasks.get(task)
     started = time.perf_counter()
     spec.check(options)
-    [result] = infer(ctx, [image.rgb], [make_job(ctx, spec.name, size, options)], progress)[0]
     chosen = {**spec.defaults(ctx.manager.device), **options}
+    job = make_job(ctx, spec.name, size, options)
+    if spec.coded_maps and not chosen.get("raw_data"):  # a light answer: the maps at their files' bits
+        job.options["coded_maps"] = True
+    [result] = infer(ctx, [image.rgb], [job], progress)[0]
 
     def write():  # on an output of its own: it gathers only the writers' files, notes and 3D view
         return spec.finish(TaskOutput(), image.rgb, result, run_dir, **chosen), time.perf_counter()

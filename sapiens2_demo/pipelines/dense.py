@@ -7,7 +7,10 @@ Post-processing runs on the device in torch on CUDA (device_post.py: only final-
 and in numpy/cv2 on the CPU, where that path measured faster (see device_post.use_device_post).
 
 The image tabs call these with a batch of one (the `segment`, `estimate_*` wrappers); video and the batch
-CLI pass several frames at once.
+CLI pass several frames at once. A light image answer (`coded`, `mesh_strides`: no raw data asked for) takes the
+maps at their files' bits on the device road (results.CodedMap: normals16.png's uint16, depth_mm.png's millimetres
+and the mesh's vertices, matting's 8-bit PNGs), so no float32 map crosses; the numpy road's results stay float32
+(nothing crosses there).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import numpy as np
 from ..models.inference import forward, input_size, preprocess, upload
 from ..models.manager import ModelManager
 from ..models.registry import checkpoint
-from ..results import MattingResult, NormalsResult, PointmapResult, SegmentationResult
+from ..results import NORMAL_CODE, UNIT_CODE, CodedMap, MattingResult, NormalsResult, PointmapResult, SegmentationResult
 from . import device_post
 from .device_post import use_device_post
 from .postprocess import postprocess_matting, postprocess_normals, postprocess_pointmap, upsample_labels
@@ -97,16 +100,20 @@ def segment_start(frames: Frames, manager: ModelManager, size: str = "0.4b"):
 
 
 def normals_batch(frames: Frames, manager: ModelManager, size: str = "0.4b",
-                  masks: list[np.ndarray | None] | None = None) -> list[NormalsResult]:
-    maps = normals_start(frames, manager, size)() if frames else []
+                  masks: list[np.ndarray | None] | None = None, coded: bool = False) -> list[NormalsResult]:
+    maps = normals_start(frames, manager, size, coded)() if frames else []
     return [NormalsResult(normals=n, mask=m) for n, m in zip(maps, _masks(masks, frames))]
 
 
-def normals_start(frames: Frames, manager: ModelManager, size: str = "0.4b"):
-    """Finishes with (H, W, 3) float32 unit normals per frame."""
+def normals_start(frames: Frames, manager: ModelManager, size: str = "0.4b", coded: bool = False):
+    """Finishes with (H, W, 3) float32 unit normals per frame; `coded`, on the device road: normals16.png's codes
+    (a CodedMap each, half the bytes back)."""
     loaded = manager.get(checkpoint("normal", size))
     if use_device_post(loaded.device):
         maps = normals_device_start(_uploaded(frames, loaded.device), manager, size)
+        if coded:
+            return lambda: [CodedMap(c, *NORMAL_CODE)
+                            for c in device_post.uint16_to_host(device_post.normal_codes(maps()))]
         return lambda: device_post.to_host(maps())
     raw, model_hw = forward(loaded, preprocess(loaded, frames, "normal"))["normals"], input_size(loaded.processor)
     return lambda: [postprocess_normals(r, f.shape[:2], model_hw) for r, f in zip(raw, frames)]
@@ -114,22 +121,28 @@ def normals_start(frames: Frames, manager: ModelManager, size: str = "0.4b"):
 
 def pointmap_batch(frames: Frames, manager: ModelManager, size: str = "0.4b",
                    masks: list[np.ndarray | None] | None = None,
-                   cache: SegmentationCache | None = None) -> list[PointmapResult]:
-    """Metric pointmaps; with a cache, a frame seen before with the same masking costs no forward."""
+                   cache: SegmentationCache | None = None, mesh_strides: list[int] | None = None) -> list[PointmapResult]:
+    """Metric pointmaps; with a cache, a frame seen before with the same masking (and lightness) costs no forward."""
     if not frames:
         return []
+    if not use_device_post(manager.device):
+        mesh_strides = None  # nothing crosses: the float points, shared in the cache with the pose lift's
+    strides = mesh_strides or [None] * len(frames)
     if cache is not None:
         ckpt = checkpoint("pointmap", size)
         masked = masks is not None and any(m is not None for m in masks)
-        return [cache.get_or_compute((*SegmentationCache.key(f, ckpt.repo_id, ckpt.revision), masked),
-                                     lambda f=f, m=m: pointmap_start([f], manager, size, [m])()[0])
-                for f, m in zip(frames, _masks(masks, frames))]
-    return pointmap_start(frames, manager, size, masks)()
+        return [cache.get_or_compute((*SegmentationCache.key(f, ckpt.repo_id, ckpt.revision), masked, s),
+                                     lambda f=f, m=m, s=s: pointmap_start([f], manager, size, [m],
+                                                                          None if s is None else [s])()[0])
+                for f, m, s in zip(frames, _masks(masks, frames), strides)]
+    return pointmap_start(frames, manager, size, masks, mesh_strides)()
 
 
-def pointmap_start(frames: Frames, manager: ModelManager, size: str = "0.4b", masks=None):
+def pointmap_start(frames: Frames, manager: ModelManager, size: str = "0.4b", masks=None,
+                   mesh_strides: list[int] | None = None):
     """Finishes with the PointmapResults; `masks`: a list (or None per frame), or a function of no arguments
-    giving one (another stage's finish)."""
+    giving one (another stage's finish). `mesh_strides` (a light answer), on the device road: each frame's depth
+    PNG millimetres and its points every stride pixels (the surface mesh's grid) cross instead of its points."""
     loaded = manager.get(checkpoint("pointmap", size))
     on_device = use_device_post(loaded.device)
     images = _uploaded(frames, loaded.device) if on_device else frames
@@ -138,6 +151,8 @@ def pointmap_start(frames: Frames, manager: ModelManager, size: str = "0.4b", ma
     scales = _scales(outputs, len(frames))
 
     def finish() -> list[PointmapResult]:
+        if on_device and mesh_strides is not None:
+            return _light_pointmaps(outputs["pointmaps"], scales, frames, model_hw, mesh_strides, masks)
         if on_device:
             maps = device_post.pointmaps(outputs["pointmaps"], scales, _sizes(frames), model_hw)
         else:
@@ -154,14 +169,32 @@ def pointmap_start(frames: Frames, manager: ModelManager, size: str = "0.4b", ma
     return finish
 
 
-def matting_batch(frames: Frames, manager: ModelManager, size: str = "1b") -> list[MattingResult]:
-    return matting_start(frames, manager, size)() if frames else []
+def _light_pointmaps(maps, scales, frames, model_hw, mesh_strides, masks) -> list[PointmapResult]:
+    """A light answer's PointmapResults: the depth PNG's millimetres (uint16) in one copy, the mesh grids and the
+    scales (float32) in another."""
+    points = device_post.pointmap_tensors(maps, scales, _sizes(frames), model_hw)
+    depth = device_post.uint16_to_host(device_post.depth_codes(points))
+    grids = [p[::stride, ::stride] for p, stride in zip(points, mesh_strides)]
+    *grids, values = device_post.to_host([*grids, scales.float()])
+    return [PointmapResult(points=None, scale=float(scale), focal_length=model_hw[1] / float(scale), mask=mask,
+                           depth_mm=mm, grid=grid, grid_stride=int(stride))
+            for mm, grid, scale, stride, mask in zip(depth, grids, values, mesh_strides,
+                                                     _masks(masks() if callable(masks) else masks, frames))]
 
 
-def matting_start(frames: Frames, manager: ModelManager, size: str = "1b"):
+def matting_batch(frames: Frames, manager: ModelManager, size: str = "1b", coded: bool = False) -> list[MattingResult]:
+    return matting_start(frames, manager, size, coded)() if frames else []
+
+
+def matting_start(frames: Frames, manager: ModelManager, size: str = "1b", coded: bool = False):
+    """`coded`, on the device road: the 8-bit alpha and foreground and the RGBA PNG's colour cross (uint8), not
+    float32 maps."""
     loaded = manager.get(checkpoint("matting", size))
     if use_device_post(loaded.device):
         pairs = matting_device_start(_uploaded(frames, loaded.device), manager, size)
+        if coded:
+            return lambda: [MattingResult(alpha=CodedMap(a, *UNIT_CODE), foreground=CodedMap(f, *UNIT_CODE), colour=c)
+                            for a, f, c in device_post.pairs_to_host(device_post.matting_codes(pairs()))]
         return lambda: [MattingResult(alpha=a, foreground=f) for a, f in device_post.pairs_to_host(pairs())]
     outputs = forward(loaded, preprocess(loaded, frames, "matting"))
 

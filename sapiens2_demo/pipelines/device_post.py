@@ -111,6 +111,64 @@ def matting_tensors(foregrounds, alphas, image_sizes) -> list[tuple]:
     return out
 
 
+# -- a light image answer: the maps at their files' bits (results.CodedMap), so no float32 map crosses -----------
+
+def normal_codes(normal_maps) -> list:
+    """(H, W, 3) float unit normals -> normals16.png's 16-bit codes: n * 32767.5 + 32767.5 rounded and
+    saturated (export.image.write_normals_png's arithmetic, results.NORMAL_CODE), as `uint16_to_host` takes them."""
+    import torch
+
+    with torch.inference_mode():
+        return [_offset16((n * 32767.5 + 32767.5).round_().clamp_(0, 65535)) for n in normal_maps]
+
+
+def depth_codes(point_maps) -> list:
+    """(H, W, 3) metric points -> depth_mm.png's 16-bit millimetres: round(z * 1000) clipped to 1-65535 where z is
+    finite and > 0, else 0 (export.image.depth_millimetres' arithmetic, before its mask; results.DEPTH_MM), as
+    `uint16_to_host` takes them."""
+    import torch
+
+    with torch.inference_mode():
+        out = []
+        for points in point_maps:
+            z = points[..., 2]
+            millimetres = (z * 1000.0).round_().clamp_(1, 65535)
+            out.append(_offset16(torch.where(torch.isfinite(z) & (z > 0), millimetres, 0)))
+        return out
+
+
+def _offset16(codes):
+    """Whole-number floats 0-65535 -> int16 (code - 32768): torch documents uint16 as of limited support (few eager
+    kernels), int16 has them all; the bits are the uint16's with the top one flipped (`uint16_to_host` flips it back)."""
+    import torch
+
+    return (codes - 32768).to(torch.int16)
+
+
+def uint16_to_host(tensors) -> list[np.ndarray]:
+    """`to_host` of `_offset16` codes: uint16 arrays of the codes, in one copy."""
+    return [part.view(np.uint16) ^ np.uint16(0x8000) for part in to_host(tensors)]
+
+
+def matting_codes(pairs) -> list[tuple]:
+    """(alpha (H, W), premultiplied foreground (H, W, 3)) in [0, 1] -> uint8 (alpha, foreground, un-premultiplied
+    colour): the first two rounded to 1/255 steps (results.UNIT_CODE), the colour as render.matting's RGBA PNG makes
+    it (fg * 255 / alpha rounded and saturated where alpha >= 1/255, else 0)."""
+    import torch
+
+    def byte(values):
+        return (values * 255.0).round_().clamp_(0, 255).to(torch.uint8)
+
+    with torch.inference_mode():
+        out = []
+        for alpha, foreground in pairs:
+            divisor = alpha[..., None]
+            colour = (foreground * 255.0 / divisor).round_().clamp_(0, 255)
+            colour = torch.where(divisor >= 1.0 / 255.0, colour, 0).to(torch.uint8)
+            out.append((byte(alpha), byte(foreground), colour))
+        return out
+
+
 # -- pose ---------------------------------------------------------------------------------------
 
 def pose_keypoints(heatmaps, boxes_xyxy: np.ndarray, input_hw: tuple[int, int], kernel: int = 11,
@@ -205,10 +263,11 @@ def _upsampled_argmax(logits, height: int, width: int):
     return labels
 
 
-def pairs_to_host(pairs) -> list[tuple[np.ndarray, np.ndarray]]:
-    """`to_host` of (a, b) tensor pairs of one dtype, in one copy."""
-    host = to_host([t for pair in pairs for t in pair])
-    return list(zip(host[0::2], host[1::2]))
+def pairs_to_host(pairs) -> list[tuple]:
+    """`to_host` of tensor pairs (or triples...) of one dtype, in one copy."""
+    pairs = list(pairs)
+    host = iter(to_host([t for pair in pairs for t in pair]))
+    return [tuple(next(host) for _ in pair) for pair in pairs]
 
 
 def to_host(tensors) -> list[np.ndarray]:

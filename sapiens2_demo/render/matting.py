@@ -9,7 +9,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from ..results import MattingResult
+from ..results import MattingResult, codes_of
 
 CHROMA_GREEN = (0, 177, 64)
 TRANSPARENT = "transparent"
@@ -60,15 +60,15 @@ def rgba_cutout(image: np.ndarray | None, result: MattingResult, rgb: str = "for
 
     Alpha-blending the first over a background B gives fg + (1 - alpha) * B, the reference composite.
     """
-    if rgb == "foreground":
-        colour = _unpremultiplied_uint8(result)
+    if rgb == "foreground":  # a light answer brings it, made where the model ran
+        colour = _unpremultiplied_uint8(result) if result.colour is None else result.colour
     elif rgb == "image":
         colour = np.asarray(image, dtype=np.uint8)[..., :3]
         if colour.shape[:2] != result.alpha.shape:
             raise ValueError(f"image {colour.shape[:2]} and matte {result.alpha.shape} differ in size")
     else:
         raise ValueError("rgb must be 'foreground' or 'image'")
-    return np.concatenate([colour, _to_uint8(result.alpha)[..., None]], axis=2)
+    return np.concatenate([colour, alpha_image(result)[..., None]], axis=2)
 
 
 def parse_colour(colour) -> tuple[int, int, int]:
@@ -136,4 +136,5 @@ class MattingAnnotator:
 
 def alpha_image(result: MattingResult) -> np.ndarray:
     """The matte as an (H, W) uint8 greyscale image (white = person)."""
-    return _to_uint8(result.alpha)
+    coded = codes_of(result, "alpha")  # a light answer's alpha: these bytes (results.UNIT_CODE)
+    return _to_uint8(result.alpha) if coded is None else coded.codes

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..export import mocap_video, task_files
 from ..export import video as video_files
+from ..export.mesh import grid_stride
 from ..pipelines import dense, steady
 from ..results import NormalsResult
 from . import drawn, present
@@ -136,31 +137,35 @@ def run_segment(frames, manager, size, *, seg_cache=None, **_):
 
 
 def run_normals(frames, manager, size, *, seg_cache=None, remove_background: bool = False,
-                temporal_smoothing: bool = False, previous=None, **_):
+                temporal_smoothing: bool = False, previous=None, coded_maps: bool = False, **_):
     """temporal_smoothing (video): the maps filtered over time, going on from `previous` (pipelines/steady.py); on
-    the device road all of it there."""
+    the device road all of it there. coded_maps (a light image answer): normals16.png's codes cross, not float32."""
     if temporal_smoothing and dense.use_device_post(manager.device):
         return steady.steady_on_device(manager, size, frames, "normals", remove_background, previous)
     masks = _person_masks(frames, manager, size, seg_cache, remove_background)
-    results = dense.normals_batch(frames, manager, size, masks=masks)
+    results = dense.normals_batch(frames, manager, size, masks=masks, coded=coded_maps)
     if temporal_smoothing:
         results = steady.steady_results(frames, results, "normals", manager.device, previous, unit=True)
     return results
 
 
 def run_pointmap(frames, manager, size, *, seg_cache=None, remove_background: bool = False,
-                 temporal_smoothing: bool = False, previous=None, **_):
+                 temporal_smoothing: bool = False, previous=None, coded_maps: bool = False,
+                 max_faces: int = 300_000, **_):
+    """coded_maps (a light answer): the depth PNG's mm and the mesh grid (max_faces) cross, not float32 points."""
     if temporal_smoothing and dense.use_device_post(manager.device):
         return steady.steady_on_device(manager, size, frames, "points", remove_background, previous)
     masks = _person_masks(frames, manager, size, seg_cache, remove_background)
-    results = dense.pointmap_batch(frames, manager, size, masks=masks, cache=_image_cache(frames, seg_cache))
+    strides = [grid_stride(*f.shape[:2], int(max_faces)) for f in frames] if coded_maps else None
+    results = dense.pointmap_batch(frames, manager, size, masks=masks, cache=_image_cache(frames, seg_cache),
+                                   mesh_strides=strides)
     if temporal_smoothing:
         results = steady.steady_results(frames, results, "points", manager.device, previous)
     return results
 
 
-def run_matting(frames, manager, size, *, seg_cache=None, **_):
-    return dense.matting_batch(frames, manager, size)
+def run_matting(frames, manager, size, *, seg_cache=None, coded_maps: bool = False, **_):  # coded: 8-bit maps cross
+    return dense.matting_batch(frames, manager, size, coded=coded_maps)
 
 
 # -- the same in two stages, for a GPU call of several batches (a video chunk): start(...) runs the forwards and
@@ -337,7 +342,7 @@ register(TaskSpec(
              Option("png_bits", 16, "PNG bit depth", "radio", (8, 16)),
              raw_data("normals.npy, float32 x y z per pixel, 25 MB at 1080p")),  # appended: API order
     uses_mask=True, follows_frames=True, carry=steady.carried, steady=True,  # video: temporal_smoothing
-    renderer=normals_renderer, present=present.present_normals, export=task_files.export_normals,
+    coded_maps=True, renderer=normals_renderer, present=present.present_normals, export=task_files.export_normals,
     files=("normals.npy", "normals16.png"), option_files={"raw_data": ("normals.npy",)},
     video_export=normals_video_export, live=True, in_all=True,
     button="Estimate normals", outputs=("slider",), result_label="Image / normals",
@@ -354,10 +359,10 @@ register(TaskSpec(
              Option("max_points", 200_000, "Max points in the cloud", "slider", low=10_000, high=500_000,
                     step=10_000, shown_when=("raw_data", True)),  # the clouds come with the raw data
              Option("max_faces", 300_000, "Max faces in the surface mesh", "slider", low=10_000, high=1_000_000,
-                    step=10_000),
+                    step=10_000, model="max_faces"),  # a light answer's mesh grid is taken where the model runs
              raw_data("depth_m.npy (float32 metres) and the point cloud as .ply and .glb")),  # appended: API order
     uses_mask=True, follows_frames=True, carry=steady.carried, steady=True,  # video: temporal_smoothing
-    renderer=depth_renderer, present=present.present_pointmap, export=task_files.export_pointmap,
+    coded_maps=True, renderer=depth_renderer, present=present.present_pointmap, export=task_files.export_pointmap,
     files=("depth_mm.png", "depth_m.npy"), optional_files=("person.ply", "person.glb", "person_mesh.glb"),
     option_files={"raw_data": ("depth_m.npy",)},  # and the clouds when a valid point exists
     video_export=on_request(video_files.DepthVideoExport), live=True, in_all=True, button="Estimate depth & 3D",
@@ -375,7 +380,7 @@ register(TaskSpec(
 register(TaskSpec(
     "matting", "Matting", "Matting", "matting", ("1b",), run_matting, start=start_matting, draw=drawn.draw_matting,
     draw_start=drawn.start_matting,
-    draw_on_cpu=True,
+    draw_on_cpu=True, coded_maps=True,
     options=(Option("background", "colour", "Background", "radio", ("colour", "transparent", "image")),
              Option("colour", "#00b140", "Background colour", "colour", shown_when=("background", "colour")),
              Option("background_image", None, "Background image", "image", shown_when=("background", "image"))),

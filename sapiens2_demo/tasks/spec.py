@@ -86,6 +86,9 @@ class TaskSpec:
     # share), or None: then a task that follows frames runs its batches one after the other
     prepare: Callable | None = None
     draw_on_cpu: bool = False  # use `draw` on a CPU too: it measured faster there (benchmarks/bench_draw.py)
+    # an image request without raw data runs it with coded_maps=True: its maps cross from the device at their
+    # files' bits (results.CodedMap), not as float32
+    coded_maps: bool = False
     present: Callable | None = None  # None: the task has no generic image tab (e.g. features)
     export: Callable | None = None
     files: tuple[str, ...] = ()  # what a complete image export holds (the CLI's resume check)

@@ -33,7 +33,7 @@ def summarize(result, image_hw: tuple[int, int]) -> dict:
     elif isinstance(result, PointmapResult):
         from ..render.depth import valid_depth
 
-        depth = result.points[..., 2].astype(np.float32)
+        depth = result.depth.astype(np.float32)
         values = depth[valid_depth(depth, result.mask)]
         summary.update(person_percent=_percent(result.mask, pixels),
                        focal_length_px_at_model_input=round(float(result.focal_length), 1))

@@ -5,15 +5,19 @@ copy or a wait that comes back fails here.
 The ceilings are benchmarks/bench_ledger.py's figures (96 frames at 1080p on the stand-ins, README "Transfer
 ledger") taken on this clip's batches, with a margin under one wait per batch (1/8 a frame): the counts depend on
 the batches and the people, not on the frame size or the weights (this clip is 160x120, random weights, one
-person)."""
+person).
+An image answer's ceiling is the issue's target itself (bytes back <= 1.1x what the answer holds, at 1080p)."""
 
 import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from sapiens2_demo import gpu, ledger
+from sapiens2_demo.jobs.image import AppContext, run_task
 from sapiens2_demo.jobs.video import process_video
+from sapiens2_demo.media.image import LoadedImage
 from sapiens2_demo.pipelines import dense, device_post, steady
 from sapiens2_demo.pipelines.pose import Detections, estimate_pose_batch
 from sapiens2_demo.results import Job
@@ -169,3 +173,53 @@ def test_mocap_video_on_the_device_road_overlaps_and_equals_the_serial_answer(ke
         np.testing.assert_array_equal(a.keypoints, b.keypoints)
         np.testing.assert_array_equal(a.lifted.points, b.lifted.points)
         np.testing.assert_array_equal(a.lifted.available, b.lifted.available)
+
+
+IMAGE_CEILING = 1.1  # an image answer's bytes back / the pixels and arrays it holds (issue 29)
+
+
+def answer_bytes(output, rgb) -> int:
+    """benchmarks/bench_ledger.py's: the render's pixels plus every file's pixels (PNG) or arrays (.npy), other
+    files as they are."""
+    import cv2
+
+    total = rgb.size
+    for path in map(Path, output.files):
+        if path.suffix == ".png":
+            total += cv2.imread(str(path), cv2.IMREAD_UNCHANGED).nbytes
+        elif path.suffix == ".npy":
+            total += np.load(path, mmap_mode="r").nbytes
+        else:
+            total += path.stat().st_size
+    return total
+
+
+@pytest.fixture(scope="module")
+def frame_1080p(person_image):
+    import cv2
+
+    return cv2.resize(person_image, (1920, 1080), interpolation=cv2.INTER_LINEAR)
+
+
+@pytest.mark.parametrize("task", ["pose", "segment", "normals", "pointmap", "matting"])
+def test_an_image_answer_brings_back_no_more_than_it_holds(task, frame_1080p, manager, tmp_path):
+    """At 1080p (the ledger's figures), the default options: the bytes back <= 1.1x the answer's uncompressed pixels
+    and arrays, and no float32 map of the image's size crosses (the maps come at their files' bits)."""
+    ctx = AppContext(manager)
+    with ledger.recording() as book:
+        out = run_task(ctx, LoadedImage(frame_1080p, frame_1080p.shape[:2]), task=task, run_dir=tmp_path)
+    pixels = frame_1080p.shape[0] * frame_1080p.shape[1]
+    assert book.bytes("d2h") <= IMAGE_CEILING * answer_bytes(out, frame_1080p), book.table()
+    floats = [e for e in book.of("d2h") if "float32" in e.dtype and np.prod(e.shape) >= pixels]
+    assert not floats, book.table()
+
+
+@pytest.mark.parametrize("task,raw", [("normals", "normals.npy"), ("pointmap", "depth_m.npy")])
+def test_raw_data_still_brings_back_the_float32_maps(task, raw, frame_1080p, manager, tmp_path):
+    ctx = AppContext(manager)
+    with ledger.recording() as book:
+        out = run_task(ctx, LoadedImage(frame_1080p, frame_1080p.shape[:2]), task=task, run_dir=tmp_path,
+                       raw_data=True)
+    pixels = frame_1080p.shape[0] * frame_1080p.shape[1]
+    assert any("float32" in e.dtype and np.prod(e.shape) >= 3 * pixels for e in book.of("d2h")), book.table()
+    assert np.load(next(p for p in out.files if p.name == raw)).dtype == np.float32
