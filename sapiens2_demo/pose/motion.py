@@ -106,6 +106,27 @@ def _fill(sampled: np.ndarray, rows: np.ndarray, measured: np.ndarray, total: in
     return points
 
 
+def _on_rays(track: _Track, rows: np.ndarray, total: int, kept: np.ndarray, fitted: np.ndarray,
+             supported: np.ndarray) -> np.ndarray | None:
+    """(total, 70, 3) the keypoints hidden behind someone else (the lift read the cover's depth on their ray, see
+    Pose3DResult.covered) placed on their ray where it passes closest to where the clip's fit puts them (the
+    frames around, relative to the hips); NaN elsewhere. None when nothing of this person was covered. The 2D
+    pose model still places a hidden joint; only its depth is lost."""
+    covered = np.full((total, BODY_KEYPOINTS, 3), np.nan)
+    for r in rows:
+        if track.rows[r][2] is not None:
+            covered[r] = track.rows[r][2]
+    hidden = np.isfinite(covered).all(-1) & ~kept
+    if not hidden.any():
+        return None
+    known = np.zeros_like(kept)
+    known[rows] = supported[rows]
+    prior = _fill(np.where(known[rows, :, None], fitted[rows], np.nan), rows, known, total, relative=True)
+    ray = covered / np.linalg.norm(covered, axis=-1, keepdims=True)
+    placed = ray * np.einsum("tki,tki->tk", ray, prior)[..., None]
+    return np.where((hidden & np.isfinite(placed).all(-1))[..., None], placed, np.nan)
+
+
 class MotionRecorder:
     def __init__(self, smoothing: bool = True, min_cutoff: float | None = None, beta: float | None = None,
                  guards: bool = True):
@@ -138,7 +159,9 @@ class MotionRecorder:
                     smoothed = np.where(ever[:, None], out, np.nan)
                 source = points if self.guards else smoothed  # guards: the clip is smoothed at the end
                 body = np.where(available[:BODY_KEYPOINTS, None], source[:BODY_KEYPOINTS], np.nan)
-                track.rows[frame] = (body.astype(np.float32), scores[:BODY_KEYPOINTS])
+                covered = getattr(lifted, "covered", None)
+                covered = None if covered is None else np.asarray(covered[person][:BODY_KEYPOINTS], np.float32)
+                track.rows[frame] = (body.astype(np.float32), scores[:BODY_KEYPOINTS], covered)
                 track.last_seen = float(time)
             people.append({"track_id": int(track_id), "points": smoothed, "measured": available, "scores": scores})
         return people
@@ -171,6 +194,12 @@ class MotionRecorder:
                 raw[rows] = sampled
                 flip = np.asarray(keypoint_meta()["flip_indices"][:BODY_KEYPOINTS], np.int64)
                 fitted, kept, noise, supported = smooth_clip(raw, measured, self._fps(), flip)
+                on_rays = _on_rays(track, rows, total, kept, fitted, supported)
+                if on_rays is not None:  # keypoints hidden behind someone, placed on their rays: fitted again
+                    along = np.isfinite(on_rays).all(-1)
+                    raw = np.where(along[..., None], on_rays, raw)
+                    fitted, kept, noise, supported = smooth_clip(raw, measured | along, self._fps(), flip)
+                    kept &= ~along  # kept for the fit, not measured: no bone length is read off a guessed depth
                 if not self.smoothing:  # the faults still go (swaps exchanged, outliers filled), the noise stays
                     fitted = np.where(kept[..., None], raw, fitted)
                 sampled = np.where(supported[rows, :, None], fitted[rows], np.nan)
