@@ -124,9 +124,10 @@ def drop_in_front(points: np.ndarray, available: np.ndarray, max_depth_gap: floa
                   keypoints: np.ndarray | None = None, boxes: np.ndarray | None = None) -> np.ndarray:
     """In place on (N, K, 3) lifted points and (N, K) availability: keypoints that took the depth of someone
     covering them become not available (returned: (N, K) bool, those dropped). A person's depth is the 75th
-    percentile of their lifted keypoints' depths (right while up to three quarters of them are covered). Dropped: a keypoint more than `max_depth_gap` metres in
-    front of its person's depth; and, given the (N, K, 2) image `keypoints` and (N, 4) `boxes`, one inside the box
-    of someone at least OCCLUDER_GAP nearer whose depth it took (within OCCLUDER_GAP of theirs)."""
+    percentile of their lifted keypoints' depths (right while up to three quarters of them are covered).
+    Dropped: a keypoint more than `max_depth_gap` metres in front of its person's depth; and, given the (N, K, 2)
+    image `keypoints` and (N, 4) `boxes`, one inside the box of someone at least OCCLUDER_GAP nearer whose depth
+    it took (within OCCLUDER_GAP of theirs)."""
     rows = np.flatnonzero(available.any(axis=1))
     if not rows.size:
         return np.zeros(available.shape, bool)

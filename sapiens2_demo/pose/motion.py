@@ -33,6 +33,7 @@ DEFAULT_PIXELS_PER_METRE = 400.0  # when a person's scale cannot be measured (a 
 MIN_TRACK_FRAMES = 3  # shorter tracks (a tracker's passing guess) get no skeleton
 HAND_MEASURED = 0.5  # a hand joins the skeleton when at least half its keypoint samples were lifted
 DERIVED_PELVIS = (9, 10)  # left_hip, right_hip: the mid-hip point that unseen keypoints are held relative to
+FINGER_KEYPOINTS = [k for side in ("left", "right") for k in hand_keypoints(side)[:-1]]  # not the wrists
 FINGER_NOISE_M = 0.008  # finger keypoints noisier than this (median, metres) leave the fingers at rest
 
 
@@ -54,6 +55,7 @@ class TrackMotion:
     failed: int  # frames where the person was tracked but not one body keypoint was lifted
     noise: np.ndarray | None = None  # (70,) metres: each keypoint's noise about the clip's fit (guards only)
     known: np.ndarray | None = None  # (T, 70) bool: placed by the clip's fit, not interpolated (guards only)
+    fps: float = 24.0  # the clip's frame rate
 
     def solve(self) -> SolvedMotion:
         """The skeleton in the Y-up frame; hands whose keypoints were lifted often enough (at rest when too noisy).
@@ -65,7 +67,7 @@ class TrackMotion:
             return solve(self.points @ CAMERA_TO_SKELETON.T, self.measured, hands)
         noisy = tuple(side for side in hands if not np.nanmedian(self.noise[hand_keypoints(side)]) <= FINGER_NOISE_M)
         return solve(self.points @ CAMERA_TO_SKELETON.T, self.measured, hands, rest_hands=noisy, guarded=True,
-                     placed=self.known & self.present[:, None])
+                     placed=self.known & self.present[:, None], fps=self.fps)
 
 
 def _pixels_per_metre(keypoints_2d: np.ndarray, points: np.ndarray, available: np.ndarray) -> float | None:
@@ -117,6 +119,7 @@ def _on_rays(track: _Track, rows: np.ndarray, total: int, kept: np.ndarray, fitt
         if track.rows[r][2] is not None:
             covered[r] = track.rows[r][2]
     hidden = np.isfinite(covered).all(-1) & ~kept
+    hidden[:, FINGER_KEYPOINTS] = False  # a hidden hand's fingers: too small for a guessed depth to aim them
     if not hidden.any():
         return None
     known = np.zeros_like(kept)
@@ -210,7 +213,8 @@ class MotionRecorder:
             present = np.zeros(total, bool)
             present[rows] = True
             failed = int((~measured[rows].any(axis=1)).sum())
-            found.append(TrackMotion(track_id, points.astype(np.float32), measured, present, failed, noise, known))
+            found.append(TrackMotion(track_id, points.astype(np.float32), measured, present, failed, noise, known,
+                                     self._fps()))
         return found
 
     def _fps(self) -> float:

@@ -171,14 +171,15 @@ def _median_length(a: np.ndarray, b: np.ndarray, measured: np.ndarray | None) ->
 
 
 def solve(points: np.ndarray, measured: np.ndarray | None = None, hands: tuple[str, ...] = ("left", "right"),
-          rest_hands: tuple[str, ...] = (), guarded: bool = False, placed: np.ndarray | None = None) -> SolvedMotion:
+          rest_hands: tuple[str, ...] = (), guarded: bool = False, placed: np.ndarray | None = None,
+          fps: float = 24.0) -> SolvedMotion:
     """The skeleton for (T, 70, 3) keypoints in the Y-up frame, every frame filled (NaN: a keypoint never seen);
     `measured` (T, 70) marks the samples that were lifted rather than filled (bone lengths use those).
     `hands`: the sides whose finger joints to include; `rest_hands` those of them left in the rest pose.
     `guarded`: finger joints aim from their own marker at the next (not from where forward kinematics put them,
     which carries the whole chain's length error: a flip once that error nears a phalanx) and End Site lengths
     are measured from the marker too; a joint whose aim marker was not placed in a frame (`placed` (T, 70), by
-    default `measured`) turns between its rotations in the frames that placed it (clip_smoothing.bridge).
+    default `measured`) turns between its rotations in the frames that placed it (clip_smoothing.bridge, at `fps`).
     Raises ValueError when the pelvis or neck is unknown."""
     points = np.asarray(points, dtype=np.float64)
     named = markers(points)
@@ -241,7 +242,7 @@ def solve(points: np.ndarray, measured: np.ndarray | None = None, hands: tuple[s
         for i, parent in enumerate(parents):  # parents first: a joint below a bridged one is bridged too (its
             if parent >= 0:                   # rotation relative to a guessed parent would jump when it returns)
                 known[:, i] &= known[:, parent]
-        motion.local = bridge(local, known)
+        motion.local = bridge(local, known, fps)
         forward_kinematics(motion)
     return motion
 
