@@ -36,6 +36,8 @@ DISPLACED_M, DISPLACED_WINDOW_S = 0.4, 0.5  # a whole frame this far off the dep
 PELVIS = (9, 10)  # left_hip, right_hip
 CHUNK = 256  # frames fitted at once (bounds the memory of the windows)
 SWAP_GAIN = 0.5  # a frame is exchanged when its exchanged cost is under this fraction of its own
+PERIOD_S = (0.6, 1.6)  # a walking or running stride: the cycle a limb repeats
+REPEATS = 0.1  # a motion repeats with the stride when one stride on it differs by under this share of its spread
 
 
 def local_cubic(points: np.ndarray, weights: np.ndarray, half: int, leave_out: bool = False, degree: int = 3
@@ -116,8 +118,8 @@ def smooth_clip(points: np.ndarray, measured: np.ndarray, fps: float, flip: np.n
     # wider fits average more noise away where they follow the motion (the torso, a still person; a limb between
     # strides): first on the positions, then relative to the mid-hip point that gives, since walking moves the
     # root but hardly the body's shape about it (a root that bobs with each step parts a wide fit from the torso)
-    root = _root_path(_widen(points, keep, fit, noise, half))[:, None]
-    fit = _widen(points - root, keep, fit - root, noise, half) + root
+    root = _root_path(_widen(points, keep, fit, noise, half)[0])[:, None]
+    relative, spread = _widen(points - root, keep, fit - root, noise, half)
     # a hole is filled by the fit where kept samples lie close on both sides (half the window: a short hole);
     # across a longer one a cubic through the far sides can swing anywhere
     reach = max(1, half // 2)
@@ -125,7 +127,9 @@ def smooth_clip(points: np.ndarray, measured: np.ndarray, fps: float, flip: np.n
     frames = np.arange(len(keep))
     before = count[frames] - count[np.maximum(frames - reach, 0)]
     after = count[np.minimum(frames + reach + 1, len(keep))] - count[frames + 1]
-    supported = (keep | ((before > 0) & (after > 0))) & np.isfinite(fit).all(-1)
+    supported = (keep | ((before > 0) & (after > 0))) & np.isfinite(relative).all(-1)
+    fit = _stride_average(np.where(supported[..., None], relative, np.nan), spread, fps, half) + root
+    fit = np.where(supported[..., None], fit, relative + root)
     return fit, keep, noise, supported
 
 
@@ -166,7 +170,67 @@ def _widen(points, keep, fit, noise, half):
         fit = np.where(np.isfinite(wide), (1 - share[..., None]) * fit + share[..., None] * np.nan_to_num(wide), fit)
         mix = mix * (1 - share[..., None])
         mix[..., m] += share
-    return fit
+    return fit, var * np.einsum("tki,ij,tkj->tk", mix, gram, mix)
+
+
+def _shifted(values: np.ndarray, lag: float) -> np.ndarray:
+    """(T, ...) values at t + lag (sub-frame: linear between the two frames), NaN beyond the clip."""
+    frames = len(values)
+    at = np.arange(frames) + lag
+    low = np.floor(at).astype(int)
+    u = (at - low).reshape((-1,) + (1,) * (values.ndim - 1))
+    ok = (low >= 0) & (low + 1 < frames)
+    out = np.full(values.shape, np.nan)
+    out[ok] = (1 - u[ok]) * values[low[ok]] + u[ok] * values[low[ok] + 1]
+    return out
+
+
+def _stride(relative: np.ndarray, fps: float) -> float | None:
+    """The lag (frames, sub-frame) over which the body's shape about the hips repeats (walking, running): the
+    pooled squared difference one lag apart over the pairs' spread under REPEATS; None when it does not."""
+    lags = np.arange(max(2, int(PERIOD_S[0] * fps)), int(PERIOD_S[1] * fps) + 2)
+    ratio = np.full(len(lags), np.inf)
+    for i, lag in enumerate(lags):
+        if lag >= len(relative) - 8:
+            break
+        early, late = relative[:-lag], relative[lag:]
+        both = np.isfinite(early).all(-1) & np.isfinite(late).all(-1)
+        used = [k for k in range(both.shape[1]) if both[:, k].sum() >= max(lag / 2, 8)]
+        if not used:
+            continue
+        difference = sum(((early[both[:, k], k] - late[both[:, k], k]) ** 2).sum() for k in used)
+        spread = sum(both[:, k].sum() * (early[both[:, k], k].var(0).sum() + late[both[:, k], k].var(0).sum())
+                     for k in used)
+        ratio[i] = difference / max(spread, 1e-12)
+    best = int(np.argmin(ratio))
+    if not ratio[best] < REPEATS or best in (0, len(lags) - 1) or not np.isfinite(ratio[best + 1]):
+        return None
+    a, b, c = ratio[best - 1:best + 2]
+    curve = a - 2 * b + c
+    shift = 0.5 * (a - c) / curve if curve > 0 else 0.0
+    return float(lags[best] + np.clip(shift, -0.5, 0.5))
+
+
+def _stride_average(relative: np.ndarray, spread: np.ndarray, fps: float, half: int) -> np.ndarray:
+    """(T, K, 3) the body about the hips, averaged with itself a stride before and after where the motion repeats
+    (a walk's limbs pass through the same poses each stride): each frame's fit (noise variance `spread` (T, K))
+    blended with the mean of its strides by the share that minimises the expected error, the strides' bias read
+    off their gap to the fit beyond what noise explains (judged over twice the window, as `_widen`)."""
+    stride = _stride(relative, fps)
+    if stride is None:
+        return relative
+    sides = [(_shifted(relative, lag), _shifted(spread, lag)) for lag in (-stride, stride)]
+    have = np.stack([np.isfinite(v).all(-1) & np.isfinite(w) for v, w in sides])  # (2, T, K)
+    count = have.sum(0)
+    total = sum(np.where(h[..., None], np.nan_to_num(v), 0.0) for h, (v, _) in zip(have, sides))
+    other = total / np.maximum(count, 1)[..., None]
+    other_var = sum(np.where(h, np.nan_to_num(w), 0.0) for h, (_, w) in zip(have, sides)) / np.maximum(count, 1) ** 2
+    own = np.nan_to_num(spread, nan=0.0)
+    gap2 = np.where(count > 0, np.nan_to_num(((other - relative) ** 2).sum(-1), nan=0.0), 0.0)
+    bias2 = np.maximum(_box_mean(gap2, 2 * half) - BIAS_TRUST * (own + other_var), 0.0)
+    share = np.where(count > 0, own / np.maximum(own + other_var + bias2, 1e-12), 0.0)
+    share = np.where(np.isfinite(relative).all(-1), share, 0.0)
+    return np.where(share[..., None] > 0, (1 - share[..., None]) * relative + share[..., None] * other, relative)
 
 
 def _root_path(fit: np.ndarray) -> np.ndarray:
@@ -284,10 +348,6 @@ def _coast(q: np.ndarray, known: np.ndarray, edge: int, step: int, count: int, f
 def _qconj(q: np.ndarray) -> np.ndarray:
     return q * [1.0, -1.0, -1.0, -1.0]
 
-
-PERIOD_S = (0.6, 1.6)  # a walking or running stride: the cycle a limb repeats
-REPEATS = 0.1  # a joint repeats with the stride when its rotation one period on differs by under this share of
-#                its spread (1 for no relation)
 
 
 def _period(q: np.ndarray, known: np.ndarray, fps: float) -> float | None:
