@@ -174,15 +174,24 @@ def _widen(points, keep, fit, noise, half):
 
 
 def _shifted(values: np.ndarray, lag: float) -> np.ndarray:
-    """(T, ...) values at t + lag (sub-frame: linear between the two frames), NaN beyond the clip."""
+    """(T, ...) values at t + lag, sub-frame by a cubic through the four frames around (Catmull-Rom: a limb
+    swinging through a stride curves, and a straight line between two frames cuts the curve; the line where the
+    outer two are missing), NaN beyond."""
     frames = len(values)
     at = np.arange(frames) + lag
     low = np.floor(at).astype(int)
     u = (at - low).reshape((-1,) + (1,) * (values.ndim - 1))
-    ok = (low >= 0) & (low + 1 < frames)
-    out = np.full(values.shape, np.nan)
-    out[ok] = (1 - u[ok]) * values[low[ok]] + u[ok] * values[low[ok] + 1]
-    return out
+
+    def taken(offset):
+        index = low + offset
+        inside = ((index >= 0) & (index < frames)).reshape(u.shape)
+        return np.where(inside, values[np.clip(index, 0, frames - 1)], np.nan)
+
+    before, a, b, after = (taken(offset) for offset in (-1, 0, 1, 2))
+    line = (1 - u) * a + u * b
+    curve = ((-u ** 3 + 2 * u ** 2 - u) * before + (3 * u ** 3 - 5 * u ** 2 + 2) * a
+             + (-3 * u ** 3 + 4 * u ** 2 + u) * b + (u ** 3 - u ** 2) * after) / 2
+    return np.where(np.isfinite(curve), curve, line)
 
 
 def _stride(relative: np.ndarray, fps: float) -> float | None:
