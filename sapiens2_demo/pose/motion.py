@@ -99,6 +99,13 @@ def _fill(sampled: np.ndarray, rows: np.ndarray, measured: np.ndarray, total: in
             points[:, k] = _interpolate(sampled[:, k], rows, have, total)
     if not relative or not np.isfinite(points[:, hips]).all():
         return points
+    for k, other in (hips, hips[::-1]):  # one hip out of view, the other seen: it keeps its place beside it
+        mine, theirs = rows[measured[rows, k]], rows[measured[rows, other]]
+        both = np.intersect1d(mine, theirs)
+        alone = np.setdiff1d(theirs, mine)
+        if both.size and alone.size:
+            across = _interpolate(sampled[:, k] - sampled[:, other], rows, both, total)
+            points[alone, k] = points[alone, other] + across[alone]
     pelvis = points[:, hips].mean(1)
     offsets = sampled - pelvis[rows][:, None]
     for k in range(BODY_KEYPOINTS):
