@@ -40,11 +40,13 @@ PERIOD_S = (0.6, 1.6)  # a walking or running stride: the cycle a limb repeats
 REPEATS = 0.1  # a motion repeats with the stride when one stride on it differs by under this share of its spread
 
 
-def local_cubic(points: np.ndarray, weights: np.ndarray, half: int, leave_out: bool = False, degree: int = 3
-                ) -> np.ndarray:
+def local_cubic(points: np.ndarray, weights: np.ndarray, half: int, leave_out: bool = False, degree: int = 3,
+                energy: bool = False):
     """(T, K, 3) -> (T, K, 3): per frame and keypoint the weighted local cubic (or `degree`) over frames t-half..t+half,
     evaluated at t; NaN where the window has no weight. `weights` (T, K) >= 0 (0: no sample). `leave_out`:
-    without frame t's own sample (what its neighbours say it should be: a fault cannot pull its own fit)."""
+    without frame t's own sample (what its neighbours say it should be: a fault cannot pull its own fit).
+    `energy`: also (T, K) the sum of the squared weights the fit gives the samples (its noise variance per unit
+    sample variance: larger at the clip's or a hole's edge, where the window is one-sided)."""
     from numpy.lib.stride_tricks import sliding_window_view
 
     frames, keypoints = weights.shape
@@ -59,6 +61,7 @@ def local_cubic(points: np.ndarray, weights: np.ndarray, half: int, leave_out: b
     padded_w = np.pad(np.where(np.isfinite(points).all(-1), weights, 0.0), ((half, half), (0, 0)))
     padded_v = np.pad(np.nan_to_num(points), ((half, half), (0, 0), (0, 0)))
     out = np.full(points.shape, np.nan)
+    power = np.full((frames, keypoints), np.nan)
     for start in range(0, frames, CHUNK):
         stop = min(start + CHUNK, frames)
         w = sliding_window_view(padded_w[start:stop + 2 * half], len(d), axis=0) * kernel  # (t, K, W)
@@ -71,7 +74,11 @@ def local_cubic(points: np.ndarray, weights: np.ndarray, half: int, leave_out: b
         rhs = np.swapaxes((w[:, :, None, :] * v) @ basis, -1, -2)  # (t, K, 4, 3)
         solved = np.linalg.solve(normal, rhs)[..., 0, :]  # the value at d = 0
         out[start:stop] = np.where((w.sum(-1) > 0)[..., None], solved, np.nan)
-    return out
+        if energy:
+            a = np.linalg.solve(normal, np.broadcast_to(np.eye(n)[:, :1], normal.shape[:-1] + (1,)))[..., 0]
+            squared = ((w * w) @ pairs).reshape(normal.shape)
+            power[start:stop] = np.einsum("tki,tkij,tkj->tk", a, squared, a)
+    return (out, power) if energy else out
 
 
 def _box_mean(values: np.ndarray, half: int) -> np.ndarray:
@@ -113,7 +120,7 @@ def smooth_clip(points: np.ndarray, measured: np.ndarray, fps: float, flip: np.n
         sigma = _robust_sigma(residual, keep)
         limit = np.maximum(OUTLIER_SIGMAS * 1.25 * np.nan_to_num(sigma, nan=0.0), MIN_OUTLIER_M)
         keep = measured & np.isfinite(points).all(-1) & ~(residual > limit)
-        fit = local_cubic(points, keep.astype(float), half)
+        fit, power = local_cubic(points, keep.astype(float), half, energy=True)
     noise = _robust_sigma(_residuals(points, fit), keep) * 1.25
     # wider fits average more noise away where they follow the motion (the torso, a still person; a limb between
     # strides): first on the positions, then relative to the mid-hip point that gives, since walking moves the
@@ -128,6 +135,8 @@ def smooth_clip(points: np.ndarray, measured: np.ndarray, fps: float, flip: np.n
     before = count[frames] - count[np.maximum(frames - reach, 0)]
     after = count[np.minimum(frames + reach + 1, len(keep))] - count[frames + 1]
     supported = (keep | ((before > 0) & (after > 0))) & np.isfinite(relative).all(-1)
+    # the blend's noise assumed full windows: one-sided ones (edges, holes) let more through
+    spread = spread * np.maximum(power / float(_kernel(half) @ _kernel(half)), 1.0)
     fit = _stride_average(np.where(supported[..., None], relative, np.nan), spread, fps, half) + root
     fit = np.where(supported[..., None], fit, relative + root)
     return fit, keep, noise, supported
