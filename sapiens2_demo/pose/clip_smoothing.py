@@ -38,6 +38,8 @@ CHUNK = 256  # frames fitted at once (bounds the memory of the windows)
 SWAP_GAIN = 0.5  # a frame is exchanged when its exchanged cost is under this fraction of its own
 PERIOD_S = (0.6, 1.6)  # a walking or running stride: the cycle a limb repeats
 REPEATS = 0.1  # a motion repeats with the stride when one stride on it differs by under this share of its spread
+PREDICTS = 0.5  # under this, a stride away predicts a joint better than its average does (a bridge fills from it
+CYCLIC_GAP_S = 0.25  # across gaps this long: across shorter ones, the frames at their ends say more)
 
 
 def local_cubic(points: np.ndarray, weights: np.ndarray, half: int, leave_out: bool = False, degree: int = 3,
@@ -368,22 +370,26 @@ def _qconj(q: np.ndarray) -> np.ndarray:
 
 
 
+def _repeat_ratio(flat: np.ndarray, known: np.ndarray, lag: int) -> float:
+    """How far a joint's known rotations (T, 9) one `lag` apart differ: the pairs' mean squared difference over
+    the sum of their variances (0: they repeat; ~1 or more: no relation); inf with under half a lag (or 8) of
+    known pairs."""
+    both = known[:-lag] & known[lag:]
+    if both.sum() < max(lag / 2, 8):
+        return np.inf
+    early, late = flat[:-lag][both], flat[lag:][both]
+    spread = early.var(0).sum() + late.var(0).sum()  # of the pairs compared: a turn between them is not a stride
+    return float(((early - late) ** 2).sum(-1).mean() / spread) if spread > 1e-6 else np.inf
+
+
 def _period(q: np.ndarray, known: np.ndarray, fps: float) -> float | None:
     """A joint's stride: the lag (frames, sub-frame) over which its known rotations (T, 4) repeat best, when they
-    repeat within REPEATS (the pairs' mean squared difference over the sum of their variances) over at least
-    half a period of known pairs; else None."""
+    repeat within REPEATS (`_repeat_ratio`); else None."""
     flat = _matrices(q).reshape(len(q), 9)
     lags = np.arange(max(2, int(PERIOD_S[0] * fps)), min(int(PERIOD_S[1] * fps) + 2, len(q) - 1))
     if len(lags) < 3:
         return None
-    ratio = np.full(len(lags), np.inf)
-    for i, lag in enumerate(lags):
-        both = known[:-lag] & known[lag:]
-        if both.sum() >= max(lag / 2, 8):
-            early, late = flat[:-lag][both], flat[lag:][both]
-            spread = early.var(0).sum() + late.var(0).sum()  # of the pairs compared: a turn between them is not
-            if spread > 1e-6:                                 # a stride
-                ratio[i] = ((early - late) ** 2).sum(-1).mean() / spread
+    ratio = np.array([_repeat_ratio(flat, known, lag) for lag in lags])
     best = int(np.argmin(ratio))
     if not ratio[best] < REPEATS or best in (0, len(lags) - 1):
         return None
@@ -393,7 +399,7 @@ def _period(q: np.ndarray, known: np.ndarray, fps: float) -> float | None:
     return float(lags[best] + np.clip(shift, -0.5, 0.5))
 
 
-def _cyclic_fill(q: np.ndarray, known: np.ndarray, period: float) -> np.ndarray | None:
+def _cyclic_fill(q: np.ndarray, known: np.ndarray, period: float, min_gap: float = 1) -> np.ndarray | None:
     """(T, 4) a repeating joint's rotations with each unknown frame taken from the nearest stride (whole periods
     away) that knows it, turned to meet the known frames at each end of the gap (the offsets blended across it,
     smoothstep); None when some unknown frame has no stride that knows it."""
@@ -411,9 +417,9 @@ def _cyclic_fill(q: np.ndarray, known: np.ndarray, period: float) -> np.ndarray 
         return None
 
     seen = np.flatnonzero(known)
-    gaps = [(b, a) for b, a in zip(seen[:-1], seen[1:]) if a - b > 1]
-    gaps += [(None, seen[0])] if seen[0] > 0 else []
-    gaps += [(seen[-1], None)] if seen[-1] < frames - 1 else []
+    gaps = [(b, a) for b, a in zip(seen[:-1], seen[1:]) if a - b > min_gap]
+    gaps += [(None, seen[0])] if seen[0] >= min_gap else []
+    gaps += [(seen[-1], None)] if frames - 1 - seen[-1] >= min_gap else []
     for before, after in gaps:
         inside = range(0 if before is None else before + 1, frames if after is None else after)
         guesses = [stride(t) for t in inside]
@@ -450,11 +456,18 @@ def bridge(local: np.ndarray, known: np.ndarray, fps: float = 24.0) -> np.ndarra
     through themselves; a foot aiming at toes last seen half a stride ago flips."""
     local = local.copy()
     fade = COAST_S * fps
-    for j in np.flatnonzero((~known).any(0) & known.any(0)):
+    gapped = np.flatnonzero((~known).any(0) & known.any(0))
+    rotations = {j: _quaternions(local[:, j]) for j in gapped}
+    periods = {j: _period(rotations[j], known[:, j], fps) for j in gapped}
+    found = [p for p in periods.values() if p is not None]
+    stride = float(np.median(found)) if found else None  # the body's, from the joints that surely repeat
+    for j in gapped:
         seen = np.flatnonzero(known[:, j])
-        q = _quaternions(local[:, j])
-        period = _period(q, known[:, j], fps)
-        cyclic = None if period is None else _cyclic_fill(q, known[:, j], period)
+        q = rotations[j]
+        cyclic = None if periods[j] is None else _cyclic_fill(q, known[:, j], periods[j])
+        if cyclic is None and stride is not None and _repeat_ratio(
+                _matrices(q).reshape(len(q), 9), known[:, j], int(round(stride))) < PREDICTS:
+            cyclic = _cyclic_fill(q, known[:, j], stride, min_gap=CYCLIC_GAP_S * fps)  # noisier: long gaps only
         if cyclic is not None:
             local[:, j] = _matrices(cyclic)
             continue
