@@ -238,11 +238,22 @@ def solve(points: np.ndarray, measured: np.ndarray | None = None, hands: tuple[s
         from .clip_smoothing import bridge
 
         where = markers(np.where(np.asarray(measured if placed is None else placed, bool)[..., None], 0.0, np.nan))
-        known = np.stack([_aim_measured(j, where, frames) for j in specs], 1)
+        own = np.stack([_aim_measured(j, where, frames) for j in specs], 1)
+        known = own.copy()
         for i, parent in enumerate(parents):  # parents first: a joint below a bridged one is bridged too (its
             if parent >= 0:                   # rotation relative to a guessed parent would jump when it returns)
                 known[:, i] &= known[:, parent]
         motion.local = bridge(local, known, fps)
+        # ... but where its own markers were placed, it keeps the direction they give (relative to the parent as
+        # bridged): a leg in view still points where it is seen while a hip out of view turns the pelvis by guess
+        bridged = np.zeros_like(glob)
+        for i, parent in enumerate(parents):
+            if parent >= 0:
+                seen_alone = own[:, i] & ~known[:, i]
+                motion.local[seen_alone, i] = np.swapaxes(bridged[seen_alone, parent], -1, -2) @ glob[seen_alone, i]
+                bridged[:, i] = bridged[:, parent] @ motion.local[:, i]
+            else:
+                bridged[:, i] = motion.local[:, i]
         forward_kinematics(motion)
     return motion
 
