@@ -179,7 +179,7 @@ def solve(points: np.ndarray, measured: np.ndarray | None = None, hands: tuple[s
     `guarded`: finger joints aim from their own marker at the next (not from where forward kinematics put them,
     which carries the whole chain's length error: a flip once that error nears a phalanx) and End Site lengths
     are measured from the marker too; a joint whose aim marker was not placed in a frame (`placed` (T, 70), by
-    default `measured`) turns between its rotations in the frames that placed it (clip_smoothing.bridge, at `fps`).
+    default `measured`) turns between its rotations in the frames that placed it (bridge.py, at `fps`).
     Raises ValueError when the pelvis or neck is unknown."""
     points = np.asarray(points, dtype=np.float64)
     named = markers(points)
@@ -235,7 +235,7 @@ def solve(points: np.ndarray, measured: np.ndarray | None = None, hands: tuple[s
     motion = SolvedMotion(names=[j.name for j in specs], parents=parents, offsets=offsets, ends=ends, local=local,
                           root=positions[:, 0].copy(), positions=positions, seen=seen)
     if guarded and (placed is not None or measured is not None):
-        from .clip_smoothing import bridge
+        from .bridge import bridge
 
         where = markers(np.where(np.asarray(measured if placed is None else placed, bool)[..., None], 0.0, np.nan))
         own = np.stack([_aim_measured(j, where, frames) for j in specs], 1)
