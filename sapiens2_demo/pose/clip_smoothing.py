@@ -292,3 +292,34 @@ def _unswap(points, keep, measured, fit, flip) -> None:
         swapped = np.minimum(_residuals(points[t, flip[k]], fit[t, k]), cap).sum()
         if swapped < SWAP_GAIN * own:
             points[t], measured[t], keep[t] = points[t, flip], measured[t, flip], keep[t, flip]
+
+
+def rigid_groups(points: np.ndarray, placed: np.ndarray, groups) -> np.ndarray:
+    """(T, K, 3) points with each group of keypoints that move as one rigid body (a foot: ankle, heel and toes; the
+    head: nose, eyes and ears) replaced, on the frames that place the whole group (`placed` (T, K)), by the
+    group's shape (its mean over those frames, each frame turned onto it: Procrustes) turned and moved onto them
+    (Kabsch): what noise bends out of shape is averaged over the group."""
+    points = points.copy()
+    for group in groups:
+        group = list(group)
+        frames = np.flatnonzero(placed[:, group].all(1) & np.isfinite(points[:, group]).all((1, 2)))
+        if len(frames) < 3:
+            continue
+        shapes = points[frames][:, group]  # (F, G, 3)
+        centre = shapes.mean(1, keepdims=True)
+        shapes = shapes - centre
+        template = shapes[len(shapes) // 2]
+        for _ in range(3):
+            template = (shapes @ _kabsch(shapes, template)).mean(0)  # every frame turned onto the shape
+        points[frames[:, None], group] = template @ np.swapaxes(_kabsch(shapes, template), -1, -2) + centre
+    return points
+
+
+def _kabsch(shapes: np.ndarray, template: np.ndarray) -> np.ndarray:
+    """(F, 3, 3) per frame the rotation R (applied as shape @ R) that turns the centred (F, G, 3) shapes onto the
+    centred (G, 3) template best (least squares, no reflection)."""
+    u, _, vt = np.linalg.svd(np.swapaxes(shapes, -1, -2) @ template)
+    sign = np.sign(np.linalg.det(u @ vt))
+    u[..., :, -1] *= sign[:, None]
+    return u @ vt
+

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .clip_smoothing import smooth_clip
-from .meta import keypoint_meta
+from .clip_smoothing import rigid_groups, smooth_clip
+from .meta import keypoint_meta, name_index
 from .skeleton3d import BODY_KEYPOINTS, CAMERA_TO_SKELETON, SolvedMotion, hand_keypoints, solve
 from .smoothing import MAX_AGE_S, OneEuroFilter
 
@@ -35,6 +35,10 @@ HAND_MEASURED = 0.5  # a hand joins the skeleton when at least half its keypoint
 DERIVED_PELVIS = (9, 10)  # left_hip, right_hip: the mid-hip point that unseen keypoints are held relative to
 FINGER_KEYPOINTS = [k for side in ("left", "right") for k in hand_keypoints(side)[:-1]]  # not the wrists
 FINGER_NOISE_M = 0.008  # finger keypoints noisier than this (median, metres) leave the fingers at rest
+# keypoints that move as one rigid body (the feet, the head): fitted as one (clip_smoothing.rigid_groups)
+RIGID_GROUPS = [[name_index()[f"{side}_{k}"] for k in ("ankle", "heel", "big_toe", "small_toe")]
+                for side in ("left", "right")] + [
+    [name_index()[k] for k in ("nose", "left_eye", "right_eye", "left_ear", "right_ear")]]
 
 
 @dataclass
@@ -212,6 +216,8 @@ class MotionRecorder:
                     kept &= ~along  # kept for the fit, not measured: no bone length is read off a guessed depth
                 if not self.smoothing:  # the faults still go (swaps exchanged, outliers filled), the noise stays
                     fitted = np.where(kept[..., None], raw, fitted)
+                else:
+                    fitted = rigid_groups(fitted, supported, RIGID_GROUPS)
                 sampled = np.where(supported[rows, :, None], fitted[rows], np.nan)
                 measured[rows] = kept[rows]
                 known = np.zeros_like(measured)
