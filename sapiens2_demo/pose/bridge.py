@@ -1,6 +1,6 @@
 """Joint rotations through the frames their keypoints were not placed in (out of view, hidden, away): a joint
 that repeats with the stride (walking, running) takes its rotations from the nearest stride that saw them; any
-other carries on at the speed it turned at each side of the gap, the two blended across it (`bridge`)."""
+other turns from its rotation at one end of the gap to the other's (`bridge`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import numpy as np
 
 from .clip_smoothing import PERIOD_S, REPEATS
 
-COAST_S = 0.1  # a hidden joint keeps turning at its last speed, fading over this long (a limb's swing turns back)
 PREDICTS = 0.5  # under this, a stride away predicts a joint better than its average does (a bridge fills from it
 CYCLIC_GAP_S = 0.25  # across gaps this long: across shorter ones, the frames at their ends say more)
 
@@ -48,36 +47,6 @@ def _qmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     bw, bx, by, bz = np.moveaxis(b, -1, 0)
     return np.stack([aw * bw - ax * bx - ay * by - az * bz, aw * bx + ax * bw + ay * bz - az * by,
                      aw * by - ax * bz + ay * bw + az * bx, aw * bz + ax * by - ay * bx + az * bw], -1)
-
-
-def _qlog(q: np.ndarray) -> np.ndarray:
-    """(..., 4) unit quaternions -> (..., 3) rotation vectors (the shorter way round)."""
-    q = np.where(q[..., :1] < 0, -q, q)
-    norm = np.linalg.norm(q[..., 1:], axis=-1, keepdims=True)
-    angle = 2 * np.arctan2(norm, q[..., :1])
-    return q[..., 1:] * np.where(norm > 1e-12, angle / np.maximum(norm, 1e-12), 2.0)
-
-
-def _qexp(v: np.ndarray) -> np.ndarray:
-    angle = np.linalg.norm(v, axis=-1, keepdims=True)
-    half = angle / 2
-    scale = np.where(angle > 1e-12, np.sin(half) / np.maximum(angle, 1e-12), 0.5)
-    return np.concatenate([np.cos(half), v * scale], -1)
-
-
-def _coast(q: np.ndarray, known: np.ndarray, edge: int, step: int, count: int, fade: float) -> np.ndarray:
-    """(count, 4) joint rotation in the `count` frames past `edge` (a seen frame) in direction `step` (+1 forward,
-    -1 backward): the rotation at `edge` turning on at its speed there (over the seen frames up to two behind it),
-    the speed fading (exponentially, over `fade` frames) so the turn stays under speed x fade."""
-    behind = [edge - step * k for k in (2, 1) if known[edge - step * k]] if 0 <= edge - 2 * step < len(q) else []
-    behind = behind or ([edge - step] if 0 <= edge - step < len(q) and known[edge - step] else [])
-    if not behind:
-        return np.broadcast_to(q[edge], (count, 4)).copy()
-    back = behind[0]
-    speed = _qlog(_qmul(_qconj(q[back]), q[edge])) / abs(edge - back)  # per frame, in the joint's own frame
-    frames = np.arange(1, count + 1)
-    turned = fade * (1 - np.exp(-frames / fade)) if fade > 0 else np.zeros(count)
-    return _qmul(np.broadcast_to(q[edge], (count, 4)), _qexp(turned[:, None] * speed))
 
 
 def _qconj(q: np.ndarray) -> np.ndarray:
@@ -164,13 +133,12 @@ def _turn(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def bridge(local: np.ndarray, known: np.ndarray, fps: float = 24.0) -> np.ndarray:
     """(T, J, 3, 3) joint rotations; `known` (T, J) where each was solved from measured keypoints. Elsewhere a
     joint that repeats with the stride (walking, running) takes its rotations from the nearest stride that saw
-    them, met to the gap's ends (`_cyclic_fill`); any other carries on from each side of the gap at the speed it
-    turned there, fading over COAST_S (what a limb leaving the frame or going behind someone does next), the two
-    blended across the gap (smoothstep); before the first known frame and after the last it carries on the same
-    way. Not aimed at keypoints interpolated through the gap: a person who turned round while away would fold
-    through themselves; a foot aiming at toes last seen half a stride ago flips."""
+    them, met to the gap's ends (`_cyclic_fill`); any other turns from its rotation at one end of the gap to the
+    other's (slerp, eased in and out: smoothstep), held before the first known frame and after the last. Not
+    aimed at keypoints interpolated through the gap: a person who turned round while away would fold through
+    themselves; a foot aiming at toes last seen half a stride ago flips. (Carrying a joint on at the speed it had
+    at the gap's ends was tried: on noisy input that speed is mostly noise, and it did worse.)"""
     local = local.copy()
-    fade = COAST_S * fps
     gapped = np.flatnonzero((~known).any(0) & known.any(0))
     rotations = {j: _quaternions(local[:, j]) for j in gapped}
     periods = {j: _period(rotations[j], known[:, j], fps) for j in gapped}
@@ -186,17 +154,11 @@ def bridge(local: np.ndarray, known: np.ndarray, fps: float = 24.0) -> np.ndarra
         if cyclic is not None:
             local[:, j] = _matrices(cyclic)
             continue
-        if seen[0] > 0:
-            local[:seen[0], j] = _matrices(_coast(q, known[:, j], seen[0], -1, seen[0], fade)[::-1])
-        if seen[-1] < len(q) - 1:
-            local[seen[-1] + 1:, j] = _matrices(_coast(q, known[:, j], seen[-1], 1, len(q) - 1 - seen[-1], fade))
+        local[:seen[0], j], local[seen[-1] + 1:, j] = local[seen[0], j], local[seen[-1], j]
         for before, after in zip(seen[:-1], seen[1:]):
             if after - before < 2:
                 continue
-            count = after - before - 1
-            ahead = _coast(q, known[:, j], before, 1, count, fade)
-            back = _coast(q, known[:, j], after, -1, count, fade)[::-1]
-            u = np.arange(1, count + 1) / (after - before)
-            blend = u * u * (3 - 2 * u)
-            local[before + 1:after, j] = _matrices(np.stack([_slerp(a, b, w) for a, b, w in zip(ahead, back, blend)]))
+            u = np.arange(1, after - before) / (after - before)
+            eased = u * u * (3 - 2 * u)
+            local[before + 1:after, j] = _matrices(np.stack([_slerp(q[before], q[after], w) for w in eased]))
     return local
