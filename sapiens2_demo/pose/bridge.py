@@ -152,7 +152,7 @@ def bridge(local: np.ndarray, known: np.ndarray, fps: float = 24.0) -> np.ndarra
                 _matrices(q).reshape(len(q), 9), known[:, j], int(round(stride))) < PREDICTS:
             cyclic = _cyclic_fill(q, known[:, j], stride, min_gap=CYCLIC_GAP_S * fps)  # noisier: long gaps only
         if cyclic is not None:
-            local[:, j] = _matrices(cyclic)
+            local[~known[:, j], j] = _matrices(cyclic[~known[:, j]])
             continue
         local[:seen[0], j], local[seen[-1] + 1:, j] = local[seen[0], j], local[seen[-1], j]
         for before, after in zip(seen[:-1], seen[1:]):

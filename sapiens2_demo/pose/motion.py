@@ -122,8 +122,8 @@ def _fill(sampled: np.ndarray, rows: np.ndarray, measured: np.ndarray, total: in
 def _on_rays(track: _Track, rows: np.ndarray, total: int, kept: np.ndarray, fitted: np.ndarray,
              supported: np.ndarray) -> np.ndarray | None:
     """(total, 70, 3) the keypoints hidden behind someone else (the lift read the cover's depth on their ray, see
-    Pose3DResult.covered) placed on their ray where it passes closest to where the clip's fit puts them (the
-    frames around, relative to the hips); NaN elsewhere. None when nothing of this person was covered. The 2D
+    Pose3DResult.covered) placed on their ray at the depth the clip's fit puts them at (the frames
+    around, relative to the hips); NaN elsewhere. None when nothing of this person was covered. The 2D
     pose model still places a hidden joint; only its depth is lost."""
     covered = np.full((total, BODY_KEYPOINTS, 3), np.nan)
     for r in rows:
@@ -136,8 +136,8 @@ def _on_rays(track: _Track, rows: np.ndarray, total: int, kept: np.ndarray, fitt
     known = np.zeros_like(kept)
     known[rows] = supported[rows]
     prior = _fill(np.where(known[rows, :, None], fitted[rows], np.nan), rows, known, total, relative=True)
-    ray = covered / np.linalg.norm(covered, axis=-1, keepdims=True)
-    placed = ray * np.einsum("tki,tki->tk", ray, prior)[..., None]
+    with np.errstate(all="ignore"):  # the ray scaled to the depth the fit puts it at (its sideways place is the ray's)
+        placed = covered * (prior[..., 2] / covered[..., 2])[..., None]
     return np.where((hidden & np.isfinite(placed).all(-1))[..., None], placed, np.nan)
 
 
