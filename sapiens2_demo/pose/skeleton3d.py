@@ -27,6 +27,8 @@ SIDES = (("Left", "left", (1.0, 0.0, 0.0)), ("Right", "right", (-1.0, 0.0, 0.0))
 FINGERS = (("Thumb", "thumb"), ("Index", "forefinger"), ("Middle", "middle_finger"), ("Ring", "ring_finger"),
            ("Pinky", "pinky_finger"))
 BODY_KEYPOINTS = 70  # keypoints 0-69: body, feet, hands, neck (the face is not part of the skeleton)
+RELINK_DEG = 45.0  # a joint seen under a bridged parent turns this far at most from the bridge's guess, else it is
+#                   no view of the joint but a fault the fit could not judge (one-sided, at the edge of its frames)
 MIN_LENGTH = 0.001  # metres: a shorter median bone is not a measurement, its default is used
 CAMERA_TO_SKELETON = np.diag([1.0, -1.0, -1.0])  # camera frame (x right, y down, z forward) -> Y up, facing +Z
 
@@ -201,6 +203,7 @@ def solve(points: np.ndarray, measured: np.ndarray | None = None, hands: tuple[s
     offsets, ends, seen = np.zeros((len(specs), 3)), [], []
     glob = np.zeros((frames, len(specs), 3, 3))
     positions = np.zeros((frames, len(specs), 3))
+    swung = {}  # joint -> its aim (T, 3), for the joints turned by the smallest rotation from their parent
     for i, j in enumerate(specs):
         parent = parents[i]
         length = None
@@ -227,6 +230,7 @@ def solve(points: np.ndarray, measured: np.ndarray | None = None, hands: tuple[s
                 turned = frame_rotation(j.aim[1], j.twist[2], aim, named[j.twist[0]] - named[j.twist[1]])
             if turned is None:
                 turned = swing(parent_rotation @ np.asarray(j.aim[1]), aim) @ parent_rotation
+                swung[i] = aim
             glob[:, i] = turned
         ends.append(_end_offset(j, named, known, named[j.at] if guarded and known[j.at] else positions[:, i]))
     local = glob.copy()
@@ -244,16 +248,23 @@ def solve(points: np.ndarray, measured: np.ndarray | None = None, hands: tuple[s
             if parent >= 0:                   # rotation relative to a guessed parent would jump when it returns)
                 known[:, i] &= known[:, parent]
         motion.local = bridge(local, known, fps)
-        # ... but where its own markers were placed, it keeps the direction they give (relative to the parent as
-        # bridged): a leg in view still points where it is seen while a hip out of view turns the pelvis by guess
+        # ... but where its own markers were placed it keeps the direction they give, solved again under the parent
+        # as bridged: a leg in view still points where it is seen while a hip out of view turns the pelvis by guess
         bridged = np.zeros_like(glob)
         for i, parent in enumerate(parents):
-            if parent >= 0:
-                seen_alone = own[:, i] & ~known[:, i]
-                motion.local[seen_alone, i] = np.swapaxes(bridged[seen_alone, parent], -1, -2) @ glob[seen_alone, i]
-                bridged[:, i] = bridged[:, parent] @ motion.local[:, i]
-            else:
+            if parent < 0:
                 bridged[:, i] = motion.local[:, i]
+                continue
+            alone = own[:, i] & ~known[:, i] & (specs[i].hand not in rest_hands)
+            if alone.any() and specs[i].aim is not None:
+                above = bridged[alone, parent]
+                turned = glob[alone, i] if i not in swung else swing(
+                    above @ np.asarray(specs[i].aim[1]), swung[i][alone]) @ above
+                relinked = np.swapaxes(above, -1, -2) @ turned
+                cosine = (np.einsum("tij,tij->t", relinked, motion.local[alone, i]) - 1) / 2
+                agree = np.flatnonzero(alone)[cosine > np.cos(np.radians(RELINK_DEG))]  # else a fault at an edge
+                motion.local[agree, i] = relinked[cosine > np.cos(np.radians(RELINK_DEG))]
+            bridged[:, i] = bridged[:, parent] @ motion.local[:, i]
         forward_kinematics(motion)
     return motion
 
