@@ -212,14 +212,15 @@ def _stride(relative: np.ndarray, fps: float) -> float | None:
     for i, lag in enumerate(lags):
         if lag >= len(relative) - 8:
             break
-        early, late = relative[:-lag], relative[lag:]
-        both = np.isfinite(early).all(-1) & np.isfinite(late).all(-1)
-        used = [k for k in range(both.shape[1]) if both[:, k].sum() >= max(lag / 2, 8)]
-        if not used:
+        both = np.isfinite(relative[:-lag]).all(-1) & np.isfinite(relative[lag:]).all(-1)  # (T - lag, K)
+        count = both.sum(0)
+        used = count >= max(lag / 2, 8)
+        if not used.any():
             continue
-        difference = sum(((early[both[:, k], k] - late[both[:, k], k]) ** 2).sum() for k in used)
-        spread = sum(both[:, k].sum() * (early[both[:, k], k].var(0).sum() + late[both[:, k], k].var(0).sum())
-                     for k in used)
+        early, late = (np.where(both[..., None], part, 0.0) for part in (relative[:-lag], relative[lag:]))
+        difference = ((early - late) ** 2).sum((0, 2))[used].sum()
+        spread = sum(((x ** 2).sum(0) - (x.sum(0) ** 2) / np.maximum(count, 1)[:, None]).sum(-1)[used].sum()
+                     for x in (early, late))  # each keypoint's pairs' count x variance
         ratio[i] = difference / max(spread, 1e-12)
     best = int(np.argmin(ratio))
     if not ratio[best] < REPEATS or best in (0, len(lags) - 1) or not np.isfinite(ratio[best + 1]):
