@@ -261,9 +261,9 @@ def solve(points: np.ndarray, measured: np.ndarray | None = None, hands: tuple[s
                 turned = glob[alone, i] if i not in swung else swing(
                     above @ np.asarray(specs[i].aim[1]), swung[i][alone]) @ above
                 relinked = np.swapaxes(above, -1, -2) @ turned
-                cosine = (np.einsum("tij,tij->t", relinked, motion.local[alone, i]) - 1) / 2
-                agree = np.flatnonzero(alone)[cosine > np.cos(np.radians(RELINK_DEG))]  # else a fault at an edge
-                motion.local[agree, i] = relinked[cosine > np.cos(np.radians(RELINK_DEG))]
+                cosine = (np.einsum("tij,tij->t", relinked, motion.local[alone, i]) - 1) / 2  # of the turn between
+                agree = cosine > np.cos(np.radians(RELINK_DEG))  # else a fault at the edge of its frames
+                motion.local[np.flatnonzero(alone)[agree], i] = relinked[agree]
             bridged[:, i] = bridged[:, parent] @ motion.local[:, i]
         forward_kinematics(motion)
     return motion
