@@ -124,7 +124,9 @@ def run(clip: Clip, folder: Path, guards: bool = True, **options) -> tuple[list,
         points = np.array([clip.lifted[w][f] for w in people], np.float32).reshape(len(people), count, 3)
         lifted = Pose3DResult(points=points, scores=scores, available=np.isfinite(points).all(-1))
         if guards:  # the check lift_keypoints makes on what it lifted (this harness stands in for the pointmap)
-            drop_in_front(lifted.points, lifted.available, keypoints=keypoints, boxes=boxes)
+            read = lifted.points.copy()
+            dropped = drop_in_front(lifted.points, lifted.available, keypoints=keypoints, boxes=boxes)
+            lifted.covered = np.where(dropped[..., None], read, np.nan)
         follow = {"lifted": lifted, "time": f / FPS} if guards else {}
         pose.track_ids = tracker.update(boxes, pose.box_scores, SIZE, **follow)
         lifted.track_ids = pose.track_ids

@@ -7,7 +7,9 @@ moving limb (a clean walk comes through within 1.5 mm) and averages the noise of
 the expected error: the noise its kernel lets through against its bias, read off its gap to the fit beyond what
 noise explains (a still torso takes the widest; a swinging limb keeps the narrow one). The blend is made twice:
 on the positions, then about the mid-hip point that gives, since walking moves the root (and bobs it with each
-step) but hardly the body's shape about it. Faults a pose model makes on single frames are taken out:
+step) but hardly the body's shape about it. Where that shape repeats with a stride (walking, running: the lag
+found from the fit), each frame is blended with itself a stride before and after the same way (`_stride_average`;
+the fit's noise taken from its own window, larger where it is one-sided). Faults a pose model makes on single frames are taken out:
   - left/right swaps: a frame whose keypoints fit their neighbours' fit (leave-one-out) much better with left and
     right exchanged is exchanged back;
   - outliers (junk keypoints, a keypoint on another person, a depth off the body): samples further from the fit
@@ -15,8 +17,7 @@ step) but hardly the body's shape about it. Faults a pose model makes on single 
   - a frame whose whole body sits 0.4 m off the depth of the frames around it (keypoints read off someone in
     front, or landed on another person) is dropped;
   - a dropped or missing sample (a low-confidence frame is not lifted) is filled by the fit where kept samples lie
-    close on both sides; longer holes are left to the solver, which turns the joints between the frames around
-    them (`bridge`).
+    close on both sides; longer holes are left to the solver, which turns the joints through them (bridge.py).
 `smooth_clip` also reports each keypoint's noise about the fit, by which the solver leaves fingers at rest when
 their keypoints are too noisy to give a direction.
 """
@@ -36,13 +37,17 @@ DISPLACED_M, DISPLACED_WINDOW_S = 0.4, 0.5  # a whole frame this far off the dep
 PELVIS = (9, 10)  # left_hip, right_hip
 CHUNK = 256  # frames fitted at once (bounds the memory of the windows)
 SWAP_GAIN = 0.5  # a frame is exchanged when its exchanged cost is under this fraction of its own
+PERIOD_S = (0.6, 1.6)  # a walking or running stride: the cycle a limb repeats
+REPEATS = 0.1  # a motion repeats with the stride when one stride on it differs by under this share of its spread
 
 
-def local_cubic(points: np.ndarray, weights: np.ndarray, half: int, leave_out: bool = False, degree: int = 3
-                ) -> np.ndarray:
+def local_cubic(points: np.ndarray, weights: np.ndarray, half: int, leave_out: bool = False, degree: int = 3,
+                energy: bool = False):
     """(T, K, 3) -> (T, K, 3): per frame and keypoint the weighted local cubic (or `degree`) over frames t-half..t+half,
     evaluated at t; NaN where the window has no weight. `weights` (T, K) >= 0 (0: no sample). `leave_out`:
-    without frame t's own sample (what its neighbours say it should be: a fault cannot pull its own fit)."""
+    without frame t's own sample (what its neighbours say it should be: a fault cannot pull its own fit).
+    `energy`: also (T, K) the sum of the squared weights the fit gives the samples (its noise variance per unit
+    sample variance: larger at the clip's or a hole's edge, where the window is one-sided)."""
     from numpy.lib.stride_tricks import sliding_window_view
 
     frames, keypoints = weights.shape
@@ -57,6 +62,7 @@ def local_cubic(points: np.ndarray, weights: np.ndarray, half: int, leave_out: b
     padded_w = np.pad(np.where(np.isfinite(points).all(-1), weights, 0.0), ((half, half), (0, 0)))
     padded_v = np.pad(np.nan_to_num(points), ((half, half), (0, 0), (0, 0)))
     out = np.full(points.shape, np.nan)
+    power = np.full((frames, keypoints), np.nan)
     for start in range(0, frames, CHUNK):
         stop = min(start + CHUNK, frames)
         w = sliding_window_view(padded_w[start:stop + 2 * half], len(d), axis=0) * kernel  # (t, K, W)
@@ -69,7 +75,11 @@ def local_cubic(points: np.ndarray, weights: np.ndarray, half: int, leave_out: b
         rhs = np.swapaxes((w[:, :, None, :] * v) @ basis, -1, -2)  # (t, K, 4, 3)
         solved = np.linalg.solve(normal, rhs)[..., 0, :]  # the value at d = 0
         out[start:stop] = np.where((w.sum(-1) > 0)[..., None], solved, np.nan)
-    return out
+        if energy:
+            a = np.linalg.solve(normal, np.broadcast_to(np.eye(n)[:, :1], normal.shape[:-1] + (1,)))[..., 0]
+            squared = ((w * w) @ pairs).reshape(normal.shape)
+            power[start:stop] = np.einsum("tki,tkij,tkj->tk", a, squared, a)
+    return (out, power) if energy else out
 
 
 def _box_mean(values: np.ndarray, half: int) -> np.ndarray:
@@ -111,13 +121,13 @@ def smooth_clip(points: np.ndarray, measured: np.ndarray, fps: float, flip: np.n
         sigma = _robust_sigma(residual, keep)
         limit = np.maximum(OUTLIER_SIGMAS * 1.25 * np.nan_to_num(sigma, nan=0.0), MIN_OUTLIER_M)
         keep = measured & np.isfinite(points).all(-1) & ~(residual > limit)
-        fit = local_cubic(points, keep.astype(float), half)
+        fit, power = local_cubic(points, keep.astype(float), half, energy=True)
     noise = _robust_sigma(_residuals(points, fit), keep) * 1.25
     # wider fits average more noise away where they follow the motion (the torso, a still person; a limb between
     # strides): first on the positions, then relative to the mid-hip point that gives, since walking moves the
     # root but hardly the body's shape about it (a root that bobs with each step parts a wide fit from the torso)
-    root = _root_path(_widen(points, keep, fit, noise, half))[:, None]
-    fit = _widen(points - root, keep, fit - root, noise, half) + root
+    root = _root_path(_widen(points, keep, fit, noise, half)[0])[:, None]
+    relative, spread = _widen(points - root, keep, fit - root, noise, half)
     # a hole is filled by the fit where kept samples lie close on both sides (half the window: a short hole);
     # across a longer one a cubic through the far sides can swing anywhere
     reach = max(1, half // 2)
@@ -125,7 +135,11 @@ def smooth_clip(points: np.ndarray, measured: np.ndarray, fps: float, flip: np.n
     frames = np.arange(len(keep))
     before = count[frames] - count[np.maximum(frames - reach, 0)]
     after = count[np.minimum(frames + reach + 1, len(keep))] - count[frames + 1]
-    supported = (keep | ((before > 0) & (after > 0))) & np.isfinite(fit).all(-1)
+    supported = (keep | ((before > 0) & (after > 0))) & np.isfinite(relative).all(-1)
+    # the blend's noise assumed full windows: one-sided ones (edges, holes) let more through
+    spread = spread * np.maximum(power / float(_kernel(half) @ _kernel(half)), 1.0)
+    fit = _stride_average(np.where(supported[..., None], relative, np.nan), spread, fps, half) + root
+    fit = np.where(supported[..., None], fit, relative + root)
     return fit, keep, noise, supported
 
 
@@ -166,7 +180,77 @@ def _widen(points, keep, fit, noise, half):
         fit = np.where(np.isfinite(wide), (1 - share[..., None]) * fit + share[..., None] * np.nan_to_num(wide), fit)
         mix = mix * (1 - share[..., None])
         mix[..., m] += share
-    return fit
+    return fit, var * np.einsum("tki,ij,tkj->tk", mix, gram, mix)
+
+
+def _shifted(values: np.ndarray, lag: float) -> np.ndarray:
+    """(T, ...) values at t + lag, sub-frame by a cubic through the four frames around (Catmull-Rom: a limb
+    swinging through a stride curves, and a straight line between two frames cuts the curve; the line where the
+    outer two are missing), NaN beyond."""
+    frames = len(values)
+    at = np.arange(frames) + lag
+    low = np.floor(at).astype(int)
+    u = (at - low).reshape((-1,) + (1,) * (values.ndim - 1))
+
+    def taken(offset):
+        index = low + offset
+        inside = ((index >= 0) & (index < frames)).reshape(u.shape)
+        return np.where(inside, values[np.clip(index, 0, frames - 1)], np.nan)
+
+    before, a, b, after = (taken(offset) for offset in (-1, 0, 1, 2))
+    line = (1 - u) * a + u * b
+    curve = ((-u ** 3 + 2 * u ** 2 - u) * before + (3 * u ** 3 - 5 * u ** 2 + 2) * a
+             + (-3 * u ** 3 + 4 * u ** 2 + u) * b + (u ** 3 - u ** 2) * after) / 2
+    return np.where(np.isfinite(curve), curve, line)
+
+
+def _stride(relative: np.ndarray, fps: float) -> float | None:
+    """The lag (frames, sub-frame) over which the body's shape about the hips repeats (walking, running): the
+    pooled squared difference one lag apart over the pairs' spread under REPEATS; None when it does not."""
+    lags = np.arange(max(2, int(PERIOD_S[0] * fps)), int(PERIOD_S[1] * fps) + 2)
+    ratio = np.full(len(lags), np.inf)
+    for i, lag in enumerate(lags):
+        if lag >= len(relative) - 8:
+            break
+        both = np.isfinite(relative[:-lag]).all(-1) & np.isfinite(relative[lag:]).all(-1)  # (T - lag, K)
+        count = both.sum(0)
+        used = count >= max(lag / 2, 8)
+        if not used.any():
+            continue
+        early, late = (np.where(both[..., None], part, 0.0) for part in (relative[:-lag], relative[lag:]))
+        difference = ((early - late) ** 2).sum((0, 2))[used].sum()
+        spread = sum(((x ** 2).sum(0) - (x.sum(0) ** 2) / np.maximum(count, 1)[:, None]).sum(-1)[used].sum()
+                     for x in (early, late))  # each keypoint's pairs' count x variance
+        ratio[i] = difference / max(spread, 1e-12)
+    best = int(np.argmin(ratio))
+    if not ratio[best] < REPEATS or best in (0, len(lags) - 1) or not np.isfinite(ratio[best + 1]):
+        return None
+    a, b, c = ratio[best - 1:best + 2]
+    curve = a - 2 * b + c
+    shift = 0.5 * (a - c) / curve if curve > 0 else 0.0
+    return float(lags[best] + np.clip(shift, -0.5, 0.5))
+
+
+def _stride_average(relative: np.ndarray, spread: np.ndarray, fps: float, half: int) -> np.ndarray:
+    """(T, K, 3) the body about the hips, averaged with itself a stride before and after where the motion repeats
+    (a walk's limbs pass through the same poses each stride): each frame's fit (noise variance `spread` (T, K))
+    blended with the mean of its strides by the share that minimises the expected error, the strides' bias read
+    off their gap to the fit beyond what noise explains (judged over twice the window, as `_widen`)."""
+    stride = _stride(relative, fps)
+    if stride is None:
+        return relative
+    sides = [(_shifted(relative, lag), _shifted(spread, lag)) for lag in (-stride, stride)]
+    have = np.stack([np.isfinite(v).all(-1) & np.isfinite(w) for v, w in sides])  # (2, T, K)
+    count = have.sum(0)
+    total = sum(np.where(h[..., None], np.nan_to_num(v), 0.0) for h, (v, _) in zip(have, sides))
+    other = total / np.maximum(count, 1)[..., None]
+    other_var = sum(np.where(h, np.nan_to_num(w), 0.0) for h, (_, w) in zip(have, sides)) / np.maximum(count, 1) ** 2
+    own = np.nan_to_num(spread, nan=0.0)
+    gap2 = np.where(count > 0, np.nan_to_num(((other - relative) ** 2).sum(-1), nan=0.0), 0.0)
+    bias2 = np.maximum(_box_mean(gap2, 2 * half) - BIAS_TRUST * (own + other_var), 0.0)
+    share = np.where(count > 0, own / np.maximum(own + other_var + bias2, 1e-12), 0.0)
+    share = np.where(np.isfinite(relative).all(-1), share, 0.0)
+    return np.where(share[..., None] > 0, (1 - share[..., None]) * relative + share[..., None] * other, relative)
 
 
 def _root_path(fit: np.ndarray) -> np.ndarray:
@@ -211,49 +295,32 @@ def _unswap(points, keep, measured, fit, flip) -> None:
             points[t], measured[t], keep[t] = points[t, flip], measured[t, flip], keep[t, flip]
 
 
-def _quaternions(r: np.ndarray) -> np.ndarray:
-    """(..., 3, 3) rotations -> (..., 4) unit quaternions (w, x, y, z)."""
-    w = np.sqrt(np.maximum(0.0, 1 + r[..., 0, 0] + r[..., 1, 1] + r[..., 2, 2])) / 2
-    x = np.sqrt(np.maximum(0.0, 1 + r[..., 0, 0] - r[..., 1, 1] - r[..., 2, 2])) / 2
-    y = np.sqrt(np.maximum(0.0, 1 - r[..., 0, 0] + r[..., 1, 1] - r[..., 2, 2])) / 2
-    z = np.sqrt(np.maximum(0.0, 1 - r[..., 0, 0] - r[..., 1, 1] + r[..., 2, 2])) / 2
-    x = np.copysign(x, r[..., 2, 1] - r[..., 1, 2])
-    y = np.copysign(y, r[..., 0, 2] - r[..., 2, 0])
-    z = np.copysign(z, r[..., 1, 0] - r[..., 0, 1])
-    q = np.stack([w, x, y, z], -1)
-    return q / np.linalg.norm(q, axis=-1, keepdims=True)
+def rigid_groups(points: np.ndarray, placed: np.ndarray, groups) -> np.ndarray:
+    """(T, K, 3) points with each group of keypoints that move as one rigid body (a foot: ankle, heel and toes; the
+    head: nose, eyes and ears) replaced, on the frames that place the whole group (`placed` (T, K)), by the
+    group's shape (its mean over those frames, each frame turned onto it: Procrustes) turned and moved onto them
+    (Kabsch): what noise bends out of shape is averaged over the group."""
+    points = points.copy()
+    for group in groups:
+        group = list(group)
+        frames = np.flatnonzero(placed[:, group].all(1) & np.isfinite(points[:, group]).all((1, 2)))
+        if len(frames) < 3:
+            continue
+        shapes = points[frames][:, group]  # (F, G, 3)
+        centre = shapes.mean(1, keepdims=True)
+        shapes = shapes - centre
+        template = shapes[len(shapes) // 2]
+        for _ in range(3):
+            template = (shapes @ _kabsch(shapes, template)).mean(0)  # every frame turned onto the shape
+        points[frames[:, None], group] = template @ np.swapaxes(_kabsch(shapes, template), -1, -2) + centre
+    return points
 
 
-def _matrices(q: np.ndarray) -> np.ndarray:
-    w, x, y, z = np.moveaxis(q, -1, 0)
-    return np.moveaxis(np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
-                                 [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
-                                 [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]]), [0, 1], [-2, -1])
+def _kabsch(shapes: np.ndarray, template: np.ndarray) -> np.ndarray:
+    """(F, 3, 3) per frame the rotation R (applied as shape @ R) that turns the centred (F, G, 3) shapes onto the
+    centred (G, 3) template best (least squares, no reflection)."""
+    u, _, vt = np.linalg.svd(np.swapaxes(shapes, -1, -2) @ template)
+    sign = np.sign(np.linalg.det(u @ vt))
+    u[..., :, -1] *= sign[:, None]
+    return u @ vt
 
-
-def _slerp(q0: np.ndarray, q1: np.ndarray, u: float) -> np.ndarray:
-    q1 = np.where(((q0 * q1).sum(-1) < 0)[..., None], -q1, q1)  # the shorter way round
-    angle = np.arccos(np.clip((q0 * q1).sum(-1), -1.0, 1.0))[..., None]
-    with np.errstate(all="ignore"):
-        a, b = np.sin((1 - u) * angle) / np.sin(angle), np.sin(u * angle) / np.sin(angle)
-    a, b = np.where(angle < 1e-6, 1 - u, a), np.where(angle < 1e-6, u, b)
-    q = a * q0 + b * q1
-    return q / np.linalg.norm(q, axis=-1, keepdims=True)
-
-
-def bridge(local: np.ndarray, known: np.ndarray) -> np.ndarray:
-    """(T, J, 3, 3) joint rotations; `known` (T, J) where each was solved from measured keypoints. Elsewhere a
-    joint turns from its last known rotation to its next (slerp), held before the first and after the last,
-    rather than aiming at keypoints interpolated through the gap (a person who turned round while away would
-    fold through themselves; a foot aiming at toes last seen half a stride ago flips)."""
-    local = local.copy()
-    for j in np.flatnonzero((~known).any(0) & known.any(0)):
-        seen = np.flatnonzero(known[:, j])
-        local[:seen[0], j], local[seen[-1] + 1:, j] = local[seen[0], j], local[seen[-1], j]
-        for before, after in zip(seen[:-1], seen[1:]):
-            if after - before < 2:
-                continue
-            q0, q1 = _quaternions(local[before, j]), _quaternions(local[after, j])
-            for t in range(before + 1, after):
-                local[t, j] = _matrices(_slerp(q0, q1, (t - before) / (after - before)))
-    return local

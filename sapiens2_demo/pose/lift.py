@@ -37,6 +37,9 @@ class Pose3DResult:
     scores: np.ndarray  # (N, K) float32, the 2D keypoint scores
     available: np.ndarray  # (N, K) bool
     track_ids: np.ndarray | None = None  # (N,) int64, copied from the PoseResult (video); -1 = not tracked
+    # (N, K, 3) where a keypoint was dropped as covered by someone in front: the point read there, which lies on
+    # the keypoint's ray (its depth is the cover's); NaN elsewhere. The mocap path places it along that ray.
+    covered: np.ndarray | None = None
 
     @property
     def num_people(self) -> int:
@@ -108,21 +111,26 @@ def lift_keypoints(pose: PoseResult, pointmap: PointmapResult, mask: np.ndarray 
         lifted[candidates[steady]] = median[steady]
 
     lifted, available = lifted.reshape(people, count, 3), available.reshape(people, count)
+    covered = None
     if max_depth_gap is not None:
-        drop_in_front(lifted, available, max_depth_gap, keypoints=keypoints, boxes=pose.boxes)
-    return Pose3DResult(points=lifted, scores=scores.copy(), available=available, track_ids=track_ids)
+        read = lifted.copy()
+        dropped = drop_in_front(lifted, available, max_depth_gap, keypoints=keypoints, boxes=pose.boxes)
+        covered = np.where(dropped[..., None], read, np.nan).astype(np.float32)
+    return Pose3DResult(points=lifted, scores=scores.copy(), available=available, track_ids=track_ids,
+                        covered=covered)
 
 
 def drop_in_front(points: np.ndarray, available: np.ndarray, max_depth_gap: float = MAX_DEPTH_GAP,
-                  keypoints: np.ndarray | None = None, boxes: np.ndarray | None = None) -> None:
+                  keypoints: np.ndarray | None = None, boxes: np.ndarray | None = None) -> np.ndarray:
     """In place on (N, K, 3) lifted points and (N, K) availability: keypoints that took the depth of someone
-    covering them become not available. A person's depth is the 75th percentile of their lifted keypoints' depths
-    (right while up to three quarters of them are covered). Dropped: a keypoint more than `max_depth_gap` metres in
-    front of its person's depth; and, given the (N, K, 2) image `keypoints` and (N, 4) `boxes`, one inside the box
-    of someone at least OCCLUDER_GAP nearer whose depth it took (within OCCLUDER_GAP of theirs)."""
+    covering them become not available (returned: (N, K) bool, those dropped). A person's depth is the 75th
+    percentile of their lifted keypoints' depths (right while up to three quarters of them are covered).
+    Dropped: a keypoint more than `max_depth_gap` metres in front of its person's depth; and, given the (N, K, 2)
+    image `keypoints` and (N, 4) `boxes`, one inside the box of someone at least OCCLUDER_GAP nearer whose depth
+    it took (within OCCLUDER_GAP of theirs)."""
     rows = np.flatnonzero(available.any(axis=1))
     if not rows.size:
-        return
+        return np.zeros(available.shape, bool)
     depths = np.where(available[rows], points[rows, :, 2], np.inf)  # unlifted keypoints sort last
     body_depth = np.full(len(points), -np.inf)
     body_depth[rows] = _quantile(np.sort(depths, axis=1), available[rows].sum(1), BODY_QUANTILE)
@@ -138,3 +146,4 @@ def drop_in_front(points: np.ndarray, available: np.ndarray, max_depth_gap: floa
                 dropped[i] |= available[i] & inside & (np.abs(points[i, :, 2] - body_depth[j]) < OCCLUDER_GAP)
     available &= ~dropped
     points[dropped] = np.nan
+    return dropped

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .clip_smoothing import smooth_clip
-from .meta import keypoint_meta
+from .clip_smoothing import rigid_groups, smooth_clip
+from .meta import keypoint_meta, name_index
 from .skeleton3d import BODY_KEYPOINTS, CAMERA_TO_SKELETON, SolvedMotion, hand_keypoints, solve
 from .smoothing import MAX_AGE_S, OneEuroFilter
 
@@ -33,7 +33,12 @@ DEFAULT_PIXELS_PER_METRE = 400.0  # when a person's scale cannot be measured (a 
 MIN_TRACK_FRAMES = 3  # shorter tracks (a tracker's passing guess) get no skeleton
 HAND_MEASURED = 0.5  # a hand joins the skeleton when at least half its keypoint samples were lifted
 DERIVED_PELVIS = (9, 10)  # left_hip, right_hip: the mid-hip point that unseen keypoints are held relative to
+FINGER_KEYPOINTS = [k for side in ("left", "right") for k in hand_keypoints(side)[:-1]]  # not the wrists
 FINGER_NOISE_M = 0.008  # finger keypoints noisier than this (median, metres) leave the fingers at rest
+# keypoints that move as one rigid body (the feet, the head): fitted as one (clip_smoothing.rigid_groups)
+RIGID_GROUPS = [[name_index()[f"{side}_{k}"] for k in ("ankle", "heel", "big_toe", "small_toe")]
+                for side in ("left", "right")] + [
+    [name_index()[k] for k in ("nose", "left_eye", "right_eye", "left_ear", "right_ear")]]
 
 
 @dataclass
@@ -54,6 +59,7 @@ class TrackMotion:
     failed: int  # frames where the person was tracked but not one body keypoint was lifted
     noise: np.ndarray | None = None  # (70,) metres: each keypoint's noise about the clip's fit (guards only)
     known: np.ndarray | None = None  # (T, 70) bool: placed by the clip's fit, not interpolated (guards only)
+    fps: float = 24.0  # the clip's frame rate
 
     def solve(self) -> SolvedMotion:
         """The skeleton in the Y-up frame; hands whose keypoints were lifted often enough (at rest when too noisy).
@@ -65,7 +71,7 @@ class TrackMotion:
             return solve(self.points @ CAMERA_TO_SKELETON.T, self.measured, hands)
         noisy = tuple(side for side in hands if not np.nanmedian(self.noise[hand_keypoints(side)]) <= FINGER_NOISE_M)
         return solve(self.points @ CAMERA_TO_SKELETON.T, self.measured, hands, rest_hands=noisy, guarded=True,
-                     placed=self.known & self.present[:, None])
+                     placed=self.known & self.present[:, None], fps=self.fps)
 
 
 def _pixels_per_metre(keypoints_2d: np.ndarray, points: np.ndarray, available: np.ndarray) -> float | None:
@@ -97,6 +103,13 @@ def _fill(sampled: np.ndarray, rows: np.ndarray, measured: np.ndarray, total: in
             points[:, k] = _interpolate(sampled[:, k], rows, have, total)
     if not relative or not np.isfinite(points[:, hips]).all():
         return points
+    for k, other in (hips, hips[::-1]):  # one hip out of view, the other seen: it keeps its place beside it
+        mine, theirs = rows[measured[rows, k]], rows[measured[rows, other]]
+        both = np.intersect1d(mine, theirs)
+        alone = np.setdiff1d(theirs, mine)
+        if both.size and alone.size:
+            across = _interpolate(sampled[:, k] - sampled[:, other], rows, both, total)
+            points[alone, k] = points[alone, other] + across[alone]
     pelvis = points[:, hips].mean(1)
     offsets = sampled - pelvis[rows][:, None]
     for k in range(BODY_KEYPOINTS):
@@ -104,6 +117,28 @@ def _fill(sampled: np.ndarray, rows: np.ndarray, measured: np.ndarray, total: in
         if have.size and k not in hips:
             points[:, k] = pelvis + _interpolate(offsets[:, k], rows, have, total)
     return points
+
+
+def _on_rays(track: _Track, rows: np.ndarray, total: int, kept: np.ndarray, fitted: np.ndarray,
+             supported: np.ndarray) -> np.ndarray | None:
+    """(total, 70, 3) the keypoints hidden behind someone else (the lift read the cover's depth on their ray, see
+    Pose3DResult.covered) placed on their ray at the depth the clip's fit puts them at (the frames
+    around, relative to the hips); NaN elsewhere. None when nothing of this person was covered. The 2D
+    pose model still places a hidden joint; only its depth is lost."""
+    covered = np.full((total, BODY_KEYPOINTS, 3), np.nan)
+    for r in rows:
+        if track.rows[r][2] is not None:
+            covered[r] = track.rows[r][2]
+    hidden = np.isfinite(covered).all(-1) & ~kept
+    hidden[:, FINGER_KEYPOINTS] = False  # a hidden hand's fingers: too small for a guessed depth to aim them
+    if not hidden.any():
+        return None
+    known = np.zeros_like(kept)
+    known[rows] = supported[rows]
+    prior = _fill(np.where(known[rows, :, None], fitted[rows], np.nan), rows, known, total, relative=True)
+    with np.errstate(all="ignore"):  # the ray scaled to the depth the fit puts it at (its sideways place is the ray's)
+        placed = covered * (prior[..., 2] / covered[..., 2])[..., None]
+    return np.where((hidden & np.isfinite(placed).all(-1))[..., None], placed, np.nan)
 
 
 class MotionRecorder:
@@ -138,7 +173,9 @@ class MotionRecorder:
                     smoothed = np.where(ever[:, None], out, np.nan)
                 source = points if self.guards else smoothed  # guards: the clip is smoothed at the end
                 body = np.where(available[:BODY_KEYPOINTS, None], source[:BODY_KEYPOINTS], np.nan)
-                track.rows[frame] = (body.astype(np.float32), scores[:BODY_KEYPOINTS])
+                covered = getattr(lifted, "covered", None)
+                covered = None if covered is None else np.asarray(covered[person][:BODY_KEYPOINTS], np.float32)
+                track.rows[frame] = (body.astype(np.float32), scores[:BODY_KEYPOINTS], covered)
                 track.last_seen = float(time)
             people.append({"track_id": int(track_id), "points": smoothed, "measured": available, "scores": scores})
         return people
@@ -171,8 +208,16 @@ class MotionRecorder:
                 raw[rows] = sampled
                 flip = np.asarray(keypoint_meta()["flip_indices"][:BODY_KEYPOINTS], np.int64)
                 fitted, kept, noise, supported = smooth_clip(raw, measured, self._fps(), flip)
+                on_rays = _on_rays(track, rows, total, kept, fitted, supported)
+                if on_rays is not None:  # keypoints hidden behind someone, placed on their rays: fitted again
+                    along = np.isfinite(on_rays).all(-1)
+                    raw = np.where(along[..., None], on_rays, raw)
+                    fitted, kept, noise, supported = smooth_clip(raw, measured | along, self._fps(), flip)
+                    kept &= ~along  # kept for the fit, not measured: no bone length is read off a guessed depth
                 if not self.smoothing:  # the faults still go (swaps exchanged, outliers filled), the noise stays
                     fitted = np.where(kept[..., None], raw, fitted)
+                else:
+                    fitted = rigid_groups(fitted, supported, RIGID_GROUPS)
                 sampled = np.where(supported[rows, :, None], fitted[rows], np.nan)
                 measured[rows] = kept[rows]
                 known = np.zeros_like(measured)
@@ -181,7 +226,8 @@ class MotionRecorder:
             present = np.zeros(total, bool)
             present[rows] = True
             failed = int((~measured[rows].any(axis=1)).sum())
-            found.append(TrackMotion(track_id, points.astype(np.float32), measured, present, failed, noise, known))
+            found.append(TrackMotion(track_id, points.astype(np.float32), measured, present, failed, noise, known,
+                                     self._fps()))
         return found
 
     def _fps(self) -> float:

@@ -11,9 +11,10 @@ import pytest
 
 from tests.motion_truth import measure_run
 
-# clip: (MPJPE mm, swap-frame limb error as a multiple of the clip's baseline, body jumps > 90 degrees)
-CEILINGS = {"walk": (14.5, 1.3, 0), "turn": (10.5, 1.4, 0), "arms": (10, 1.4, 0), "sit": (11.5, 1.4, 0),
-            "cross": (23, 1.8, 0), "leave_return": (18.5, 1.2, 0)}
+# clip: (MPJPE mm, swap-frame limb error as a multiple of the clip's baseline, body jumps > 90 degrees); measured
+# (seed 0): 9.7, 1.10; 9.4, 1.18; 8.3, 1.25; 10.1, 1.03; 9.6, 1.27; 12.0, 1.08
+CEILINGS = {"walk": (10.5, 1.2, 0), "turn": (10.2, 1.3, 0), "arms": (9, 1.35, 0), "sit": (11, 1.15, 0),
+            "cross": (10.5, 1.4, 0), "leave_return": (13, 1.2, 0)}
 
 
 def _measure(name, guards=True, noise=True, faults=True):
@@ -34,10 +35,19 @@ def test_clip_under_noise_and_faults_stays_under_its_ceilings(name):
     assert m["glb_vs_bvh_mm"] < 0.5, m  # motion.glb's animation puts every joint where the BVH does
 
 
-@pytest.mark.parametrize("name, ceiling", [("walk", 2.0), ("sit", 1.0)])
+# measured (seed 0): walk 1.6, sit 0.22, cross 1.7 (the far person's legs and arms hidden behind the near one:
+# placed on their rays), leave_return 1.5 (limbs out of the frame: filled from the stride before or after)
+@pytest.mark.parametrize("name, ceiling", [("walk", 2.0), ("sit", 1.0), ("cross", 2.0), ("leave_return", 2.0)])
 def test_clean_input_comes_through_within_millimetres(name, ceiling):
     m = _measure(name, noise=False, faults=False)
     assert m["mpjpe_mm"] <= ceiling and m["finger_jumps_90"] == 0 and m["finger_steps"] > 0, m
+
+
+# noise only, measured (seed 0): walk 9.7, cross 9.2, leave_return 12.0 (the target: 12 on every clip)
+@pytest.mark.parametrize("name, ceiling", [("walk", 10.5), ("cross", 10), ("leave_return", 12.5)])
+def test_noise_alone_stays_under_its_ceiling(name, ceiling):
+    m = _measure(name, faults=False)
+    assert m["mpjpe_mm"] <= ceiling and m["body_jumps_90"] == 0, m
 
 
 def test_the_path_before_the_guards_is_still_measured_and_much_worse():

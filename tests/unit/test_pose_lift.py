@@ -62,6 +62,23 @@ def test_lifted_points_are_the_plane_at_the_keypoints():
     np.testing.assert_array_equal(result.scores, np.ones((2, NUM_KEYPOINTS), np.float32))
 
 
+def test_a_covered_keypoint_keeps_its_ray():
+    """Keypoints behind someone 2 m nearer (columns 100-160) read the cover's depth: not available, and `covered`
+    holds the point read there, on the keypoint's own pixel ray (the mocap path places it along that ray)."""
+    points = plane_points(lambda u: np.where((u >= 100) & (u < 160), 2.0, 4.0))
+    pixels = random_pixels(1, seed=3, margin=8)
+    pixels[0, :5, 0] = [120, 125, 130, 135, 140]  # five keypoints well inside the cover
+    pixels[0, 5:, 0] = np.where((pixels[0, 5:, 0] >= 90) & (pixels[0, 5:, 0] < 170), 60, pixels[0, 5:, 0])
+    result = lift_keypoints(pose_at(pixels), pointmap(points))
+    hidden = np.zeros(NUM_KEYPOINTS, bool)
+    hidden[:5] = True
+    assert result.available[0].tolist() == (~hidden).tolist()
+    assert np.isfinite(result.covered[0, hidden]).all() and np.isnan(result.covered[0, ~hidden]).all()
+    ray = (pixels[0, hidden] - [WIDTH / 2, HEIGHT / 2]) / FOCAL
+    np.testing.assert_allclose(result.covered[0, hidden, :2] / result.covered[0, hidden, 2:], ray, atol=1e-4)
+    np.testing.assert_allclose(result.covered[0, hidden, 2], 2.0, atol=1e-6)
+
+
 def test_keypoints_at_the_border_use_the_clipped_window():
     points = plane_points()
     corners = np.array([[[0, 0], [WIDTH - 1, 0], [0, HEIGHT - 1], [WIDTH - 1, HEIGHT - 1]]])
@@ -215,8 +232,9 @@ def test_keypoints_far_in_front_of_their_person_took_an_occluders_depth():
     available = np.ones((3, 6), bool)
     available[0, 5] = False
     available[2] = False
-    drop_in_front(points, available)
+    dropped = drop_in_front(points, available)
     assert available[0].tolist() == [True, False, True, True, True, False] and np.isnan(points[0, 1]).all()
+    assert dropped[0].tolist() == [False, True] + [False] * 4 and dropped[1].tolist() == [True] * 3 + [False] * 3
     assert available[1].tolist() == [False] * 3 + [True] * 3
     assert not available[2].any() and points[0, 2, 2] == np.float32(3.4)
 
