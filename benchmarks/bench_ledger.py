@@ -2,7 +2,8 @@
 and how often the host waits, per image request, per video frame and per live frame (a script, not a test).
 
     HF_HUB_OFFLINE=1 YOLO_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False .venv/bin/python benchmarks/bench_ledger.py \
-        [--frames 96] [--tasks pose,seg,normal,pointmap,matting,mocap] [--json PATH] [--device cpu] [--where]
+        [--frames 96] [--tasks pose,seg,normal,pointmap,matting,mocap] [--only image,live,video] [--json PATH] \
+        [--device cpu] [--where]
 
 On a CPU the ledger makes the pipelines take the CUDA road (device post-processing and drawing, overlapped batches)
 and counts what would cross; on CUDA (--device cuda) it counts what does. The stand-ins (standins/train.py, trained
@@ -18,7 +19,7 @@ three people's (its upload, forward and copies back still run and count).
   queued before the host waited for them (overlapped);
 - live: one webcam frame per live task (downscaled as the Live tab does), drawn where the model runs: the second
   frame, the first one's one-off uploads (colour tables) counted apart.
-It takes about 6 to 12 minutes on a 2-core CPU.
+It takes about 6 to 12 minutes on a 2-core CPU; --tasks and --only (the parts: image, live, video) run a share.
 --where prints, per task, the places in our code that copy or wait. --json PATH writes
 {"image": {TASK: {"d2h_bytes", "answer_bytes", "waits"}}, "video": {TASK: {"frames", "waits_per_frame",
 "uploads_per_frame", "h2d_bytes_per_frame", "d2h_bytes_per_frame", "needed_bytes_per_frame", "batches",
@@ -181,6 +182,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--frames", type=int, default=96)
     parser.add_argument("--tasks", default=",".join([*TASKS, "mocap"]))
+    parser.add_argument("--only", default="image,live,video", help="the parts to run: image, live, video")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--where", action="store_true", help="the places in our code that copy or wait")
@@ -193,6 +195,9 @@ def main() -> None:
     from sapiens2_demo.standins.train import cached_standins
 
     chosen = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    parts = {p.strip() for p in args.only.split(",") if p.strip()}
+    if parts - {"image", "live", "video"}:
+        parser.error(f"--only takes image, live and video, not {', '.join(sorted(parts - {'image', 'live', 'video'}))}")
     standins = cached_standins(log=lambda message: print(message, file=sys.stderr))
     manager = ModelManager(checkpoint_dir=standins, device=args.device, dtype="float32",
                            detector=str(standins / "yolov8n-random.pt"))
@@ -202,23 +207,28 @@ def main() -> None:
     with pytest.MonkeyPatch.context() as patch, tempfile.TemporaryDirectory() as folder:
         three_people(patch)
         for task in (t for t in chosen if t in TASKS):
-            figures["image"][task] = image_figures(ctx, task, args.where)
-            if TASKS[task] in catalog.names(live=True):
+            if "image" in parts:
+                figures["image"][task] = image_figures(ctx, task, args.where)
+            if "live" in parts and TASKS[task] in catalog.names(live=True):
                 figures["live"][task] = live_figures(ctx, task, args.where)
-        clip = Path(folder) / "three_people.mp4"
-        write_clip(clip, args.frames)
-        for task in chosen:
-            figures["video"][task] = video_figures(ctx.manager_key, clip, task, args.frames, args.where)
+        if "video" in parts:
+            clip = Path(folder) / "three_people.mp4"
+            write_clip(clip, args.frames)
+            for task in chosen:
+                figures["video"][task] = video_figures(ctx.manager_key, clip, task, args.frames, args.where)
     print(f"transfer ledger, {args.device} ({'counted' if 'cuda' in args.device else 'the CUDA road simulated'}), "
           f"{WIDTH}x{HEIGHT}, stand-ins, {time.perf_counter() - started:.0f} s")
-    print(f"{'image':10}{'d2h MB':>10}{'answer MB':>11}{'waits':>7}")
+    if "image" in parts:
+        print(f"{'image':10}{'d2h MB':>10}{'answer MB':>11}{'waits':>7}")
     for task, f in figures["image"].items():
         print(f"{task:10}{f['d2h_bytes'] / 1e6:10.2f}{f['answer_bytes'] / 1e6:11.2f}{f['waits']:7d}")
-    print(f"{'live':10}{'d2h MB':>10}{'waits':>18}")
+    if "live" in parts:
+        print(f"{'live':10}{'d2h MB':>10}{'waits':>18}")
     for task, f in figures["live"].items():
         print(f"{task:10}{f['d2h_bytes'] / 1e6:10.2f}{f['waits']:18d}")
-    print(f"{'video':10}{'frames':>7}{'waits/fr':>9}{'uploads/fr':>11}{'h2d MB/fr':>10}{'d2h MB/fr':>10}"
-          f"{'needed MB/fr':>13}{'overlapped':>12}")
+    if "video" in parts:
+        print(f"{'video':10}{'frames':>7}{'waits/fr':>9}{'uploads/fr':>11}{'h2d MB/fr':>10}{'d2h MB/fr':>10}"
+              f"{'needed MB/fr':>13}{'overlapped':>12}")
     for task, f in figures["video"].items():
         print(f"{task:10}{f['frames']:7d}{f['waits_per_frame']:9.2f}{f['uploads_per_frame']:11.2f}"
               f"{f['h2d_bytes_per_frame'] / 1e6:10.2f}{f['d2h_bytes_per_frame'] / 1e6:10.2f}"
