@@ -86,22 +86,37 @@ def start_pose(frames, manager, size, *, prepared, max_people: int = 20, boxes=N
                detect_every=None, frame_index=None, previous=None, **options):
     """The crops' forwards of `prepare_pose`'s people (nothing to follow: `frame_index` and `previous` unused), and
     with lift_3d the body-part and pointmap forwards of every frame (each has someone: the detector falls back to
-    the whole image); finishes with the decoding, the lift and their copies back."""
+    the whole image), all reading one upload of the frames; finishes with the decoding and the lift, sampled where
+    the pointmap is (only the keypoints' points cross back, not the maps)."""
     from ..pipelines.pose import pose_start
 
+    images = dense.uploaded_once(frames, manager) if lift_3d else None
     poses = pose_start(frames, manager, size, detections=prepared, max_people=int(max_people), defer_decoding=True,
-                       **options)
+                       uploaded=images, **options)
     if not lift_3d:
         return poses
-    images = dense.uploaded_once(frames, manager)  # the body-part and pointmap forwards read one upload
-    maps = dense.pointmap_start(images, manager, size, _masks_start(images, manager, size, True))
+    labels = dense.labels_start(images, manager, size)
+    maps = dense.pointmaps_device_start(images, manager, size)
 
     def finish():
         done = poses()
-        _lift(done, maps(), list(range(len(done))))
+        _lift_on_device(done, maps(), [label > 0 for label in labels()])
         return done
 
     return finish
+
+
+def _lift_on_device(poses, maps, masks) -> None:
+    """`_lift` with the (H, W, 3) pointmap and (H, W) mask tensors where they are: each frame's keypoints sampled
+    there (pose/lift.py's device twin), every frame's answer back in one copy."""
+    from ..pipelines.device_post import to_host
+    from ..pose.lift import lifted_from, sample_on_device
+
+    busy = [i for i, pose in enumerate(poses) if pose.num_people]
+    sampled = to_host([sample_on_device(poses[i], maps[i], masks[i]) for i in busy])
+    for i, answer in zip(busy, sampled):
+        poses[i].lifted = lifted_from(poses[i], answer)
+    _nobody_lifted(poses)
 
 
 def lift_poses(frames, poses, manager, size, seg_cache=None) -> None:
@@ -116,14 +131,21 @@ def lift_poses(frames, poses, manager, size, seg_cache=None) -> None:
 
 def _lift(poses, maps, which) -> None:
     """poses[i].lifted from maps[k] for the k-th i of `which` with people; an empty Pose3DResult for the others."""
-    import numpy as np
-
-    from ..pose.lift import Pose3DResult, lift_keypoints
-    from ..pose.meta import NUM_KEYPOINTS
+    from ..pose.lift import lift_keypoints
 
     for i, pointmap in zip(which, maps):
         if poses[i].num_people:
             poses[i].lifted = lift_keypoints(poses[i], pointmap)
+    _nobody_lifted(poses)
+
+
+def _nobody_lifted(poses) -> None:
+    """An empty Pose3DResult for each pose not lifted (a frame with nobody)."""
+    import numpy as np
+
+    from ..pose.lift import Pose3DResult
+    from ..pose.meta import NUM_KEYPOINTS
+
     for pose in poses:
         if pose.lifted is None:
             pose.lifted = Pose3DResult(points=np.zeros((0, NUM_KEYPOINTS, 3), np.float32),
