@@ -181,6 +181,24 @@ def _quantile_on_device(sorted_rows, counts, q: float):
     return low + (high - low) * (position - below)
 
 
+def lift_on_device(poses: list[PoseResult], pointmaps: list, masks: list) -> list[Pose3DResult | None]:
+    """`lift_keypoints` of each pose in its frame's (H, W, 3) pointmap and (H, W) bool mask tensors, where they are:
+    every frame's keypoints sampled there, the answers back in one copy; None for a frame with nobody."""
+    import torch
+
+    busy = [i for i, pose in enumerate(poses) if pose.num_people]
+    if not busy:
+        return [None] * len(poses)
+    sampled = [sample_on_device(poses[i], pointmaps[i], masks[i]) for i in busy]
+    host = torch.cat(sampled).cpu().numpy()  # the one copy back
+    lifted: list[Pose3DResult | None] = [None] * len(poses)
+    first = 0
+    for i, rows in zip(busy, sampled):
+        lifted[i] = lifted_from(poses[i], host[first:first + len(rows)])
+        first += len(rows)
+    return lifted
+
+
 def lifted_from(pose: PoseResult, sampled: np.ndarray, *, max_depth_gap: float | None = MAX_DEPTH_GAP
                 ) -> Pose3DResult:
     """`sample_on_device`'s (M, 4) answer, copied back, as `lift_keypoints` gives it."""

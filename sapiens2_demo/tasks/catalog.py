@@ -107,15 +107,11 @@ def start_pose(frames, manager, size, *, prepared, max_people: int = 20, boxes=N
 
 
 def _lift_on_device(poses, maps, masks) -> None:
-    """`_lift` with the (H, W, 3) pointmap and (H, W) mask tensors where they are: each frame's keypoints sampled
-    there (pose/lift.py's device twin), every frame's answer back in one copy."""
-    from ..pipelines.device_post import to_host
-    from ..pose.lift import lifted_from, sample_on_device
+    """`_lift` with the (H, W, 3) pointmap and (H, W) mask tensors where they are (pose/lift.py's device twin)."""
+    from ..pose.lift import lift_on_device
 
-    busy = [i for i, pose in enumerate(poses) if pose.num_people]
-    sampled = to_host([sample_on_device(poses[i], maps[i], masks[i]) for i in busy])
-    for i, answer in zip(busy, sampled):
-        poses[i].lifted = lifted_from(poses[i], answer)
+    for pose, lifted in zip(poses, lift_on_device(poses, maps, masks)):
+        pose.lifted = lifted
     _nobody_lifted(poses)
 
 
@@ -359,7 +355,8 @@ register(TaskSpec(
              Option("png_bits", 16, "PNG bit depth", "radio", (8, 16)),
              raw_data("normals.npy, float32 x y z per pixel, 25 MB at 1080p")),  # appended: API order
     uses_mask=True, follows_frames=True, carry=steady.carried, steady=True,  # video: temporal_smoothing
-    renderer=normals_renderer, present=present.present_normals, export=task_files.export_normals,
+    renderer=drawn.steadied(normals_renderer, unit=True),  # drawn on the device, steady: the filter rides on it
+    present=present.present_normals, export=task_files.export_normals,
     files=("normals.npy", "normals16.png"), option_files={"raw_data": ("normals.npy",)},
     video_export=normals_video_export, live=True, in_all=True,
     button="Estimate normals", outputs=("slider",), result_label="Image / normals",
@@ -379,7 +376,7 @@ register(TaskSpec(
                     step=10_000),
              raw_data("depth_m.npy (float32 metres) and the point cloud as .ply and .glb")),  # appended: API order
     uses_mask=True, follows_frames=True, carry=steady.carried, steady=True,  # video: temporal_smoothing
-    renderer=depth_renderer, present=present.present_pointmap, export=task_files.export_pointmap,
+    renderer=drawn.steadied(depth_renderer), present=present.present_pointmap, export=task_files.export_pointmap,
     files=("depth_mm.png", "depth_m.npy"), optional_files=("person.ply", "person.glb", "person_mesh.glb"),
     option_files={"raw_data": ("depth_m.npy",)},  # and the clouds when a valid point exists
     video_export=on_request(video_files.DepthVideoExport), live=True, in_all=True, button="Estimate depth & 3D",
