@@ -41,25 +41,20 @@ def start_segment(frames, manager, size, annotator, **_):
 def start_normals(frames, manager, size, annotator, *, remove_background: bool = False,
                   temporal_smoothing: bool = False, **_):
     images = upload(frames, manager.device)
-    maps = _maps_start(images, manager, size, "normals", remove_background, annotator, temporal_smoothing)
-
-    def finish():
-        normals, masks = maps()
-        return to_host([draw.normals(annotator, image, n, mask) for image, n, mask in zip(images, normals, masks)])
-
-    return finish
+    maps, masks = _maps_start(images, manager, size, "normals", remove_background, annotator, temporal_smoothing)
+    return lambda: to_host([draw.normals(annotator, image, normals, mask)
+                            for image, normals, mask in zip(images, maps(), masks())])
 
 
 def start_pointmap(frames, manager, size, annotator, *, remove_background: bool = False,
                    temporal_smoothing: bool = False, **_):
     images = upload(frames, manager.device)
-    maps = _maps_start(images, manager, size, "points", remove_background, annotator, temporal_smoothing)
+    maps, masks = _maps_start(images, manager, size, "points", remove_background, annotator, temporal_smoothing)
 
     def finish():
         pictures, scales = [], []
-        points, masks = maps()
-        for xyz, mask in zip(points, masks):
-            pictures.append(draw.depth(annotator, xyz, mask))
+        for points, mask in zip(maps(), masks()):
+            pictures.append(draw.depth(annotator, points, mask))
             scales.append(annotator.bounds)  # this frame's colour scale, for its bar
         return [annotator.with_bar(picture, bounds) for picture, bounds in zip(to_host(pictures), scales)]
 
@@ -67,22 +62,25 @@ def start_pointmap(frames, manager, size, annotator, *, remove_background: bool 
 
 
 def _maps_start(images, manager, size, field: str, remove_background: bool, annotator, temporal_smoothing: bool):
-    """Starts the body-part and map forwards; finishes with the maps and the person masks (or None each), with
-    temporal_smoothing run through the video's steady filter, which the annotator carries (`steadied`)."""
-    if temporal_smoothing and not isinstance(annotator, SteadyDrawing):
+    """Starts the body-part and map forwards; returns (maps, masks), two finishes: the maps, then the person masks (or
+    None each); with temporal_smoothing both run through the video's steady filter, which the annotator carries
+    (`steadied`), when the maps are asked for (so: maps first)."""
+    if not temporal_smoothing:
+        masks = _masks(images, manager, size, remove_background)
+        maps = (dense.normals_device_start if field == "normals" else dense.pointmaps_device_start)(images, manager,
+                                                                                                     size)
+        return maps, masks
+    if not isinstance(annotator, SteadyDrawing):
         raise ValueError("Steady maps are drawn on the device by a renderer made with steady=True.")
-    if temporal_smoothing:
-        filtered = steady.filtered_start(images, manager, size, field, remove_background,
-                                         annotator.filter_on(manager.device))
+    filtered = steady.filtered_start(images, manager, size, field, remove_background,
+                                     annotator.filter_on(manager.device))
+    done = []
 
-        def finish():
-            done = filtered()
-            return done.values, done.masks
+    def maps():
+        done.append(filtered())
+        return done[-1].values
 
-        return finish
-    masks = _masks(images, manager, size, remove_background)
-    maps = (dense.normals_device_start if field == "normals" else dense.pointmaps_device_start)(images, manager, size)
-    return lambda: (maps(), masks())
+    return maps, lambda: done[-1].masks
 
 
 def start_matting(frames, manager, size, annotator, **_):
@@ -105,15 +103,23 @@ class SteadyDrawing:
     read from it) and the video's steady filter, made on the first batch and going on across the batches of a GPU
     call (finished in order) and, with `state` (the drawing's, carried as `draw_state`), across calls."""
 
+    OWN = ("inner", "unit", "filter", "_given", "state")
+
     def __init__(self, inner, unit: bool):
         self.inner, self.unit = inner, unit
         self.filter: steady.SteadyFilter | None = None
         self._given: steady.SteadyState | None = None  # the state to go on from, until the filter is made
 
-    def __getattr__(self, name):
+    def __getattr__(self, name):  # what is not its own is the annotator's
         if name == "inner":  # not set yet: no recursion
             raise AttributeError(name)
         return getattr(self.inner, name)
+
+    def __setattr__(self, name, value):  # so is what the drawing writes (the depth colour scale)
+        if name in self.OWN:
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self.inner, name, value)
 
     def filter_on(self, device) -> steady.SteadyFilter:
         if self.filter is None:
