@@ -181,17 +181,23 @@ def _quantile_on_device(sorted_rows, counts, q: float):
     return low + (high - low) * (position - below)
 
 
-def lift_on_device(poses: list[PoseResult], pointmaps: list, masks: list) -> list[Pose3DResult | None]:
+def nobody_lifted() -> Pose3DResult:
+    """A frame with nobody in it, lifted."""
+    return Pose3DResult(points=np.zeros((0, NUM_KEYPOINTS, 3), np.float32),
+                        scores=np.zeros((0, NUM_KEYPOINTS), np.float32), available=np.zeros((0, NUM_KEYPOINTS), bool))
+
+
+def lift_on_device(poses: list[PoseResult], pointmaps: list, masks: list) -> list[Pose3DResult]:
     """`lift_keypoints` of each pose in its frame's (H, W, 3) pointmap and (H, W) bool mask tensors, where they are:
-    every frame's keypoints sampled there, the answers back in one copy; None for a frame with nobody."""
+    every frame's keypoints sampled there, the answers back in one copy (`nobody_lifted` for a frame with nobody)."""
     import torch
 
+    lifted = [nobody_lifted() for _ in poses]
     busy = [i for i, pose in enumerate(poses) if pose.num_people]
     if not busy:
-        return [None] * len(poses)
+        return lifted
     sampled = [sample_on_device(poses[i], pointmaps[i], masks[i]) for i in busy]
     host = torch.cat(sampled).cpu().numpy()  # the one copy back
-    lifted: list[Pose3DResult | None] = [None] * len(poses)
     first = 0
     for i, rows in zip(busy, sampled):
         lifted[i] = lifted_from(poses[i], host[first:first + len(rows)])

@@ -99,20 +99,14 @@ def start_pose(frames, manager, size, *, prepared, max_people: int = 20, boxes=N
     maps = dense.pointmaps_device_start(images, manager, size)
 
     def finish():
+        from ..pose.lift import lift_on_device
+
         done = poses()
-        _lift_on_device(done, maps(), [label > 0 for label in labels()])
+        for pose, lifted in zip(done, lift_on_device(done, maps(), [label > 0 for label in labels()])):
+            pose.lifted = lifted
         return done
 
     return finish
-
-
-def _lift_on_device(poses, maps, masks) -> None:
-    """`_lift` with the (H, W, 3) pointmap and (H, W) mask tensors where they are (pose/lift.py's device twin)."""
-    from ..pose.lift import lift_on_device
-
-    for pose, lifted in zip(poses, lift_on_device(poses, maps, masks)):
-        pose.lifted = lifted
-    _nobody_lifted(poses)
 
 
 def lift_poses(frames, poses, manager, size, seg_cache=None) -> None:
@@ -127,26 +121,14 @@ def lift_poses(frames, poses, manager, size, seg_cache=None) -> None:
 
 def _lift(poses, maps, which) -> None:
     """poses[i].lifted from maps[k] for the k-th i of `which` with people; an empty Pose3DResult for the others."""
-    from ..pose.lift import lift_keypoints
+    from ..pose.lift import lift_keypoints, nobody_lifted
 
     for i, pointmap in zip(which, maps):
         if poses[i].num_people:
             poses[i].lifted = lift_keypoints(poses[i], pointmap)
-    _nobody_lifted(poses)
-
-
-def _nobody_lifted(poses) -> None:
-    """An empty Pose3DResult for each pose not lifted (a frame with nobody)."""
-    import numpy as np
-
-    from ..pose.lift import Pose3DResult
-    from ..pose.meta import NUM_KEYPOINTS
-
     for pose in poses:
         if pose.lifted is None:
-            pose.lifted = Pose3DResult(points=np.zeros((0, NUM_KEYPOINTS, 3), np.float32),
-                                       scores=np.zeros((0, NUM_KEYPOINTS), np.float32),
-                                       available=np.zeros((0, NUM_KEYPOINTS), bool))
+            pose.lifted = nobody_lifted()
 
 
 def run_segment(frames, manager, size, *, seg_cache=None, **_):
