@@ -131,21 +131,15 @@ def _lifted(pose, keypoints, scores, lifted, available, max_depth_gap) -> Pose3D
 # The keypoints' pixels cross up (8 bytes a keypoint, without waiting), the windows are read there, and only each
 # keypoint's point and availability cross back (16 bytes): not the 25 MB pointmap of a 1080p frame.
 
-def sample_on_device(pose: PoseResult, points, mask=None, *, window: int = 5, min_score: float = 0.3,
-                     max_spread: float = 0.1):
+def sample_on_device(points, mask, cx, cy, *, window: int = 5, max_spread: float = 0.1):
     """`lift_keypoints`' sampling where the (H, W, 3) float32 `points` tensor is (`mask`: (H, W) bool tensor there, or
-    None): an (M, 4) float32 tensor there, per keypoint of every person its median point (NaN where not available) and
-    1.0 where available. The same float64 steps as the host's (a sort, then the quantiles' interpolation), so its
-    answer is the host's to the bit. `lifted_from(pose, sampled)` finishes it on the host."""
+    None), at the (M,) long pixel tensors `cx`, `cy` there (`_centres`': -1 = not available): an (M, 4) float32 tensor
+    there, per keypoint its median point (NaN where not available) and 1.0 where available. The same float64 steps as
+    the host's (a sort, then the quantiles' interpolation), so its answer is the host's to the bit."""
     import torch
 
     height, width = int(points.shape[0]), int(points.shape[1])
-    _, _, cx, cy = _centres(pose, (height, width), min_score)
     device = points.device
-    pinned = torch.from_numpy(np.stack([cx, cy]).astype(np.int32))
-    if device.type == "cuda":  # a copy from pageable memory would wait for everything queued first
-        pinned = pinned.pin_memory()
-    cx, cy = ledger.to_device(pinned, device, non_blocking=True).long()
     valid_map = torch.isfinite(points).all(dim=2) & (points[..., 2] > 0)
     if mask is not None:
         valid_map = valid_map & mask
@@ -187,27 +181,34 @@ def nobody_lifted() -> Pose3DResult:
                         scores=np.zeros((0, NUM_KEYPOINTS), np.float32), available=np.zeros((0, NUM_KEYPOINTS), bool))
 
 
-def lift_on_device(poses: list[PoseResult], pointmaps: list, masks: list) -> list[Pose3DResult]:
+def lift_on_device(poses: list[PoseResult], pointmaps: list, masks: list, *, min_score: float = 0.3
+                   ) -> list[Pose3DResult]:
     """`lift_keypoints` of each pose in its frame's (H, W, 3) pointmap and (H, W) bool mask tensors, where they are:
-    every frame's keypoints sampled there, the answers back in one copy (`nobody_lifted` for a frame with nobody)."""
+    every frame's keypoints' pixels up in one copy (pinned, without waiting), sampled there (`sample_on_device`), the
+    answers back in one copy (`nobody_lifted` for a frame with nobody)."""
     import torch
 
     lifted = [nobody_lifted() for _ in poses]
     busy = [i for i, pose in enumerate(poses) if pose.num_people]
     if not busy:
         return lifted
-    sampled = [sample_on_device(poses[i], pointmaps[i], masks[i]) for i in busy]
+    pixels = [np.stack(_centres(poses[i], tuple(pointmaps[i].shape[:2]), min_score)[2:]) for i in busy]
+    up = torch.from_numpy(np.concatenate(pixels, axis=1).astype(np.int32))
+    if pointmaps[busy[0]].device.type == "cuda":  # a copy from pageable memory would wait for everything queued
+        up = up.pin_memory()
+    centres = ledger.to_device(up, pointmaps[busy[0]].device, non_blocking=True).long()
+    ends = np.cumsum([p.shape[1] for p in pixels])
+    sampled = [sample_on_device(pointmaps[i], masks[i], *centres[:, end - p.shape[1]:end])
+               for i, p, end in zip(busy, pixels, ends)]
     host = torch.cat(sampled).cpu().numpy()  # the one copy back
-    first = 0
-    for i, rows in zip(busy, sampled):
-        lifted[i] = lifted_from(poses[i], host[first:first + len(rows)])
-        first += len(rows)
+    for i, p, end in zip(busy, pixels, ends):
+        lifted[i] = lifted_from(poses[i], host[end - p.shape[1]:end])
     return lifted
 
 
 def lifted_from(pose: PoseResult, sampled: np.ndarray, *, max_depth_gap: float | None = MAX_DEPTH_GAP
                 ) -> Pose3DResult:
-    """`sample_on_device`'s (M, 4) answer, copied back, as `lift_keypoints` gives it."""
+    """`sample_on_device`'s (M, 4) answer for `pose`, copied back, as `lift_keypoints` gives it."""
     keypoints, scores, _, _ = _centres(pose, tuple(pose.image_size), 0.0)
     sampled = np.asarray(sampled, np.float32).reshape(-1, 4)
     return _lifted(pose, keypoints, scores, sampled[:, :3].copy(), sampled[:, 3] > 0.5, max_depth_gap)
