@@ -224,7 +224,8 @@ def infer(manager_key: str, frames: list[np.ndarray], jobs: list[Job], batch_siz
             prepared = None  # what the whole call needs first (pose: every frame's people), per frame
             if overlapping and annotator is None and spec.prepare is not None:
                 prepared = spec.prepare(frames, manager, job.size, **options)
-            follows = _follows_frames(spec, options) and prepared is None
+            # steady maps drawn on the device go on through the filter the annotator carries, not the frame before
+            follows = _follows_frames(spec, options) and prepared is None and annotator is None
             if overlapping and not follows:
                 extra = {"annotator": annotator} if annotator is not None else {}
                 shares = [None] * len(batches) if prepared is None else \

@@ -239,10 +239,11 @@ class VideoJob:
                 previous = self._last.get(spec.name)
                 previous = spec.carry(previous) if spec.carry is not None and previous is not None else previous
                 job.options.update(frame_index=self._done, previous=previous)
-            steady = self.temporal_smoothing and spec.steady  # its filter's state comes back with the results
-            if spec.draw is not None and spec.name in self._pictures_only and not steady:
+            if spec.draw is not None and spec.name in self._pictures_only:
                 job.options["draw"] = {k: v for k, v in self.options_for(spec).items()  # what its renderer reads
                                        if k in spec.defaults() or k in RENDERER_ONLY}
+                if job.options.get("temporal_smoothing"):  # the renderer carries the filter (tasks/drawn.py)
+                    job.options["draw"]["steady"] = True
                 job.options["draw_state"] = getattr(self._last.get(spec.name), "state", None)
         answers = gpu.answers(self.manager_key, [f.rgb for f in frames], jobs, self.batch_size,
                               compact=not self.frame_exports)

@@ -19,6 +19,7 @@ import hashlib
 import os
 import threading
 from collections import OrderedDict
+from functools import partial
 
 import numpy as np
 
@@ -243,11 +244,12 @@ def pointmaps_device_start(images, manager: ModelManager, size: str = "0.4b"):
 
 
 def pointmaps_with_scales(images, manager: ModelManager, size: str = "0.4b"):
-    """`pointmaps_on_device`, with the model's (B,) scales (a tensor there) and its input (height, width)."""
+    """`pointmaps_device_start`'s finish, with the model's (B,) scales (a tensor there) and its input (height, width)."""
     loaded = manager.get(checkpoint("pointmap", size))
     outputs = forward(loaded, preprocess(loaded, images, "pointmap"), on_device=True)
     model_hw, scales = input_size(loaded.processor), _scales(outputs, len(images))
-    return device_post.pointmap_tensors(outputs["pointmaps"], scales, _sizes(images), model_hw), scales, model_hw
+    finish = partial(device_post.pointmap_tensors, outputs["pointmaps"], scales, _sizes(images), model_hw)
+    return finish, scales, model_hw
 
 
 def matting_on_device(images, manager: ModelManager, size: str = "1b") -> list[tuple]:

@@ -81,11 +81,14 @@ def pose_start(frames: list[np.ndarray], manager, size: str = "0.4b", *,
                detections: list[Detections] | None = None, flip_test: bool = True,
                score_threshold: float = 0.3, nms_iou: float = 0.3, max_people: int = 20,
                batch_size: int = 8, timings: dict | None = None,
-               detector_classes: tuple[int, ...] | None = PERSON_CLASSES, defer_decoding: bool = False):
+               detector_classes: tuple[int, ...] | None = PERSON_CLASSES, defer_decoding: bool = False,
+               uploaded: list | None = None):
     """`estimate_pose_batch` in two stages: the detector, crops and forwards now; returns `finish()`, which gives
     the results. defer_decoding (a GPU call of several batches, gpu.overlapped): on the device road the decoding
     and its copy back wait for `finish()`, run beside the next batch's forwards, the heatmaps kept on the device
-    until then (60 MB a person at full size); otherwise each batch of crops is decoded after its forward."""
+    until then (60 MB a person at full size); otherwise each batch of crops is decoded after its forward.
+    uploaded: the frames already on the device road's device (`upload`'s tensors), read instead of a second upload
+    (pose lifted to 3D runs its other forwards on them too)."""
     frames = [as_rgb_uint8(frame) for frame in frames]
     timed = timings is not None  # then each stage waits for the device, so its time is its own
     timings = {} if timings is None else timings
@@ -106,7 +109,7 @@ def pose_start(frames: list[np.ndarray], manager, size: str = "0.4b", *,
     on_device = use_device_post(loaded.device)
     model_input = input_size(loaded.processor)
     crops = [(i, box) for i, det in enumerate(detections) for box in np.asarray(det.boxes, np.float32).reshape(-1, 4)]
-    images = upload(frames, loaded.device) if on_device else frames  # each frame crosses once, pinned, as uint8
+    images = (uploaded or upload(frames, loaded.device)) if on_device else frames  # each frame crosses once, as uint8
     decoded = []  # per batch of crops: a function giving its keypoints and scores
     batch_size = max(int(batch_size), 1)
     for start in range(0, len(crops), batch_size):

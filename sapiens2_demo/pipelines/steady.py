@@ -9,13 +9,19 @@ grown by one block on every side (the model's maps smear an edge over a few pixe
 (background removal) is smoothed the same way and thresholded at one half. Normals are renormalised.
 
 Runs in torch on the model's device; the filter's state (the last output, mask weight and block-averaged
-frame) rides on the last result of every batch (`steady`), so the next batch, GPU call or chunk goes on from it.
+frame) rides on the last result (`steady`), so the next batch, GPU call or chunk goes on from it. On the device road
+(CUDA) the maps never leave the device when only pictures are wanted: the filter rides on the drawing
+(tasks/drawn.py), its batches finished in order beside the next batch's forwards. Its state stays on the device
+between the GPU calls of one process and crosses as numpy only to another (ZeroGPU's: `SteadyState` pickles as
+numpy). At the end of every batch the state is rounded to float16, as where it crosses, so every road gives the
+same maps.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -28,12 +34,26 @@ CHANGE_LEVELS = 6.0  # a block whose mean grey level moved by more than this (0-
 
 @dataclass
 class SteadyState:
-    """Where the filter left off (numpy, so it crosses GPU calls): small next to a chunk's results. float16, as
-    ZeroGPU's maps cross anyway (depth: under 1 mm off at 4 m, below the 16-bit export's millimetre)."""
+    """Where the filter left off: numpy, or tensors on the device road's device (kept there between the GPU calls of
+    one process; `on_host` before they cross to another). float16, as ZeroGPU's maps cross anyway (depth: under
+    1 mm off at 4 m, below the 16-bit export's millimetre)."""
 
-    grey: np.ndarray  # (h, w) float16: the last frame, grey, block-averaged
-    value: np.ndarray  # (H, W, C) float16: the last output
-    weight: np.ndarray | None  # (H, W) float16: the smoothed person mask, None without background removal
+    grey: Any  # (h, w) float16: the last frame, grey, block-averaged
+    value: Any  # (H, W, C) float16: the last output
+    weight: Any | None  # (H, W) float16: the smoothed person mask, None without background removal
+
+    def on_host(self) -> SteadyState:
+        """The state as numpy (the tensors in one copy back)."""
+        if isinstance(self.value, np.ndarray):
+            return self
+        from .device_post import to_host
+
+        host = to_host([a for a in (self.grey, self.value, self.weight) if a is not None])
+        return SteadyState(grey=host[0], value=host[1], weight=host[2] if len(host) > 2 else None)
+
+    def __getstate__(self) -> dict:
+        """Pickled (to another process: a ZeroGPU worker's answer) as numpy, never as device tensors."""
+        return dict(vars(self.on_host()))
 
 
 @dataclass
@@ -79,13 +99,16 @@ class SteadyFilter:
     def __init__(self, device, state: SteadyState | None = None, unit: bool = False):
         self.device, self.unit = device, unit
         self._grey = self._value = self._weight = None
-        if state is not None:  # one upload of the three (float16), split there
-            parts = [a for a in (state.grey, state.value, state.weight) if a is not None]
+        if state is None:
+            return
+        parts = [a for a in (state.grey, state.value, state.weight) if a is not None]
+        if isinstance(state.value, np.ndarray):  # one upload of the three (float16), split there
             flat = ledger.to_device(np.concatenate([np.asarray(a, np.float16).ravel() for a in parts]), device)
             ends = np.cumsum([a.size for a in parts])
-            pieces = [flat[end - a.size:end].reshape(a.shape).float() for a, end in zip(parts, ends)]
-            self._grey, self._value = pieces[:2]
-            self._weight = pieces[2] if state.weight is not None else None
+            parts = [flat[end - a.size:end].reshape(a.shape) for a, end in zip(parts, ends)]
+        pieces = [a.float() for a in parts]  # (kept on the device by the last call: nothing crosses)
+        self._grey, self._value = pieces[:2]
+        self._weight = pieces[2] if state.weight is not None else None
 
     def step(self, frame: np.ndarray, value: np.ndarray, mask: np.ndarray | None):
         """frame (H, W, 3) uint8, value (H, W, C) float32, mask (H, W) bool or None -> filtered numpy copies."""
@@ -118,13 +141,23 @@ class SteadyFilter:
 
     @property
     def state(self) -> SteadyState | None:
+        """Where it left off, as numpy (one copy back)."""
+        kept = self.kept()
+        return None if kept is None else kept.on_host()
+
+    def kept(self) -> SteadyState | None:
+        """Where it left off, left where the filter runs (float16 tensors)."""
         if self._value is None:
             return None
-        from .device_post import to_host
+        halves = [None if t is None else t.half() for t in (self._grey, self._value, self._weight)]
+        return SteadyState(grey=halves[0], value=halves[1], weight=halves[2])
 
-        kept = [t.half() for t in (self._grey, self._value, self._weight) if t is not None]
-        host = to_host(kept)  # one copy back
-        return SteadyState(grey=host[0], value=host[1], weight=host[2] if len(host) > 2 else None)
+    def settle(self) -> None:
+        """A batch's end: the state rounded to float16, as where it crosses (the host road's batches and ZeroGPU's
+        calls), so the device road's maps are the host road's, batch for batch."""
+        if self._value is not None:
+            self._grey, self._value = self._grey.half().float(), self._value.half().float()
+            self._weight = None if self._weight is None else self._weight.half().float()
 
 
 def steady_results(frames: list[np.ndarray], results: list, field: str, device, previous=None,
@@ -144,34 +177,61 @@ def steady_results(frames: list[np.ndarray], results: list, field: str, device, 
     return steady
 
 
+@dataclass
+class Filtered:
+    """A batch's maps filtered on the device road, left there."""
+
+    values: list  # (H, W, C) float32 tensors: unit normals or XYZ
+    masks: list  # (H, W) bool tensors (the smoothed person mask), or None each without background removal
+    scales: Any = None  # pointmap: the model's (B,) scales tensor
+    model_hw: tuple[int, int] | None = None  # pointmap: the model's input (height, width)
+
+
+def filtered_start(images, manager, size: str, field: str, remove_background: bool, flt: SteadyFilter):
+    """One batch of a steady video on the device road: its body-part and map (normals: field "normals", pointmaps:
+    "points") forwards queued now on `images` (`upload`'s tensors); returns finish() -> Filtered, the batch's maps
+    through `flt`, the video's filter (batches finish in order), its state rounded at the batch's end (`settle`)."""
+    from . import dense
+
+    labels = dense.labels_start(images, manager, size) if remove_background else None
+    if field == "normals":
+        maps, scales, model_hw = dense.normals_device_start(images, manager, size), None, None
+    else:
+        maps, scales, model_hw = dense.pointmaps_with_scales(images, manager, size)
+
+    def finish() -> Filtered:
+        masks = [label > 0 for label in labels()] if labels is not None else [None] * len(images)
+        # (H, W, C) contiguous, as the host road's arrays are: a norm over C sums in that order only then
+        filtered = [flt.step_on_device(image, value.contiguous(), mask)
+                    for image, value, mask in zip(images, maps(), masks)]
+        flt.settle()
+        return Filtered([value for value, _ in filtered], [mask for _, mask in filtered], scales, model_hw)
+
+    return finish
+
+
 def steady_on_device(manager, size: str, frames: list, field: str, remove_background: bool, previous=None) -> list:
     """`steady_results` of normals (field "normals") or pointmaps ("points") on the device road: the frames cross
     once, the body-part mask, the maps and the filter stay on the device, and the filtered maps and masks cross back
-    in one copy each (not the model's maps back, then up again and back filtered). Equal to the host road's."""
+    in one copy each (not the model's maps back, then up again and back filtered); the state stays there, on the
+    last result. Equal to the host road's."""
     from ..results import NormalsResult, PointmapResult
     from . import dense
     from .device_post import to_host
 
-    images = dense.uploaded_once(frames, manager)
-    masks = [labels > 0 for labels in dense.labels_on_device(images, manager, size)] if remove_background else None
-    if field == "normals":
-        values, scales, model_hw = dense.normals_on_device(images, manager, size), None, None
-    else:
-        values, scales, model_hw = dense.pointmaps_with_scales(images, manager, size)
     flt = SteadyFilter(manager.device, getattr(previous, "steady", None), unit=field == "normals")
     if getattr(previous, "steady", None) is not None:
         previous.steady = None
-    # (H, W, C) contiguous, as the host road's arrays are: a norm over C sums in that order only then
-    filtered = [flt.step_on_device(image, value.contiguous(), None if masks is None else masks[i])
-                for i, (image, value) in enumerate(zip(images, values))]
-    maps = to_host([value for value, _ in filtered])
-    kept = to_host([mask for _, mask in filtered]) if masks is not None else [None] * len(maps)
+    images = dense.uploaded_once(frames, manager)
+    done = filtered_start(images, manager, size, field, remove_background, flt)()
+    maps = to_host(done.values)
+    kept = to_host(done.masks) if remove_background else [None] * len(maps)
     if field == "normals":
         results = [NormalsResult(normals=n, mask=m) for n, m in zip(maps, kept)]
     else:
-        scales = [float(s) for s in to_host([scales])[0]]
-        results = [PointmapResult(points=p, scale=s, focal_length=model_hw[1] / s, mask=m)
+        scales = [float(s) for s in to_host([done.scales])[0]]
+        results = [PointmapResult(points=p, scale=s, focal_length=done.model_hw[1] / s, mask=m)
                    for p, s, m in zip(maps, scales, kept)]
     if results:
-        results[-1].steady = flt.state
+        results[-1].steady = flt.kept()
     return results

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import ledger
 from ..results import PointmapResult, PoseResult, resolve_mask
 from .meta import NUM_KEYPOINTS
 
@@ -63,29 +64,15 @@ def lift_keypoints(pose: PoseResult, pointmap: PointmapResult, mask: np.ndarray 
     """Pose3DResult for every person and keypoint of `pose`; `mask` defaults to `pointmap.mask`."""
     points = np.asarray(pointmap.points, dtype=np.float32)
     height, width = points.shape[:2]
-    if tuple(pose.image_size) != (height, width):
-        raise ValueError(f"pose image {tuple(pose.image_size)} and pointmap {(height, width)} differ in size")
     mask = resolve_mask(pointmap, mask, (height, width))
-    people = pose.num_people
-    keypoints = np.asarray(pose.keypoints, dtype=np.float64)
-    # No people may come as (0, 0, 2): still answer with the usual keypoint count.
-    count = keypoints.shape[1] if keypoints.ndim == 3 and (people or keypoints.shape[1]) else NUM_KEYPOINTS
-    keypoints = keypoints.reshape(people, count, 2)
-    scores = np.asarray(pose.keypoint_scores, dtype=np.float32).reshape(people, count)
-    track_ids = None if pose.track_ids is None else np.asarray(pose.track_ids, dtype=np.int64).copy()
+    keypoints, scores, cx, cy = _centres(pose, (height, width), min_score)
 
     valid_map = np.isfinite(points).all(axis=2)
     valid_map[valid_map] = points[valid_map][:, 2] > 0
     if mask is not None:
         valid_map &= mask
-
-    flat_xy = keypoints.reshape(-1, 2)
-    finite = np.isfinite(flat_xy).all(axis=1)
-    # clipped so far-off (or huge) coordinates stay outside the image without overflowing the int cast
-    centre = np.rint(np.where(finite[:, None], flat_xy, -1)).clip(-1, max(height, width)).astype(np.int64)
-    cx, cy = centre[:, 0], centre[:, 1]
-    inside = finite & (cx >= 0) & (cx < width) & (cy >= 0) & (cy < height)
-    available = inside & (scores.reshape(-1) >= min_score)
+    inside = cx >= 0
+    available = inside.copy()
     available[inside] &= valid_map[cy[inside], cx[inside]]
 
     # Gather every window at once: (M, S) pixel coordinates, S = (2w + 1)^2 offsets.
@@ -109,15 +96,129 @@ def lift_keypoints(pose: PoseResult, pointmap: PointmapResult, mask: np.ndarray 
         available[candidates[~steady]] = False
         median = np.stack([_quantile(samples[..., axis], valid_count, 0.5) for axis in range(3)], axis=1)
         lifted[candidates[steady]] = median[steady]
+    return _lifted(pose, keypoints, scores, lifted, available, max_depth_gap)
 
+
+def _centres(pose: PoseResult, image_hw: tuple[int, int], min_score: float):
+    """(N, K, 2) float64 keypoints, (N, K) float32 scores, and each keypoint's rounded pixel (cx, cy), flat: -1 for
+    a keypoint that cannot be available whatever the pointmap says (not finite, outside the image, too unsure)."""
+    height, width = image_hw
+    if tuple(pose.image_size) != (height, width):
+        raise ValueError(f"pose image {tuple(pose.image_size)} and pointmap {(height, width)} differ in size")
+    people = pose.num_people
+    keypoints = np.asarray(pose.keypoints, dtype=np.float64)
+    # No people may come as (0, 0, 2): still answer with the usual keypoint count.
+    count = keypoints.shape[1] if keypoints.ndim == 3 and (people or keypoints.shape[1]) else NUM_KEYPOINTS
+    keypoints = keypoints.reshape(people, count, 2)
+    scores = np.asarray(pose.keypoint_scores, dtype=np.float32).reshape(people, count)
+    flat_xy = keypoints.reshape(-1, 2)
+    finite = np.isfinite(flat_xy).all(axis=1)
+    # clipped so far-off (or huge) coordinates stay outside the image without overflowing the int cast
+    centre = np.rint(np.where(finite[:, None], flat_xy, -1)).clip(-1, max(height, width)).astype(np.int64)
+    cx, cy = centre[:, 0], centre[:, 1]
+    usable = finite & (cx >= 0) & (cx < width) & (cy >= 0) & (cy < height) & (scores.reshape(-1) >= min_score)
+    return keypoints, scores, np.where(usable, cx, -1), np.where(usable, cy, -1)
+
+
+def _lifted(pose, keypoints, scores, lifted, available, max_depth_gap) -> Pose3DResult:
+    """The flat (M, 3) lifted points and (M,) availability as a Pose3DResult, keypoints hidden by others dropped."""
+    people, count = scores.shape
     lifted, available = lifted.reshape(people, count, 3), available.reshape(people, count)
     covered = None
     if max_depth_gap is not None:
         read = lifted.copy()
         dropped = drop_in_front(lifted, available, max_depth_gap, keypoints=keypoints, boxes=pose.boxes)
         covered = np.where(dropped[..., None], read, np.nan).astype(np.float32)
+    track_ids = None if pose.track_ids is None else np.asarray(pose.track_ids, dtype=np.int64).copy()
     return Pose3DResult(points=lifted, scores=scores.copy(), available=available, track_ids=track_ids,
                         covered=covered)
+
+
+# -- the same where the pointmap is (the device road: video with motion_3d) ------------------------------------
+# The keypoints' pixels cross up (8 bytes a keypoint, without waiting), the windows are read there, and only each
+# keypoint's point and availability cross back (16 bytes): not the 25 MB pointmap of a 1080p frame.
+
+def sample_on_device(points, mask, cx, cy, *, window: int = 5, max_spread: float = 0.1):
+    """`lift_keypoints`' sampling where the (H, W, 3) float32 `points` tensor is (`mask`: (H, W) bool tensor there, or
+    None), at the (M,) long pixel tensors `cx`, `cy` there (`_centres`': -1 = not available): an (M, 4) float32 tensor
+    there, per keypoint its median point (NaN where not available) and 1.0 where available. The same float64 steps as
+    the host's (a sort, then the quantiles' interpolation), so its answer is the host's to the bit."""
+    import torch
+
+    height, width = int(points.shape[0]), int(points.shape[1])
+    device = points.device
+    valid_map = torch.isfinite(points).all(dim=2) & (points[..., 2] > 0)
+    if mask is not None:
+        valid_map = valid_map & mask
+    inside = cx >= 0
+    available = inside & valid_map[cy.clamp(0, height - 1), cx.clamp(0, width - 1)]
+
+    offsets = torch.arange(-window, window + 1, device=device)
+    offset_y, offset_x = (grid.reshape(-1) for grid in torch.meshgrid(offsets, offsets, indexing="ij"))  # np.mgrid's
+    sample_x, sample_y = cx[:, None] + offset_x[None], cy[:, None] + offset_y[None]
+    in_image = (sample_x >= 0) & (sample_x < width) & (sample_y >= 0) & (sample_y < height)
+    sx, sy = sample_x.clamp(0, width - 1), sample_y.clamp(0, height - 1)
+    sample_ok = in_image & valid_map[sy, sx]
+    valid_count = sample_ok.sum(dim=1)
+    available &= valid_count >= MIN_VALID_FRACTION * in_image.sum(dim=1).clamp_min(1)
+
+    samples = points[sy, sx].double().masked_fill_(~sample_ok[..., None], float("inf")).sort(dim=1).values
+    spread = _quantile_on_device(samples[..., 2], valid_count, 0.75) - \
+        _quantile_on_device(samples[..., 2], valid_count, 0.25)
+    available &= spread <= max_spread  # a wider spread means the window straddles a depth jump
+    median = torch.stack([_quantile_on_device(samples[..., axis], valid_count, 0.5) for axis in range(3)], dim=1)
+    lifted = torch.where(available[:, None], median.float(), float("nan"))
+    return torch.cat([lifted, available[:, None].float()], dim=1)
+
+
+def _quantile_on_device(sorted_rows, counts, q: float):
+    """`_quantile` in torch, float64: rows with no valid value give an arbitrary number (they are not available)."""
+    import torch
+
+    position = (counts - 1).double() * q
+    below = position.floor().long().clamp_min(0)
+    above = torch.minimum(below + 1, (counts - 1).clamp_min(0))
+    low, high = sorted_rows.gather(1, below[:, None])[:, 0], sorted_rows.gather(1, above[:, None])[:, 0]
+    return low + (high - low) * (position - below)
+
+
+def nobody_lifted() -> Pose3DResult:
+    """A frame with nobody in it, lifted."""
+    return Pose3DResult(points=np.zeros((0, NUM_KEYPOINTS, 3), np.float32),
+                        scores=np.zeros((0, NUM_KEYPOINTS), np.float32), available=np.zeros((0, NUM_KEYPOINTS), bool))
+
+
+def lift_on_device(poses: list[PoseResult], pointmaps: list, masks: list, *, min_score: float = 0.3
+                   ) -> list[Pose3DResult]:
+    """`lift_keypoints` of each pose in its frame's (H, W, 3) pointmap and (H, W) bool mask tensors, where they are:
+    every frame's keypoints' pixels up in one copy (pinned, without waiting), sampled there (`sample_on_device`), the
+    answers back in one copy (`nobody_lifted` for a frame with nobody)."""
+    import torch
+
+    lifted = [nobody_lifted() for _ in poses]
+    busy = [i for i, pose in enumerate(poses) if pose.num_people]
+    if not busy:
+        return lifted
+    pixels = [np.stack(_centres(poses[i], tuple(pointmaps[i].shape[:2]), min_score)[2:]) for i in busy]
+    up = torch.from_numpy(np.concatenate(pixels, axis=1).astype(np.int32))
+    if pointmaps[busy[0]].device.type == "cuda":  # a copy from pageable memory would wait for everything queued
+        up = up.pin_memory()
+    centres = ledger.to_device(up, pointmaps[busy[0]].device, non_blocking=True).long()
+    ends = np.cumsum([p.shape[1] for p in pixels])
+    sampled = [sample_on_device(pointmaps[i], masks[i], *centres[:, end - p.shape[1]:end])
+               for i, p, end in zip(busy, pixels, ends)]
+    host = torch.cat(sampled).cpu().numpy()  # the one copy back
+    for i, p, end in zip(busy, pixels, ends):
+        lifted[i] = lifted_from(poses[i], host[end - p.shape[1]:end])
+    return lifted
+
+
+def lifted_from(pose: PoseResult, sampled: np.ndarray, *, max_depth_gap: float | None = MAX_DEPTH_GAP
+                ) -> Pose3DResult:
+    """`sample_on_device`'s (M, 4) answer for `pose`, copied back, as `lift_keypoints` gives it."""
+    keypoints, scores, _, _ = _centres(pose, tuple(pose.image_size), 0.0)
+    sampled = np.asarray(sampled, np.float32).reshape(-1, 4)
+    return _lifted(pose, keypoints, scores, sampled[:, :3].copy(), sampled[:, 3] > 0.5, max_depth_gap)
 
 
 def drop_in_front(points: np.ndarray, available: np.ndarray, max_depth_gap: float = MAX_DEPTH_GAP,

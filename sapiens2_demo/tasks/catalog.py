@@ -87,19 +87,24 @@ def start_pose(frames, manager, size, *, prepared, max_people: int = 20, boxes=N
                detect_every=None, frame_index=None, previous=None, **options):
     """The crops' forwards of `prepare_pose`'s people (nothing to follow: `frame_index` and `previous` unused), and
     with lift_3d the body-part and pointmap forwards of every frame (each has someone: the detector falls back to
-    the whole image); finishes with the decoding, the lift and their copies back."""
+    the whole image), all reading one upload of the frames; finishes with the decoding and the lift, sampled where
+    the pointmap is (only the keypoints' points cross back, not the maps)."""
     from ..pipelines.pose import pose_start
 
+    images = dense.uploaded_once(frames, manager) if lift_3d else None
     poses = pose_start(frames, manager, size, detections=prepared, max_people=int(max_people), defer_decoding=True,
-                       **options)
+                       uploaded=images, **options)
     if not lift_3d:
         return poses
-    images = dense.uploaded_once(frames, manager)  # the body-part and pointmap forwards read one upload
-    maps = dense.pointmap_start(images, manager, size, _masks_start(images, manager, size, True))
+    labels = dense.labels_start(images, manager, size)
+    maps = dense.pointmaps_device_start(images, manager, size)
 
     def finish():
+        from ..pose.lift import lift_on_device
+
         done = poses()
-        _lift(done, maps(), list(range(len(done))))
+        for pose, lifted in zip(done, lift_on_device(done, maps(), [label > 0 for label in labels()])):
+            pose.lifted = lifted
         return done
 
     return finish
@@ -117,19 +122,14 @@ def lift_poses(frames, poses, manager, size, seg_cache=None) -> None:
 
 def _lift(poses, maps, which) -> None:
     """poses[i].lifted from maps[k] for the k-th i of `which` with people; an empty Pose3DResult for the others."""
-    import numpy as np
-
-    from ..pose.lift import Pose3DResult, lift_keypoints
-    from ..pose.meta import NUM_KEYPOINTS
+    from ..pose.lift import lift_keypoints, nobody_lifted
 
     for i, pointmap in zip(which, maps):
         if poses[i].num_people:
             poses[i].lifted = lift_keypoints(poses[i], pointmap)
     for pose in poses:
         if pose.lifted is None:
-            pose.lifted = Pose3DResult(points=np.zeros((0, NUM_KEYPOINTS, 3), np.float32),
-                                       scores=np.zeros((0, NUM_KEYPOINTS), np.float32),
-                                       available=np.zeros((0, NUM_KEYPOINTS), bool))
+            pose.lifted = nobody_lifted()
 
 
 def run_segment(frames, manager, size, *, seg_cache=None, **_):
@@ -342,7 +342,8 @@ register(TaskSpec(
              Option("png_bits", 16, "PNG bit depth", "radio", (8, 16)),
              raw_data("normals.npy, float32 x y z per pixel, 25 MB at 1080p")),  # appended: API order
     uses_mask=True, follows_frames=True, carry=steady.carried, steady=True,  # video: temporal_smoothing
-    coded_maps=True, renderer=normals_renderer, present=present.present_normals, export=task_files.export_normals,
+    coded_maps=True, renderer=drawn.steadied(normals_renderer, unit=True),  # steady video: the filter rides on it
+    present=present.present_normals, export=task_files.export_normals,
     files=("normals.npy", "normals16.png"), option_files={"raw_data": ("normals.npy",)},
     video_export=normals_video_export, live=True, in_all=True,
     button="Estimate normals", outputs=("slider",), result_label="Image / normals",
@@ -362,7 +363,8 @@ register(TaskSpec(
                     step=10_000, model="max_faces"),  # a light answer's mesh grid is taken where the model runs
              raw_data("depth_m.npy (float32 metres) and the point cloud as .ply and .glb")),  # appended: API order
     uses_mask=True, follows_frames=True, carry=steady.carried, steady=True,  # video: temporal_smoothing
-    coded_maps=True, renderer=depth_renderer, present=present.present_pointmap, export=task_files.export_pointmap,
+    coded_maps=True, renderer=drawn.steadied(depth_renderer), present=present.present_pointmap,
+    export=task_files.export_pointmap,
     files=("depth_mm.png", "depth_m.npy"), optional_files=("person.ply", "person.glb", "person_mesh.glb"),
     option_files={"raw_data": ("depth_m.npy",)},  # and the clouds when a valid point exists
     video_export=on_request(video_files.DepthVideoExport), live=True, in_all=True, button="Estimate depth & 3D",

@@ -33,9 +33,10 @@ def _frames(person_image):
     return [np.ascontiguousarray(person_image[:96, :160]), np.ascontiguousarray(person_image[:150, :90])]
 
 
-def _assert_close(drawn, host, name):
-    """Within one grey level on all but 0.1 % of pixels. Depth: on all but 1 %, and everywhere within one step of
-    the colour map (its index is rounded from maps that torch's and cv2's resizes give within ~1e-5)."""
+def _assert_close(drawn, host, name, flips: float = 0.0):
+    """Within one grey level on all but 0.1 % of pixels. Depth: on all but 1 %, and within one step of the colour map
+    (its index is rounded from maps that torch's and cv2's resizes give within ~1e-5) on all but a `flips` share:
+    pixels whose depth is so near 0 m that the two roads' maps put it on either side (valid or background)."""
     assert drawn.shape == host.shape and drawn.dtype == np.uint8, name
     difference = np.abs(drawn.astype(int) - host.astype(int)).max(axis=2)
     off = (difference > 1).mean()
@@ -43,7 +44,8 @@ def _assert_close(drawn, host, name):
         from sapiens2_demo.render.depth import colormap_lut
 
         step = int(np.abs(np.diff(colormap_lut("turbo").astype(int), axis=0)).max())
-        assert off <= 1e-2 and difference.max() <= step, f"{name}: {off:.4%} off, the most by {difference.max()}"
+        assert off <= 1e-2 and (difference > step).mean() <= flips, \
+            f"{name}: {off:.4%} off, {(difference > step).mean():.4%} by more than a step, the most by {difference.max()}"
     else:
         assert off <= 1e-3, f"{name}: {off:.4%} of pixels differ by more than one level"
 
@@ -85,9 +87,10 @@ def test_without_a_device_path_the_draw_request_is_ignored(person_image, key):
 
 
 def _host_drawing_counted(monkeypatch, task="segment"):
-    from sapiens2_demo.render import frames, parts
+    from sapiens2_demo.render import frames, normals, parts
 
-    annotator = {"segment": parts.PartsAnnotator, "pointmap": frames.SteadyDepthAnnotator}[task]
+    annotator = {"segment": parts.PartsAnnotator, "pointmap": frames.SteadyDepthAnnotator,
+                 "normals": normals.NormalsAnnotator}[task]
     calls = []
     real = annotator.annotate
 
@@ -99,9 +102,11 @@ def _host_drawing_counted(monkeypatch, task="segment"):
     return calls
 
 
-@pytest.mark.parametrize("task", ["segment", "pointmap"])
-def test_a_video_wanting_only_pictures_draws_them_on_the_device(task, clip, key, tmp_path, monkeypatch):
-    """GPU calls of 2 frames: the depth colour scale goes on from call to call as it does on the host."""
+@pytest.mark.parametrize("task,options", [("segment", {}), ("pointmap", {}), ("normals", {"temporal_smoothing": True}),
+                                          ("pointmap", {"temporal_smoothing": True})])
+def test_a_video_wanting_only_pictures_draws_them_on_the_device(task, options, clip, key, tmp_path, monkeypatch):
+    """GPU calls of 2 frames: the depth colour scale goes on from call to call as it does on the host, and so does the
+    steady filter (temporal_smoothing: filtered and drawn on the device, against the host road's filter and drawing)."""
     from sapiens2_demo.media.video import VideoSink
 
     written = []
@@ -109,17 +114,20 @@ def test_a_video_wanting_only_pictures_draws_them_on_the_device(task, clip, key,
     monkeypatch.setattr(VideoSink, "write", lambda self, picture, *a: written.append(picture.copy())
                         or real_write(self, picture, *a))
     calls = _host_drawing_counted(monkeypatch, task)
-    process_video(clip, task, key, tmp_path / "host", batch_size=1, chunk_size=2)
+    process_video(clip, task, key, tmp_path / "host", batch_size=1, chunk_size=2, **options)
     assert len(calls) == 6
     calls.clear()
     host, written[:] = list(written), []
 
     monkeypatch.setattr(device_post, "use_device_post", lambda device: True)
-    out = process_video(clip, task, key, tmp_path / "device", batch_size=1, chunk_size=2)
+    out = process_video(clip, task, key, tmp_path / "device", batch_size=1, chunk_size=2, **options)
     assert calls == [] and out.frames == 6 and count_frames(out.video) == 6
     assert len(written) == len(host) == 6
+    # steady depth: the random weights put a pixel or two a frame near 0 m, and the filter's float16 state (a step of
+    # up to 0.0125 m at these depths) moves one across it on one road and not the other
+    flips = 1e-3 if options.get("temporal_smoothing") else 0.0
     for i, (drawn, expected) in enumerate(zip(written, host)):
-        _assert_close(drawn, expected, f"{task} video frame {i}")
+        _assert_close(drawn, expected, f"{task} video frame {i}", flips)
 
 
 def test_a_video_writing_per_frame_data_keeps_the_results(clip, key, tmp_path, on_device, monkeypatch):
@@ -181,6 +189,47 @@ def test_the_depth_colour_scale_carries_over_gpu_calls(person_image, key, on_dev
         _assert_close(d.image, h, f"depth frame {i}")
     afresh = drawn(frames[2:], None)
     assert (np.abs(afresh[0].image.astype(int) - host[2].astype(int)).max(axis=2) > 1).mean() > 0.05
+
+
+@pytest.mark.parametrize("task,field", [("normals", "normals"), ("pointmap", "points")])
+def test_steady_maps_drawn_on_the_device_go_on_across_gpu_calls(task, field, person_image, manager, key, on_device):
+    """temporal_smoothing drawn on the device (the filter riding on the renderer, tasks/drawn.py): two calls of two
+    batches draw what the steady results of the device road (`steady_on_device`, batch by batch) give to the host
+    renderer; the state pickled (as it crosses from a ZeroGPU worker: numpy) goes on alike; starting afresh does
+    not. Normals equal to the bit (the twin repeats the host's arithmetic), depth as `_assert_close` allows."""
+    import pickle
+
+    from sapiens2_demo.pipelines import steady
+
+    rng = np.random.default_rng(0)
+    still = [np.ascontiguousarray(person_image[:96, :128]), np.ascontiguousarray(person_image[40:136, 60:188])]
+    frames = [np.clip(still[i // 4].astype(np.int16) + rng.integers(-2, 3, still[0].shape), 0, 255).astype(np.uint8)
+              for i in range(8)]  # four still frames with sensor noise, a cut, four more
+    spec = tasks.get(task)
+    results, previous = [], None
+    for start in range(0, 8, 2):
+        done = steady.steady_on_device(manager, "0.4b", frames[start:start + 2], field, True, previous)
+        results, previous = results + done, done[-1]
+    renderer = spec.renderer()
+    host = [renderer.annotate(frame, result) for frame, result in zip(frames, results)]
+
+    def drawn(part, state):
+        options = {**spec.job(None, {}).options, "temporal_smoothing": True, "draw": {"steady": True},
+                   "draw_state": state}
+        return gpu.answers(key, part, [Job(task, "0.4b", options)], batch_size=2)[0]
+
+    first = drawn(frames[:4], None)
+    state = first[-1].state
+    crossed = pickle.loads(pickle.dumps(state))
+    assert isinstance(crossed.steady.value, np.ndarray) and crossed.steady.value.dtype == np.float16
+    for second in (drawn(frames[4:], state), drawn(frames[4:], crossed)):
+        for i, (d, h) in enumerate(zip(first + second, host)):
+            if task == "normals":
+                np.testing.assert_array_equal(d.image, h, err_msg=f"frame {i}")
+            else:
+                _assert_close(d.image, h, f"steady depth frame {i}")
+    afresh = drawn(frames[5:7], None)  # still frames: afresh, the first is its own map, not the smoothed one
+    assert (np.abs(afresh[0].image.astype(int) - host[5].astype(int)).max(axis=2) > 1).mean() > 0.05
 
 
 def test_the_torch_twins_draw_what_the_annotators_draw_on_synthetic_maps():

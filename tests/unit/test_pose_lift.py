@@ -135,6 +135,40 @@ def test_size_mismatch_is_refused():
         lift_keypoints(pose_at(random_pixels(1)), pointmap(plane_points()[:100]))
 
 
+def test_the_device_twin_lifts_what_the_host_lifts():
+    """pose.lift.lift_on_device (the video's lift where the pointmap is) against lift_keypoints on one hard map:
+    noise, a depth step, holes, a mask, keypoints at the border, outside, unsure, between pixels and not finite,
+    and a person in front of another. Equal to the bit: the same float64 sort and interpolation on both sides."""
+    import torch
+
+    from sapiens2_demo.pose.lift import lift_on_device
+
+    rng = np.random.default_rng(3)
+    points = plane_points(lambda u: np.where(u < WIDTH // 2, 2.0, 2.6) + 0.001 * u)
+    points += rng.normal(0, 0.02, points.shape).astype(np.float32)  # spreads around max_spread (0.1 m) somewhere
+    points[rng.random((HEIGHT, WIDTH)) < 0.5, 2] = np.nan  # holes: some windows have too few samples
+    points[40:60, 200:260, 2] = -1.0  # behind the camera
+    mask = np.ones((HEIGHT, WIDTH), bool)
+    mask[120:170, 20:90] = False
+    pixels = rng.uniform(-10, [WIDTH + 10, HEIGHT + 10], (3, NUM_KEYPOINTS, 2))
+    pixels[0, :4] = [[0, 0], [WIDTH - 1, HEIGHT - 1], [np.nan, 5], [1e12, 3]]
+    scores = rng.uniform(0, 1, (3, NUM_KEYPOINTS))
+    pose = pose_at(pixels, scores=scores, track_ids=np.array([1, 2, 3]))
+    pose.boxes = np.array([[0, 0, WIDTH, HEIGHT], [0, 0, WIDTH / 2, HEIGHT], [10, 10, 50, 50]], np.float32)
+    nobody = pose_at(np.zeros((0, NUM_KEYPOINTS, 2)))
+    for given in (mask, None):
+        host = lift_keypoints(pose, pointmap(points, given))
+        device_mask = None if given is None else torch.from_numpy(given)
+        empty, device, again = lift_on_device([nobody, pose, pose], [torch.from_numpy(points)] * 3, [device_mask] * 3)
+        assert empty.points.shape == (0, NUM_KEYPOINTS, 3) and not empty.available.size
+        np.testing.assert_array_equal(again.points, device.points)  # each frame's rows of the one copy back
+        assert 0.2 < host.available.mean() < 0.8  # both kinds, many of each
+        np.testing.assert_array_equal(device.available, host.available)
+        np.testing.assert_array_equal(device.points, host.points)
+        np.testing.assert_array_equal(device.scores, host.scores)
+        np.testing.assert_array_equal(device.track_ids, host.track_ids)
+
+
 # -- export ---------------------------------------------------------------------------------------
 
 @pytest.fixture()
