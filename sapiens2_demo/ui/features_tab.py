@@ -73,7 +73,7 @@ def build_features_tab(ctx: AppContext, task_tab, run) -> Callable:
         btn.click(features, [tab.img, image2, size_dropdown, use_mask],
                   [slider, slider2, similarity, files, tab.info], api_name=spec.name, concurrency_id=spec.family,
                   show_progress_on=[slider], validator=needs("an image"))
-    from . import mcp
+        from . import mcp  # its hidden outputs inside the tab: between two tabs they would split the tab bar
 
-    mcp.add_features_tool(ctx, [tab.img, image2, size_dropdown, use_mask], features.__doc__, spec.family)
+        mcp.add_features_tool(ctx, [tab.img, image2, size_dropdown, use_mask], features.__doc__, spec.family)
     return features

@@ -20,6 +20,13 @@ def test_starting_the_app_loads_no_model(tiny_dir):
     args = app.parse_args(["--checkpoint-dir", str(tiny_dir), "--device", "cpu"])
     demo = app.create_app(args)
     assert demo.sapiens2_context.manager.loaded_keys == []
+    # one tab bar holds every tab: a component made between two tabs splits it, and the tabs before the split
+    # are each drawn on the page at once, one under the other
+    import gradio as gr
+
+    bars = [[tab.label for tab in block.children] for block in demo.blocks.values() if isinstance(block, gr.Tabs)]
+    assert bars == [["Pose", "Body parts", "Normals", "Depth & 3D", "Matting", "All tasks", "Video", "Live",
+                     "Features"]]
 
 
 def test_named_endpoints_first_parameter_is_image(client):
