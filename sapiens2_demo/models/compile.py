@@ -202,7 +202,7 @@ def compile_model(model, input_size: tuple[int, int], device, dtype, key: str = 
     state.phase = "at run time"
     if state.status == "compiled":
         state.seconds = time.perf_counter() - started
-        state.note = f"compiled at load in {state.seconds:.0f} s"
+        state.note = f"compiled at load in {state.seconds:.{0 if state.seconds >= 10 else 1}f} s"  # not "in 0 s"
         record_load_seconds(key, state.seconds)
     return state
 
