@@ -184,7 +184,7 @@ def test_load_hint_reports_the_last_time(tmp_path):
     regional.record_load_seconds("seg@cpu/float32", 31.0)
     regional.record_load_seconds("seg@cpu/float32", 4.2)
     hint = regional.load_hint("seg@cpu/float32")
-    assert "4 s last time" in hint and "at most 31 s" in hint
+    assert "4.2 s last time" in hint and "at most 31 s" in hint
 
 
 def test_manager_off_by_default_on_cpu(tiny_dir, monkeypatch):
