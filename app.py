@@ -18,8 +18,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     on_space = bool(os.environ.get("SPACE_ID"))
     env = os.environ.get
     parser = argparse.ArgumentParser(description="Sapiens2 demo (pose, body parts, normals, depth & 3D, matting)")
-    parser.add_argument("--host", default=env("SAPIENS2_HOST", "0.0.0.0" if on_space else "127.0.0.1"))
-    parser.add_argument("--port", type=int, default=int(env("SAPIENS2_PORT", env("GRADIO_SERVER_PORT", "7860"))))
+    parser.add_argument("--host", default=env("SAPIENS2_HOST", "0.0.0.0" if on_space else "127.0.0.1"),
+                        help="address to listen on (default 127.0.0.1, this machine only; 0.0.0.0 on a Space)")
+    parser.add_argument("--port", type=int, default=int(env("SAPIENS2_PORT", env("GRADIO_SERVER_PORT", "7860"))),
+                        help="port to serve on (default 7860)")
     parser.add_argument("--checkpoint-dir", default=env("SAPIENS2_CHECKPOINT_DIR"),
                         help="folder with sapiens2-<task>-<size>/ checkpoints in transformers format")
     parser.add_argument("--detector", default=env("SAPIENS2_DETECTOR"),
@@ -29,8 +31,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "AVX512-BF16; else float32), float32, bfloat16, float16")
     parser.add_argument("--model-budget-gb", type=float, default=None,
                         help="memory for loaded models; least recently used are evicted beyond it")
-    parser.add_argument("--max-people", type=int, default=int(env("SAPIENS2_MAX_PEOPLE", "50")))
-    parser.add_argument("--queue-size", type=int, default=int(env("SAPIENS2_QUEUE_SIZE", "32")))
+    parser.add_argument("--max-people", type=int, default=int(env("SAPIENS2_MAX_PEOPLE", "50")),
+                        help="most people posed in an image or frame (default 50; the highest-scoring boxes)")
+    parser.add_argument("--queue-size", type=int, default=int(env("SAPIENS2_QUEUE_SIZE", "32")),
+                        help="requests that may wait; more are answered 'queue full' (default 32)")
     parser.add_argument("--concurrency", type=int, default=int(env("SAPIENS2_CONCURRENCY", "1")),
                         help="simultaneous runs per task (each task has its own queue slot)")
     parser.add_argument("--max-file-size", default=None,

@@ -12,8 +12,9 @@ instead, once at start-up inside one GPU call (`gpu.compile_ahead`):
    their weights, so a package that fails to load or run falls back to the eager block (logged once), never a
    failed call.
 
-A restart finds the saved package and loads it instead of compiling again. Its name hashes everything the compiled code depends on that the main process
-knows (the model's config, dtype, input size, torch and spaces versions); the GPU it was compiled for is not
+A restart finds the saved package and loads it instead of compiling again. Its name hashes everything the
+compiled code depends on that the main process knows (the model's config, dtype, input size, torch and spaces
+versions); the GPU it was compiled for is not
 known there (ZeroGPU's main process has none), so a package that fails in a worker is deleted: the next start
 compiles it again.
 """

@@ -202,7 +202,7 @@ def compile_model(model, input_size: tuple[int, int], device, dtype, key: str = 
     state.phase = "at run time"
     if state.status == "compiled":
         state.seconds = time.perf_counter() - started
-        state.note = f"compiled at load in {state.seconds:.0f} s"
+        state.note = f"compiled at load in {seconds(state.seconds)} s"
         record_load_seconds(key, state.seconds)
     return state
 
@@ -232,10 +232,15 @@ def record_load_seconds(key: str, seconds: float) -> None:
         log.info("compile timings not saved: %s", error)
 
 
+def seconds(value: float) -> str:
+    """Whole seconds, or tenths under ten (a warm cache's 0.4 s read as "0 s")."""
+    return f"{value:.0f}" if value >= 10 else f"{value:.1f}"
+
+
 def load_hint(key: str) -> str:
     """What the UI says while a model loads and compiles."""
     seen = _timings().get(key)
     if isinstance(seen, dict) and "last" in seen:
-        return (f"compiling: {seen['last']:.0f} s last time on this machine, at most {seen['most']:.0f} s "
-                f"(models of the same width share the work; the compile cache makes repeats faster)")
+        return (f"compiling: {seconds(seen['last'])} s last time on this machine, at most {seconds(seen['most'])} s; "
+                "models of the same width share the work")
     return "compiling: up to a minute or two the first time on this machine; later launches reuse the compile cache"

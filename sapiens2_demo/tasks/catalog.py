@@ -388,7 +388,7 @@ register(TaskSpec(
              Option("background_image", None, "Background image", "image", shown_when=("background", "image"))),
     validate=check_matting_background, renderer=matting_renderer, present=present.present_matting, export=task_files.export_matting,
     files=("matting_rgba.png", "matting_alpha.png"), video_export=on_request(video_files.MattingVideoExport), in_all=True,
-    button="Matte", outputs=("slider",), result_label="Image / composite",
+    button="Cut out the people", outputs=("slider",), result_label="Image / composite",
     files_label="Downloads (RGBA PNG, alpha PNG)",
     controls=("matting",),  # the Video and Live tabs' controls for it
     description="Cuts the people out of an image (alpha matting). Gives the input and the people composited over a "

@@ -17,7 +17,8 @@ def present_pose(image, result, *, keypoint_threshold: float = 0.3, show_face: b
 
     drawing = SkeletonAnnotator().annotate(image.rgb, result, keypoint_threshold=keypoint_threshold,
                                            show_face=show_face, show_boxes=show_boxes)
-    notes = [*image.notes, *result.notes, f"{result.num_people} person(s) posed."]
+    people = "1 person" if result.num_people == 1 else f"{result.num_people} people"
+    notes = [*image.notes, *result.notes, f"{people} posed."]
     if result.lifted is not None:
         lifted = result.lifted
         placed = int(lifted.available.sum())

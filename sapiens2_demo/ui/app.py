@@ -49,12 +49,20 @@ def footer_text(ctx: AppContext) -> str:
 
 # A failed run leaves the outputs as they were (or empty): the toast names the task and says what to do, so the
 # red "Error" badge gradio lays over each output panel is hidden. Download lists are outputs: gradio 6.31 gives
-# every row of a list of two or more files a remove button, even when the list is not interactive.
+# every row of a list of two or more files a remove button, even when the list is not interactive. The All-tasks
+# gallery (height "auto") is capped at 55 % of the window by gradio and scrolls: its second row of renders and
+# their captions were cut off on a laptop's screen, so it takes the height its tiles need. An uploaded image is
+# shown at most 75 % of the window high: a tall one (60 x 4000) made the page 4000 px long; and an image or a
+# result at least 200 px high, centred: a wide one (3000 x 40) was an 8 px strip under its own toolbar buttons.
 CSS = """
 [data-testid="status-tracker"]:has(> .error) { display: none !important; }
 [id$="-files"] .label-clear-button { display: none !important; }
 a[data-testid="model3d-download-link"][href*="CARD_PREFIX"] { display: none !important; }
 .toast-message-item[data-unplayable] { display: none !important; }
+#all-output .grid-wrap { max-height: none !important; overflow-y: auto !important; }
+.image-frame img { max-height: 75vh; }
+.upload-container:has(> .image-frame img) { min-height: 200px; align-items: center; justify-content: center; }
+.slider-wrap { min-height: 200px; align-items: center; }
 [data-testid="toast-body"]:has([data-unplayable]):not(:has(.toast-message-item:not([data-unplayable]))) {
   display: none !important;
 }

@@ -46,7 +46,8 @@ def build_features_tab(ctx: AppContext, task_tab, run) -> Callable:
         out = run("Features", run_features, image, request, progress, image2=second, size=size,
                   use_mask=bool(use_mask))
         pair2 = (out.gallery[0][0], out.gallery[1][0]) if out.gallery else None
-        return out.before_after, pair2, out.similarity, [str(p) for p in out.files], notes_markdown(out.notes)
+        notes = out.notes + ctx.manager.take_compile_notes()  # its own load's note, not the next request's
+        return out.before_after, pair2, out.similarity, [str(p) for p in out.files], notes_markdown(notes)
 
     with task_tab("Features", "features") as tab:
         with tab.inputs:
@@ -73,7 +74,7 @@ def build_features_tab(ctx: AppContext, task_tab, run) -> Callable:
         btn.click(features, [tab.img, image2, size_dropdown, use_mask],
                   [slider, slider2, similarity, files, tab.info], api_name=spec.name, concurrency_id=spec.family,
                   show_progress_on=[slider], validator=needs("an image"))
-    from . import mcp
+        from . import mcp  # its hidden outputs inside the tab: between two tabs they would split the tab bar
 
-    mcp.add_features_tool(ctx, [tab.img, image2, size_dropdown, use_mask], features.__doc__, spec.family)
+        mcp.add_features_tool(ctx, [tab.img, image2, size_dropdown, use_mask], features.__doc__, spec.family)
     return features

@@ -190,6 +190,8 @@ def has_viewer(spec) -> bool:
 
 
 def build_task_tab(ctx, spec) -> None:
+    # everything stays inside the tab: a component made between two tabs (the MCP tool's hidden outputs)
+    # would split the tab bar in two, each tab then drawn under the other
     with task_tab(spec.title, spec.name) as tab:
         with tab.inputs:
             size = size_menu(ctx.manager, [spec.family], spec.sizes)
@@ -205,24 +207,25 @@ def build_task_tab(ctx, spec) -> None:
                                    *spec.viewer_card) if has_viewer(spec) else None)
             files = gr.File(label=spec.files_label, file_count="multiple", interactive=False,
                             elem_id=f"{spec.name}-files")
-    by_name = dict(zip([o.name for o in spec.options if not o.advanced], plain))
-    by_name.update(zip([o.name for o in spec.options if o.advanced], advanced))
-    for option in spec.options:  # controls that apply only to one choice of another option
-        if option.shown_when is not None:
-            name, value = option.shown_when
-            by_name[name].change(lambda chosen, value=value: gr.update(visible=chosen == value), by_name[name],
-                                 by_name[option.name], api_visibility="private", show_progress="hidden")
-    inputs = [tab.img] + ([size] if len(spec.sizes) > 1 else []) + [by_name[o.name] for o in spec.options]
-    outputs = [*shown, files, tab.info]
-    event = btn.click(make_handler(ctx, spec), inputs, outputs, api_name=f"{spec.name}_tab", api_visibility="private",
-                      concurrency_id=spec.family, show_progress_on=shown[:1] or None, validator=needs("an image"))
-    gr.on([], make_handler(ctx, spec, stream=False), inputs, outputs, api_name=spec.name,  # the API only
-          concurrency_id=spec.family)
-    names = [o.name for o in spec.options]
-    names = (["size"] if len(spec.sizes) > 1 else []) + names
-    mcp.add_tool(ctx, spec, inputs, names, endpoint_doc(spec, names, mcp.IMAGE_INPUT, mcp.RETURNS))
-    if viewer is not None:  # the model the run recorded, in a step of its own (see viewers.py)
-        fill_after(event, spec.name, viewer)
+        by_name = dict(zip([o.name for o in spec.options if not o.advanced], plain))
+        by_name.update(zip([o.name for o in spec.options if o.advanced], advanced))
+        for option in spec.options:  # controls that apply only to one choice of another option
+            if option.shown_when is not None:
+                name, value = option.shown_when
+                by_name[name].change(lambda chosen, value=value: gr.update(visible=chosen == value), by_name[name],
+                                     by_name[option.name], api_visibility="private", show_progress="hidden")
+        inputs = [tab.img] + ([size] if len(spec.sizes) > 1 else []) + [by_name[o.name] for o in spec.options]
+        outputs = [*shown, files, tab.info]
+        event = btn.click(make_handler(ctx, spec), inputs, outputs, api_name=f"{spec.name}_tab",
+                          api_visibility="private", concurrency_id=spec.family, show_progress_on=shown[:1] or None,
+                          validator=needs("an image"))
+        gr.on([], make_handler(ctx, spec, stream=False), inputs, outputs, api_name=spec.name,  # the API only
+              concurrency_id=spec.family)
+        names = [o.name for o in spec.options]
+        names = (["size"] if len(spec.sizes) > 1 else []) + names
+        mcp.add_tool(ctx, spec, inputs, names, endpoint_doc(spec, names, mcp.IMAGE_INPUT, mcp.RETURNS))
+        if viewer is not None:  # the model the run recorded, in a step of its own (see viewers.py)
+            fill_after(event, spec.name, viewer)
 
 
 def build_all_tab(ctx) -> None:

@@ -20,6 +20,13 @@ def test_starting_the_app_loads_no_model(tiny_dir):
     args = app.parse_args(["--checkpoint-dir", str(tiny_dir), "--device", "cpu"])
     demo = app.create_app(args)
     assert demo.sapiens2_context.manager.loaded_keys == []
+    # one tab bar holds every tab: a component made between two tabs splits it, and the tabs before the split
+    # are each drawn on the page at once, one under the other
+    import gradio as gr
+
+    bars = [[tab.label for tab in block.children] for block in demo.blocks.values() if isinstance(block, gr.Tabs)]
+    assert bars == [["Pose", "Body parts", "Normals", "Depth & 3D", "Matting", "All tasks", "Video", "Live",
+                     "Features"]]
 
 
 def test_named_endpoints_first_parameter_is_image(client):
@@ -46,7 +53,8 @@ def test_pose_endpoint(client):
     official = json.loads(Path(next(f for f in files if f.endswith("_sapiens2.json"))).read_text())
     assert official["num_keypoints"] == 308
     assert len(official["instances"]) >= 1
-    assert "person(s) posed" in notes
+    people = len(official["instances"])
+    assert (f"{people} people posed" if people > 1 else "1 person posed") in notes
     whole = json.loads(Path(next(f for f in files if f.endswith("_wholebody.json"))).read_text())
     assert len(whole["annotations"]) == len(official["instances"])
     for person in whole["annotations"]:  # 133 (x, y, v) triples: body 17, feet 6, face 68, hands 21 + 21
@@ -89,7 +97,7 @@ def test_pose_endpoint_with_user_boxes(client):
 
     _, files, notes = client.predict(handle_file(str(ASSETS / "astronaut.jpg")), boxes="[[10,10,200,400],[250,20,500,500]]",
                                      flip_test=False, api_name="/pose")
-    assert "2 person(s) posed" in notes
+    assert "2 people posed" in notes
 
 
 def test_segment_endpoint(client):

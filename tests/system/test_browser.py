@@ -43,6 +43,9 @@ def test_tab_runs_in_a_browser(page, title, tab_id, example, tmp_path_factory):
     link.wait_for(state="visible", timeout=60_000)
     assert "gradio_api/file=" in (link.get_attribute("href") or "")
     assert page.locator(".toast-body.error").count() == 0
+    if tab_id == "all":  # every render and its caption in view: the gallery does not scroll (gradio caps it)
+        grid = page.locator("#all-output .grid-wrap").first
+        assert grid.evaluate("g => g.scrollHeight - g.clientHeight") <= 1
     page.screenshot(path=str(screenshots(tmp_path_factory) / f"{tab_id}.png"), full_page=True)
 
 
@@ -188,3 +191,22 @@ def test_video_example_runs_in_a_browser(page):
     assert probe["duration"] == pytest.approx(4.0, abs=0.2), probe  # the whole 4 s clip
     assert page.locator("#video-files a").count() >= 1
     assert page.locator(".toast-body.error").count() == 0
+
+
+def test_images_of_extreme_aspect_keep_a_usable_size(page, tmp_path):
+    """A 3000x40 upload is shown in a box at least 200 px high (it was an 8 px strip under its own buttons), a
+    60x4000 one at most 75 % of the window high (it made the page 4000 px long)."""
+    from PIL import Image
+
+    page.get_by_role("tab", name="Features", exact=True).click()
+    panel = page.locator("#tab-features")
+    for name, size in (("wide.png", (3000, 40)), ("tall.png", (60, 4000))):
+        Image.new("RGB", size, (200, 120, 40)).save(tmp_path / name)
+        panel.locator("input[type=file]").first.set_input_files(str(tmp_path / name))
+        frame = panel.locator(".image-frame img").first
+        frame.wait_for(state="visible", timeout=30_000)
+        page.wait_for_timeout(500)
+        box = panel.locator(".upload-container").first.bounding_box()
+        shown = frame.bounding_box()
+        window = page.viewport_size["height"]
+        assert 200 <= box["height"] and shown["height"] <= 0.75 * window + 1, (name, box, shown, window)

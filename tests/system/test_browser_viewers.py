@@ -76,7 +76,7 @@ def test_a_run_without_an_image_says_what_to_do(page, shots):
     page.get_by_role("tab", name="Matting", exact=True).click()
     panel = page.locator("#tab-matting")
     assert panel.locator("[data-testid=image] img").count() == 0  # nothing uploaded in this tab yet
-    panel.get_by_role("button", name="Matte").click()
+    panel.get_by_role("button", name="Cut out the people").click()
     panel.get_by_text("Upload an image first: drop a file here, or click an example below.").wait_for(
         state="visible", timeout=30_000)
     page.wait_for_timeout(1000)  # a run would have failed by now

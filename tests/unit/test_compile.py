@@ -184,7 +184,7 @@ def test_load_hint_reports_the_last_time(tmp_path):
     regional.record_load_seconds("seg@cpu/float32", 31.0)
     regional.record_load_seconds("seg@cpu/float32", 4.2)
     hint = regional.load_hint("seg@cpu/float32")
-    assert "4 s last time" in hint and "at most 31 s" in hint
+    assert "4.2 s last time" in hint and "at most 31 s" in hint
 
 
 def test_manager_off_by_default_on_cpu(tiny_dir, monkeypatch):
@@ -248,3 +248,25 @@ def test_a_video_request_says_it_compiles(tiny_dir, tmp_path, monkeypatch):
     assert "sapiens2-seg-0.4b: compiled at load in" in notes, notes
     [(_, _, again)] = list(run_video(ctx, str(clip), task="segment", progress=lambda *a, desc="", **k: said.append(desc)))
     assert "compiled at load" not in again  # said once
+
+
+def test_a_features_request_says_its_own_compile(tiny_dir, monkeypatch):
+    """The Features tab's answer carries its model's compile note (it was left for the next request of any tab,
+    which then named a model it never ran)."""
+    import gradio as gr
+
+    from sapiens2_demo.jobs.image import AppContext
+    from sapiens2_demo.models.manager import ModelManager
+    from sapiens2_demo.ui.common import task_tab
+    from sapiens2_demo.ui.features_tab import build_features_tab
+    from sapiens2_demo.ui.image_tabs import run_request
+    from tests.conftest import ASSETS
+
+    compile_blocks = regional.compile_blocks
+    monkeypatch.setattr(regional, "compile_blocks", lambda model, state, backend: compile_blocks(model, state, "eager"))
+    ctx = AppContext(manager=ModelManager(checkpoint_dir=tiny_dir, device="cpu", dtype="float32", compile="on"))
+    with gr.Blocks():
+        features = build_features_tab(ctx, task_tab, lambda *args, **kwargs: run_request(ctx, *args, **kwargs))
+    *_, notes = features(str(ASSETS / "astronaut.jpg"), use_mask=False, progress=None)
+    assert "sapiens2-pretrain-0.4b: compiled at load in" in notes, notes
+    assert ctx.manager.take_compile_notes() == []  # nothing left over for another request
