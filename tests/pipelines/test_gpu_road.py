@@ -54,15 +54,14 @@ def frames(person_image):
 
 
 def test_pose_video_on_the_device_road_overlaps_and_equals_the_frame_by_frame_answer(key, frames, manager,
-                                                                                      device_road, monkeypatch):
+                                                                                      device_road, monkeypatch,
+                                                                                      staged):
     boxes = [[30, 10, 300, 290], [100, 50, 380, 280]]
     job = Job("pose", "0.4b", {"boxes": str(boxes), "detect_every": 4, "frame_index": 0, "previous": None})
-    used = []
-    real = gpu.overlapped
-    monkeypatch.setattr(gpu, "overlapped", lambda *args, **kwargs: used.append(1) or real(*args, **kwargs))
+    used = staged("pose")
     monkeypatch.setattr(gpu, "OVERLAP", "1")
     [new] = gpu.answers(key, frames, [job], batch_size=2)
-    assert used == [1]  # its batches overlapped
+    assert used == [2, 2, 1]  # its batches overlapped
     given = Detections(np.asarray(boxes, np.float32), np.ones(2, np.float32))
     old = [estimate_pose_batch([frame], manager, detections=[given])[0] for frame in frames]  # frame by frame
     for a, b in zip(old, new):
@@ -128,10 +127,11 @@ def test_the_ledgers_ceilings_hold_on_a_video(name, clip, short_clip, key):
     assert all(e.dtype == "uint8" for e in book.of("h2d") if e.what == "upload")
     assert book.bytes("d2h") / frames <= d2h * needed, book.table()
     batches, overlapped = book.overlapped()
-    assert batches == 3  # 16 + 8 frames: two calls, three batches
-    # the first call's first batch hides behind the second batch's forward (the last batch of a call does not yet:
-    # overlap across calls is open); steady maps go on from the frame before, one batch after the other
-    assert overlapped == (0 if name in ("normal", "pointmap") else 1), book.table()
+    assert batches == 3  # 16 + 8 frames: two chunks, three batches
+    # every batch but the last hides behind the next batch's forward, the first chunk's last one behind the next
+    # chunk's first (one pipeline across chunks, gpu.stream); steady maps go on from the frame before, one batch
+    # after the other
+    assert overlapped == (0 if name in ("normal", "pointmap") else 2), book.table()
 
 
 @pytest.mark.parametrize("task,options", [("normals", {"remove_background": True}), ("pointmap", {}),
@@ -152,19 +152,17 @@ def test_recording_changes_no_answer(key, frames, device_road, monkeypatch, task
 
 
 def test_mocap_video_on_the_device_road_overlaps_and_equals_the_serial_answer(key, frames, device_road,
-                                                                             monkeypatch):
+                                                                             monkeypatch, staged):
     """Pose lifted to 3D (motion_3d): the body-part and pointmap forwards beside the pose crops', the lift in the
     worker, against the batches one after the other (SAPIENS2_OVERLAP=0: each runs run_pose and lift_poses)."""
     job = Job("pose", "0.4b", {"boxes": "[[30, 10, 300, 290]]", "lift_3d": True, "detect_every": 4,
                                "frame_index": 0, "previous": None})
     monkeypatch.setattr(gpu, "OVERLAP", "0")
     [serial] = gpu.answers(key, frames, [job], batch_size=2)
-    used = []
-    real = gpu.overlapped
-    monkeypatch.setattr(gpu, "overlapped", lambda *args, **kwargs: used.append(1) or real(*args, **kwargs))
+    used = staged("pose")
     monkeypatch.setattr(gpu, "OVERLAP", "1")
     [new] = gpu.answers(key, frames, [job], batch_size=2)
-    assert used == [1]
+    assert used == [2, 2, 1]
     for a, b in zip(serial, new):
         np.testing.assert_array_equal(a.keypoints, b.keypoints)
         np.testing.assert_array_equal(a.lifted.points, b.lifted.points)

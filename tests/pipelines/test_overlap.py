@@ -78,7 +78,7 @@ def test_overlapped_results_equal_the_serial_ones(key, frames, task, device_path
 
 
 @pytest.mark.parametrize("task", STAGED)
-def test_overlapped_drawing_equals_the_serial_drawing(key, frames, task, monkeypatch):
+def test_overlapped_drawing_equals_the_serial_drawing(key, frames, task, monkeypatch, staged):
     """The pictures drawn where the model runs (a video that wants only pictures), and the depth colour scale
     they carry over (DrawnFrame.state)."""
     monkeypatch.setattr(device_post, "use_device_post", lambda device: True)
@@ -86,11 +86,9 @@ def test_overlapped_drawing_equals_the_serial_drawing(key, frames, task, monkeyp
     drawing = {k: v for k, v in {**spec.defaults(), "opaque": True}.items() if k != "background_image"}
     job = Job(task, spec.default_size(), {**OPTIONS[task], "draw": drawing})
     serial = _answers(key, frames, job, "0", monkeypatch)
-    used = []
-    real = gpu.overlapped
-    monkeypatch.setattr(gpu, "overlapped", lambda *args, **kwargs: used.append(1) or real(*args, **kwargs))
+    used = staged(task, "draw_start")
     overlapped = _answers(key, frames, job, "1", monkeypatch)
-    assert used == [1] and all(isinstance(r, DrawnFrame) for r in overlapped)
+    assert used == [2, 2, 1] and all(isinstance(r, DrawnFrame) for r in overlapped)
     _assert_same(serial, overlapped)
     assert repr(serial[-1].state) == repr(overlapped[-1].state)
 
@@ -153,31 +151,28 @@ def test_an_error_in_a_finish_reaches_the_caller_of_a_gpu_call(key, frames, monk
     assert isinstance(answer, RuntimeError)
 
 
-def test_only_calls_of_several_batches_and_tasks_that_do_not_follow_frames_overlap(key, frames, monkeypatch):
+def test_only_calls_of_several_batches_and_tasks_that_do_not_follow_frames_overlap(key, frames, monkeypatch,
+                                                                                   staged):
     monkeypatch.setattr(gpu, "OVERLAP", "1")
-    used = []
-    real = gpu.overlapped
-    monkeypatch.setattr(gpu, "overlapped", lambda *args, **kwargs: used.append(1) or real(*args, **kwargs))
+    used, posed = staged("segment"), staged("pose")
     gpu.answers(key, frames[:2], [Job("segment", "0.4b", {})], batch_size=2)  # one batch: nothing to overlap
     gpu.answers(key, frames[:3], [Job("pose", "0.4b", {"boxes": "[[0, 0, 50, 80]]"})], batch_size=1)
-    assert used == []
+    assert used == [] and posed == []  # pose off the device road follows people from frame to frame
     gpu.answers(key, frames[:3], [Job("segment", "0.4b", {})], batch_size=2)
-    assert used == [1]
+    assert used == [2, 1]
 
 
 @pytest.mark.parametrize("task", ["normals", "pointmap"])
-def test_a_steady_task_overlaps_unless_smoothed_over_time(key, frames, task, monkeypatch):
+def test_a_steady_task_overlaps_unless_smoothed_over_time(key, frames, task, monkeypatch, staged):
     """temporal_smoothing makes each batch go on from the one before (the filter's state): then, and only then,
     its batches run one after the other."""
     monkeypatch.setattr(gpu, "OVERLAP", "1")
-    used = []
-    real = gpu.overlapped
-    monkeypatch.setattr(gpu, "overlapped", lambda *args, **kwargs: used.append(1) or real(*args, **kwargs))
+    used = staged(task)
     gpu.answers(key, frames[:3], [Job(task, "0.4b", {"remove_background": True})], batch_size=2)
-    assert used == [1]
+    assert used == [2, 1]
     gpu.answers(key, frames[:3], [Job(task, "0.4b", {"remove_background": True, "temporal_smoothing": True})],
                 batch_size=2)
-    assert used == [1]
+    assert used == [2, 1]
 
 
 def test_the_overlap_setting(monkeypatch):
