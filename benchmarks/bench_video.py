@@ -39,7 +39,7 @@ Targets (issue 15, tiny checkpoints, this 2-core CPU): ours/floor >= 0.5 (seg, n
 --detector`, written there when missing) or the structured stand-ins (`... DIR --trained --detector`, issue 20);
 the header names the folder: say which kind it holds when quoting figures.
 --overlap: whether a GPU call runs each batch's post-processing, drawing and copy back beside the next batch's
-forward (gpu.overlapped; `auto`: the app's default); `both` runs ours four times per task, one batch after the
+forward (sapiens2_demo/overlap.py; `auto`: the app's default); `both` runs ours four times per task, one batch after the
 other, overlapped, again each (the table's row is the first), and notes the best of each and their ratio.
 The machine is shared and noisy: compare the ratios, measured in one run, never fps across runs; the load
 average is printed on every row.

@@ -12,7 +12,7 @@ What it records (`Event.kind`):
 - "forward": a model forward queued (`batch` counts batches of frames: a forward after frames not yet in this batch
   were uploaded starts one; a second model on the same frames, the flip test's mirrored forward and the person
   detector do not);
-- "join": the queuing thread waiting for the post-processing worker of batch `batch` (gpu.overlapped).
+- "join": the queuing thread waiting for the post-processing worker of batch `batch` (overlap.py).
 Each with the place in our code that caused it and the thread ("queue": the one that queues forwards, or
 "worker").
 
@@ -375,7 +375,7 @@ def wait(what: str = "synchronize") -> None:
 
 
 def join(batch: int) -> None:
-    """The queuing thread waits for the worker finishing `batch` (gpu.overlapped)."""
+    """The queuing thread waits for the worker finishing `batch` (overlap.py)."""
     book = _BOOK
     if book is not None:
         book.add(Event("join", "worker", batch=batch))

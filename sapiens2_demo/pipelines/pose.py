@@ -82,9 +82,10 @@ def pose_start(frames: list[np.ndarray], manager, size: str = "0.4b", *,
                batch_size: int = 8, timings: dict | None = None,
                detector_classes: tuple[int, ...] | None = PERSON_CLASSES, defer_decoding: bool = False):
     """`estimate_pose_batch` in two stages: the detector, crops and forwards now; returns `finish()`, which gives
-    the results. defer_decoding (a GPU call of several batches, gpu.overlapped): on the device road the decoding
-    and its copy back wait for `finish()`, run beside the next batch's forwards, the heatmaps kept on the device
-    until then (60 MB a person at full size); otherwise each batch of crops is decoded after its forward."""
+    the results. defer_decoding (a GPU call of several batches, overlap.py): on the device road the decoding
+    and its copy back wait for `finish()`, run beside the next batch's forwards, every batch of crops decoded
+    together with one copy back, the heatmaps kept on the device until then (60 MB a person at full size);
+    otherwise each batch of crops is decoded after its forward."""
     frames = [as_rgb_uint8(frame) for frame in frames]
     timed = timings is not None  # then each stage waits for the device, so its time is its own
     timings = {} if timings is None else timings

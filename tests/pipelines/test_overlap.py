@@ -1,4 +1,4 @@
-"""Overlapped batches (gpu.overlapped): a GPU call of several batches runs each batch's post-processing,
+"""Overlapped batches (sapiens2_demo/overlap.py): a GPU call of several batches runs each batch's post-processing,
 drawing and copy back in a worker thread beside the next batch's forward, as on CUDA. Forced on here
 (gpu.OVERLAP = "1"), on the CPU's numpy path and on the device path CUDA takes: the answers equal the
 one-batch-after-the-other path's, in order, and errors come back."""
