@@ -212,11 +212,11 @@ def aside(work, device):
 
     stream = _POST_STREAMS.setdefault(str(device), torch.cuda.Stream(device=device))
 
-    def run():
+    def on_its_stream():
         with torch.cuda.stream(stream):
             return work()
 
-    return run
+    return on_its_stream
 
 
 def beside(finish, device):
@@ -232,12 +232,12 @@ def beside(finish, device):
     queued.record()  # on this thread's current stream: the batch's forward and everything before it
     stream = _POST_STREAMS.setdefault(str(device), torch.cuda.Stream(device=device))
 
-    def run():
+    def after_the_forward():
         with torch.cuda.stream(stream):
             stream.wait_event(queued)
             return finish()  # its copy back synchronises this stream only
 
-    return run
+    return after_the_forward
 
 
 def draws_on_device(spec, manager) -> bool:
