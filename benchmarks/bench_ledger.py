@@ -2,8 +2,7 @@
 and how often the host waits, per image request, per video frame and per live frame (a script, not a test).
 
     HF_HUB_OFFLINE=1 YOLO_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False .venv/bin/python benchmarks/bench_ledger.py \
-        [--frames 96] [--tasks pose,seg,normal,pointmap,matting,mocap] [--parts image,live,video] [--json PATH] \
-        [--device cpu] [--where]
+        [--frames 96] [--tasks pose,seg,normal,pointmap,matting,mocap] [--json PATH] [--device cpu] [--where]
 
 On a CPU the ledger makes the pipelines take the CUDA road (device post-processing and drawing, overlapped batches)
 and counts what would cross; on CUDA (--device cuda) it counts what does. The stand-ins (standins/train.py, trained
@@ -19,8 +18,7 @@ three people's (its upload, forward and copies back still run and count).
   queued before the host waited for them (overlapped);
 - live: one webcam frame per live task (downscaled as the Live tab does), drawn where the model runs: the second
   frame, the first one's one-off uploads (colour tables) counted apart.
-It takes about 6 to 12 minutes on a 2-core CPU. --tasks and --parts run some of it (the tables then hold only those
-rows).
+It takes about 6 to 12 minutes on a 2-core CPU.
 --where prints, per task, the places in our code that copy or wait. --json PATH writes
 {"image": {TASK: {"d2h_bytes", "answer_bytes", "waits"}}, "video": {TASK: {"frames", "waits_per_frame",
 "uploads_per_frame", "h2d_bytes_per_frame", "d2h_bytes_per_frame", "needed_bytes_per_frame", "batches",
@@ -183,7 +181,6 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--frames", type=int, default=96)
     parser.add_argument("--tasks", default=",".join([*TASKS, "mocap"]))
-    parser.add_argument("--parts", default="image,live,video", help="which of image, live, video to run")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--where", action="store_true", help="the places in our code that copy or wait")
@@ -196,9 +193,6 @@ def main() -> None:
     from sapiens2_demo.standins.train import cached_standins
 
     chosen = [t.strip() for t in args.tasks.split(",") if t.strip()]
-    parts = {p.strip() for p in args.parts.split(",") if p.strip()}
-    if not chosen or not parts <= {"image", "live", "video"} or not set(chosen) <= {*TASKS, "mocap"}:
-        parser.error(f"--tasks: some of {', '.join([*TASKS, 'mocap'])}; --parts: some of image, live, video")
     standins = cached_standins(log=lambda message: print(message, file=sys.stderr))
     manager = ModelManager(checkpoint_dir=standins, device=args.device, dtype="float32",
                            detector=str(standins / "yolov8n-random.pt"))
@@ -208,15 +202,13 @@ def main() -> None:
     with pytest.MonkeyPatch.context() as patch, tempfile.TemporaryDirectory() as folder:
         three_people(patch)
         for task in (t for t in chosen if t in TASKS):
-            if "image" in parts:
-                figures["image"][task] = image_figures(ctx, task, args.where)
-            if "live" in parts and TASKS[task] in catalog.names(live=True):
+            figures["image"][task] = image_figures(ctx, task, args.where)
+            if TASKS[task] in catalog.names(live=True):
                 figures["live"][task] = live_figures(ctx, task, args.where)
-        if "video" in parts:
-            clip = Path(folder) / "three_people.mp4"
-            write_clip(clip, args.frames)
-            for task in chosen:
-                figures["video"][task] = video_figures(ctx.manager_key, clip, task, args.frames, args.where)
+        clip = Path(folder) / "three_people.mp4"
+        write_clip(clip, args.frames)
+        for task in chosen:
+            figures["video"][task] = video_figures(ctx.manager_key, clip, task, args.frames, args.where)
     print(f"transfer ledger, {args.device} ({'counted' if 'cuda' in args.device else 'the CUDA road simulated'}), "
           f"{WIDTH}x{HEIGHT}, stand-ins, {time.perf_counter() - started:.0f} s")
     print(f"{'image':10}{'d2h MB':>10}{'answer MB':>11}{'waits':>7}")
