@@ -166,7 +166,7 @@ class Ledger:
         if seen is not None and seen() is tensor:
             return
         _UPLOADED[id(tensor)] = weakref.ref(tensor)
-        self.copy_in(tensor, what)
+        self.copy_in(tensor, what, blocking=not getattr(tensor, "_ledger_pinned", False))  # upload_once's: no wait
 
 
 # -- the switch ---------------------------------------------------------------------------------------------
@@ -353,6 +353,21 @@ def to_device(array, device, non_blocking: bool = False):
     if book is not None:
         book.copy_in(tensor, "to_device", blocking=not non_blocking)
         out = on_device(out, book.batches - 1)
+    return out
+
+
+def upload_once(array, device):
+    """A small table a process uploads once and keeps (a cache's): on CUDA from pinned memory, so the copy waits for
+    nothing queued before it (the caller's next copy back on that stream orders it before any other stream's use). A
+    plain tensor either way (a cache holds nothing of the ledger's, so it stays free when off); a recording ledger
+    counts it where it first meets the device, as an upload without a wait."""
+    import numpy as np
+    import torch
+
+    tensor = torch.as_tensor(np.ascontiguousarray(array)) if isinstance(array, np.ndarray) else array
+    cuda = str(device).split(":")[0] == "cuda"
+    out = (tensor.pin_memory() if cuda else tensor).to(device, non_blocking=cuda)
+    out._ledger_pinned = True
     return out
 
 

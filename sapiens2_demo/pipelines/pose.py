@@ -222,7 +222,7 @@ _FLIP_PAIRS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model ->
 
 def model_flip_pairs(model):
     """(P, 2) long tensor of left/right keypoint pairs: the checkpoint's config, else keypoints308.json; on the
-    model's device, uploaded once per model (a copy from pageable memory per batch would wait for the device)."""
+    model's device, uploaded once per model from pinned memory (a copy from pageable memory waits for the device)."""
     import torch
 
     if model in _FLIP_PAIRS:
@@ -233,9 +233,9 @@ def model_flip_pairs(model):
     parameter = next(iter(model.parameters()), None) if hasattr(model, "parameters") else None
     pairs = torch.as_tensor(np.asarray(pairs, dtype=np.int64).reshape(-1, 2))
     book = ledger.active()
-    if book is not None and parameter is not None:  # the one upload, here: before the call's first forward
-        book.copy_in(pairs, "flip pairs")
-    pairs = pairs if parameter is None else pairs.to(parameter.device)
+    if book is not None and parameter is not None:  # the one upload, here, from pinned memory: no wait
+        book.copy_in(pairs, "flip pairs", blocking=False)
+    pairs = pairs if parameter is None else ledger.upload_once(pairs, parameter.device)
     _FLIP_PAIRS[model] = pairs
     return pairs
 

@@ -14,6 +14,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from .. import ledger
+
 CLAMP_MIN, CLAMP_MAX = 1e-3, 50.0  # clamp before the log, as the original Sapiens2 code
 _SAFE_MIN, _SAFE_MAX = CLAMP_MIN * (1 + 1e-4), CLAMP_MAX * (1 - 1e-4)  # margins for float rounding of s
 _EPS32 = float(np.finfo(np.float32).eps)  # the reference adds float32 eps to the Hessian diagonal
@@ -144,16 +146,13 @@ def _blur_windows(windows, h: int, w: int, x, y, kernel: int):
 @lru_cache(maxsize=8)
 def _band(kernel: int, size: int, device: str):
     """A (3, S) float32 band (row i holds the Gaussian at columns i..i+kernel-1), shaped (1, 3, S, 1) to blur
-    rows and (1, 1, 3, S) to blur columns; uploaded once per device, not per call (a copy from pageable memory
-    waits for the device)."""
-    import torch
-
+    rows and (1, 1, 3, S) to blur columns; uploaded once per device, from pinned memory (ledger.upload_once), not per
+    call (a copy from pageable memory waits for the device)."""
     g = gaussian_kernel1d(kernel)
     band = np.zeros((size - kernel + 1, size), np.float32)
     for i in range(band.shape[0]):
         band[i, i:i + kernel] = g
-    band = torch.from_numpy(band).to(device)
-    return band[None, :, :, None].contiguous(), band[None, None].contiguous()
+    return tuple(ledger.upload_once(np.ascontiguousarray(b), device) for b in (band[None, :, :, None], band[None, None]))
 
 
 def _newton_offset(logs, peak_log):
