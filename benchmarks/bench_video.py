@@ -39,7 +39,7 @@ Targets (issue 15, tiny checkpoints, this 2-core CPU): ours/floor >= 0.5 (seg, n
 --detector`, written there when missing) or the structured stand-ins (`... DIR --trained --detector`, issue 20);
 the header names the folder: say which kind it holds when quoting figures.
 --overlap: whether a GPU call runs each batch's post-processing, drawing and copy back beside the next batch's
-forward (gpu.overlapped; `auto`: the app's default); `both` runs ours four times per task, one batch after the
+forward (sapiens2_demo/overlap.py; `auto`: the app's default); `both` runs ours four times per task, one batch after the
 other, overlapped, again each (the table's row is the first), and notes the best of each and their ratio.
 The machine is shared and noisy: compare the ratios, measured in one run, never fps across runs; the load
 average is printed on every row.
@@ -296,7 +296,8 @@ def default_batch(device) -> int:
 
 
 class GpuCalls:
-    """Wraps `sapiens2_demo.gpu.infer`: counts calls, and with `measure_bytes` the pickled bytes each way."""
+    """Wraps `sapiens2_demo.gpu.infer`: counts calls, and with `measure_bytes` the pickled bytes each way. A local
+    video's chunks streamed as one pipeline (`gpu.stream`) count a call each: ZeroGPU's calls."""
 
     def __init__(self, measure_bytes: bool = False):
         self.measure_bytes = measure_bytes
@@ -322,10 +323,22 @@ class GpuCalls:
             return result
 
         gpu.infer = counted
+        self._stream = getattr(gpu, "stream", None)
+        if self._stream is not None:
+            streamed = self._stream
+
+            def chunks(*args, **kwargs):
+                for answered in streamed(*args, **kwargs):
+                    self.calls += 1
+                    yield answered
+
+            gpu.stream = chunks
         return self
 
     def __exit__(self, *exc) -> None:
         self._gpu.infer = self._original
+        if self._stream is not None:
+            self._gpu.stream = self._stream
 
 
 OVERLAP = {"auto": None, "on": "1", "off": "0"}  # --overlap: gpu.OVERLAP for ours (None: the package's default)

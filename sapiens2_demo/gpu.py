@@ -15,10 +15,10 @@ import os
 
 import numpy as np
 
-from . import ledger, tasks
+from . import overlap, tasks
 from .models.manager import ModelManager
 from .models.registry import UnknownCheckpoint, checkpoint
-from .results import DrawnFrame, Job, compact_maps
+from .results import Job, compact_maps
 
 log = logging.getLogger(__name__)
 
@@ -206,70 +206,60 @@ def infer(manager_key: str, frames: list[np.ndarray], jobs: list[Job], batch_siz
 
     Exceptions come back as values, not raised: ZeroGPU re-raises anything but gr.Error from a worker as a
     bare "ZeroGPU worker error", which would hide our messages. `answers` re-raises them on this side."""
-    manager, seg_cache = _STATE[manager_key]
-    step = max(1, int(batch_size or len(frames) or 1))
-    answers = []
-    for job in jobs:
-        spec = tasks.get(job.task)
-        try:
-            options = dict(job.options)
-            drawing = options.pop("draw", None)  # the renderer's options: only the picture is wanted
-            state = options.pop("draw_state", None)  # where the last call's drawing left off
-            annotator = spec.renderer(**drawing) if drawing is not None and _draws_on_device(spec, manager) else None
-            if annotator is not None and state is not None:
-                annotator.state = state
-            batches = [frames[start:start + step] for start in range(0, len(frames), step)]
-            staged = spec.draw_start if annotator is not None else spec.start
-            overlapping = len(batches) > 1 and staged is not None and overlaps(manager.device)
-            prepared = None  # what the whole call needs first (pose: every frame's people), per frame
-            if overlapping and annotator is None and spec.prepare is not None:
-                prepared = spec.prepare(frames, manager, job.size, **options)
-            # steady maps drawn on the device go on through the filter the annotator carries, not the frame before
-            follows = _follows_frames(spec, options) and prepared is None and annotator is None
-            if overlapping and not follows:
-                extra = {"annotator": annotator} if annotator is not None else {}
-                shares = [None] * len(batches) if prepared is None else \
-                    [prepared[i * step:(i + 1) * step] for i in range(len(batches))]  # each batch's share
-
-                def start(item, extra=extra):
-                    batch, share = item
-                    return staged(batch, manager, job.size, **extra, **options,
-                                  **({} if share is None else {"prepared": share}))
-
-                results = overlapped(start, list(zip(batches, shares)), manager.device)
-            else:
-                results = []
-                for index, batch in enumerate(batches):
-                    if annotator is not None:
-                        results += spec.draw(batch, manager, job.size, annotator, **options)
-                        continue
-                    if follows:  # the batch goes on from the frame before it, in this call or the last
-                        options.update(frame_index=job.options.get("frame_index", 0) + index * step,
-                                       previous=results[-1] if results else job.options.get("previous"))
-                    results += spec.run(batch, manager, job.size, seg_cache=seg_cache, **options)
-            if annotator is not None:
-                results = [DrawnFrame(p) for p in results]
-                if results:
-                    results[-1].state = getattr(annotator, "state", None)
-            if compact and CROSSES_PROCESSES:
-                results = [compact_maps(r, f.shape[:2]) for r, f in zip(results, frames)]
-            answers.append(results)
-        except Exception as error:  # noqa: BLE001 - handed back to the caller, who raises or reports it
-            answers.append(error)
+    [(_, answers)] = list(_run(manager_key, [frames], jobs, batch_size, single=True))
+    if compact and CROSSES_PROCESSES:
+        answers = [[compact_maps(r, f.shape[:2]) for r, f in zip(results, frames)]
+                   if isinstance(results, list) else results for results in answers]
     return answers
 
 
-def _follows_frames(spec, options: dict) -> bool:
-    """Whether each batch goes on from the frame before it: pose always; a task whose maps can be steadied over
-    time only with `temporal_smoothing` on (otherwise its batches are independent, and may overlap)."""
-    return spec.follows_frames and (not spec.steady or bool(options.get("temporal_smoothing")))
+def stream(manager_key: str, chunks, jobs: list[Job], batch_size: int | None = None):
+    """`answers` over a video's chunks (an iterable of frame lists) as one pipeline, in this process: yields
+    (frames, replies) per chunk, in order. The next chunk's first forward is queued before the last batch of
+    the chunk before is copied back (a batch's post-processing runs beside the next batch's forward, across
+    chunks), a task that needs a chunk's people first (pose) finds them in the worker while the chunk before
+    runs, and what goes on from frame to frame (the renderer's running state, the frame before) stays here,
+    not sent back in with each call. Only where a GPU call is a function call (`streams`): on ZeroGPU each call
+    is a worker process of its own, so a video makes one `infer` call per chunk (jobs/video.py)."""
+    for frames, replies in _run(manager_key, chunks, jobs, batch_size, single=False):
+        _raise_untolerated(jobs, replies)
+        yield frames, replies
+
+
+def streams(manager_key: str, jobs: list[Job]) -> bool:
+    """Whether `stream` runs these jobs as one pipeline: in this process (not ZeroGPU), every job in two stages
+    on its device, none going on from the frame before it (a task that follows frames only where it finds every
+    frame's people first: `prepare`, on the device road). Otherwise a video makes one call per chunk."""
+    from .pipelines import device_post
+
+    if CROSSES_PROCESSES:
+        return False
+    manager = _STATE[manager_key][0]
+    for job in jobs:
+        plan = overlap.Plan(job, manager, None, overlaps(manager.device))
+        ahead = plan.prepares and device_post.use_device_post(manager.device)
+        if not plan.overlaps(2, single=True) or (plan.follows and not ahead):
+            return False
+    return True
+
+
+def _run(manager_key: str, chunks, jobs: list[Job], batch_size: int | None, single: bool):
+    manager, seg_cache = _STATE[manager_key]
+    return overlap.run(manager, seg_cache, chunks, jobs, batch_size, single, overlaps(manager.device))
+
+
+def _raise_untolerated(jobs: list[Job], replies: list) -> None:
+    for job, reply in zip(jobs, replies):
+        if isinstance(reply, BaseException) and not job.tolerate_errors:
+            raise reply
 
 
 OVERLAP = os.environ.get("SAPIENS2_OVERLAP", "auto")  # "auto" (the measured choice), "1" (always) or "0" (never)
 
 
 def overlaps(device) -> bool:
-    """Whether a call of several batches runs a batch's post-processing beside the next batch's forward.
+    """Whether a call of several batches (or a local video's chunks) runs a batch's post-processing beside the next
+    batch's forward (sapiens2_demo/overlap.py).
     On CUDA the next forward queues while the worker copies back. On the 2-core CPU it measured faster too
     (`bench_video.py --overlap both`, tiny random-weight checkpoints, a shared machine at load 7-10, two runs:
     seg 0.93x / 1.60x, normals 1.8x / 2.5x, pointmap 1.8x / 2.0x, matting 2.4x / 1.3x), the numpy
@@ -280,68 +270,9 @@ def overlaps(device) -> bool:
     return str(device).split(":")[0] in ("cuda", "cpu")
 
 
-def overlapped(start, batches: list, device=None) -> list:
-    """Each batch's `start(batch)` (pre-processing and the forward) in this thread, and the `finish()` it returns
-    (post-processing, drawing, the copy back) in a worker thread, beside the next batch's start: a GPU that
-    would wait for the host between batches goes on to the next forward. The results in batch order; the
-    first error is raised (after the batch in the worker is done). At most two batches are in flight.
-
-    On CUDA the worker has a stream of its own, which waits for the batch's forward (an event) and copies back
-    without waiting for the forwards queued after it."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    results, pending, queued = [], None, -1
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sapiens2-post") as worker:
-        for batch in batches:
-            finish = _beside(start(batch), device)
-            if pending is not None:
-                ledger.join(queued)  # the batch before this one (the transfer ledger's overlap)
-                results += pending.result()
-            pending, queued = worker.submit(finish), ledger.batch_mark()
-        if pending is not None:
-            ledger.join(queued)
-            results += pending.result()
-    return results
-
-
-_POST_STREAMS: dict = {}
-
-
-def _beside(finish, device):
-    """`finish` to run in the worker: on CUDA on the worker's own stream, after the work queued so far on this
-    thread's stream (the batch's forward); elsewhere as it is."""
-    from .models.inference import on_cuda
-
-    if not on_cuda(device):
-        return finish
-    import torch
-
-    queued = torch.cuda.Event()
-    queued.record()  # on this thread's current stream: the batch's forward and everything before it
-    stream = _POST_STREAMS.setdefault(str(device), torch.cuda.Stream(device=device))
-
-    def run():
-        with torch.cuda.stream(stream):
-            stream.wait_event(queued)
-            return finish()  # its copy back synchronises this stream only
-
-    return run
-
-
-def _draws_on_device(spec, manager) -> bool:
-    """Where post-processing runs on the device (CUDA), drawing does too, for a task that can; on a CPU, for
-    a task whose drawing measured faster there."""
-    from .pipelines import device_post
-
-    on_cpu = str(manager.device) == "cpu" and spec.draw_on_cpu
-    return spec.draw is not None and (on_cpu or device_post.use_device_post(manager.device))
-
-
 def answers(manager_key: str, frames: list[np.ndarray], jobs: list[Job], batch_size: int | None = None,
             compact: bool = False) -> list:
     """`infer`, then raise the first error of a job that does not tolerate errors (in the caller's process)."""
     replies = infer(manager_key, frames, jobs, batch_size, compact)
-    for job, reply in zip(jobs, replies):
-        if isinstance(reply, BaseException) and not job.tolerate_errors:
-            raise reply
+    _raise_untolerated(jobs, replies)
     return replies

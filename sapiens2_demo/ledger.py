@@ -12,7 +12,7 @@ What it records (`Event.kind`):
 - "forward": a model forward queued (`batch` counts batches of frames: a forward after frames not yet in this batch
   were uploaded starts one; a second model on the same frames, the flip test's mirrored forward and the person
   detector do not);
-- "join": the queuing thread waiting for the post-processing worker of batch `batch` (gpu.overlapped).
+- "join": the queuing thread waiting for the post-processing worker of batch `batch` (overlap.py).
 Each with the place in our code that caused it and the thread ("queue": the one that queues forwards, or
 "worker").
 
@@ -166,7 +166,7 @@ class Ledger:
         if seen is not None and seen() is tensor:
             return
         _UPLOADED[id(tensor)] = weakref.ref(tensor)
-        self.copy_in(tensor, what)
+        self.copy_in(tensor, what, blocking=not getattr(tensor, "_ledger_pinned", False))  # upload_once's: no wait
 
 
 # -- the switch ---------------------------------------------------------------------------------------------
@@ -340,16 +340,34 @@ def off_device(value):
 
 
 def to_device(array, device, non_blocking: bool = False):
-    """A host array or tensor copied to `device`, counted (a steady filter's maps, a background...)."""
+    """A host array or tensor copied to `device`, counted (a steady filter's maps, a background...). non_blocking:
+    on CUDA through pinned memory, so the copy waits for nothing queued before it."""
     import numpy as np
     import torch
 
     tensor = torch.as_tensor(np.ascontiguousarray(array)) if isinstance(array, np.ndarray) else array
+    if non_blocking and str(device).split(":")[0] == "cuda" and not tensor.is_pinned():
+        tensor = tensor.pin_memory()
     out = tensor.to(device, non_blocking=non_blocking)
     book = _BOOK
     if book is not None:
         book.copy_in(tensor, "to_device", blocking=not non_blocking)
         out = on_device(out, book.batches - 1)
+    return out
+
+
+def upload_once(array, device):
+    """A small table a process uploads once and keeps (a cache's): on CUDA from pinned memory, so the copy waits for
+    nothing queued before it (the caller's next copy back on that stream orders it before any other stream's use). A
+    plain tensor either way (a cache holds nothing of the ledger's, so it stays free when off); a recording ledger
+    counts it where it first meets the device, as an upload without a wait."""
+    import numpy as np
+    import torch
+
+    tensor = torch.as_tensor(np.ascontiguousarray(array)) if isinstance(array, np.ndarray) else array
+    cuda = str(device).split(":")[0] == "cuda"
+    out = (tensor.pin_memory() if cuda else tensor).to(device, non_blocking=cuda)
+    out._ledger_pinned = True
     return out
 
 
@@ -372,7 +390,7 @@ def wait(what: str = "synchronize") -> None:
 
 
 def join(batch: int) -> None:
-    """The queuing thread waits for the worker finishing `batch` (gpu.overlapped)."""
+    """The queuing thread waits for the worker finishing `batch` (overlap.py)."""
     book = _BOOK
     if book is not None:
         book.add(Event("join", "worker", batch=batch))

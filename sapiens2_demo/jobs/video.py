@@ -190,8 +190,7 @@ class VideoJob:
         writer = _Writer(self._renderers(), titles, sink, exports)
         done, finished = 0, False
         try:
-            for frames in decoder.batches():
-                results = self._infer(frames)
+            for frames, results in self._answered(decoder.batches()):
                 writer.put(frames, results)
                 done += len(frames)
                 rate = done / max(time.perf_counter() - started, 1e-6)
@@ -229,10 +228,31 @@ class VideoJob:
     def _renderers(self) -> dict:
         return {spec.name: spec.renderer(**self.options_for(spec)) for spec in self.specs}
 
-    def _infer(self, frames) -> dict[str, list]:
-        # one GPU call per chunk, the model taking it batch_size frames at a time; a task with nothing to export
-        # per frame gets its pictures drawn where the model runs, when it can; on ZeroGPU other float maps cross
-        # back as float16, unless the per-frame data exports are asked for (those keep full precision: depth in mm)
+    def _answered(self, chunks):
+        """(frames, results per task) per chunk: in this process the chunks as one pipeline (gpu.stream: the next
+        chunk's first forward queued before the last batch of the chunk before is copied back) where every task
+        can; on ZeroGPU (each call a worker process of its own), or for a task that goes on from the frame before
+        it, one GPU call per chunk, what goes on from chunk to chunk sent back in with the next call. Either way
+        the model takes a chunk batch_size frames at a time."""
+        jobs = self._jobs_now()
+        if not gpu.streams(self.manager_key, jobs):
+            for frames in chunks:
+                yield frames, self._infer(frames)
+            return
+        sent = []  # the chunks handed to the stream, whose answers come back in order
+
+        def pixels():
+            for frames in chunks:
+                sent.append(frames)
+                yield [f.rgb for f in frames]
+
+        for _, answers in gpu.stream(self.manager_key, pixels(), jobs, self.batch_size):
+            frames = sent.pop(0)
+            yield frames, self._received(frames, answers)
+
+    def _jobs_now(self) -> list:
+        """The GPU jobs for the next chunk: a task with nothing to export per frame gets its pictures drawn where
+        the model runs, when it can; a task that follows frames goes on from the last chunk's last result."""
         jobs = self.jobs()
         for spec, job in zip(self.specs, jobs):
             if spec.follows_frames:  # this chunk goes on from the last one (pose: the people it followed)
@@ -245,8 +265,17 @@ class VideoJob:
                 if job.options.get("temporal_smoothing"):  # the renderer carries the filter (tasks/drawn.py)
                     job.options["draw"]["steady"] = True
                 job.options["draw_state"] = getattr(self._last.get(spec.name), "state", None)
-        answers = gpu.answers(self.manager_key, [f.rgb for f in frames], jobs, self.batch_size,
+        return jobs
+
+    def _infer(self, frames) -> dict[str, list]:
+        # one GPU call: on ZeroGPU float maps cross back as float16, unless the per-frame data exports are asked
+        # for (those keep full precision: depth in mm)
+        answers = gpu.answers(self.manager_key, [f.rgb for f in frames], self._jobs_now(), self.batch_size,
                               compact=not self.frame_exports)
+        return self._received(frames, answers)
+
+    def _received(self, frames, answers) -> dict[str, list]:
+        """A chunk's answers per task, after tracking and smoothing pose; what the next chunk goes on from kept."""
         results = dict(zip(self.tasks, answers))
         self._done += len(frames)
         self._last.update({name: per_frame[-1] for name, per_frame in results.items()

@@ -174,29 +174,96 @@ def matting_codes(pairs) -> list[tuple]:
 def pose_keypoints(heatmaps, boxes_xyxy: np.ndarray, input_hw: tuple[int, int], kernel: int = 11,
                    force_reference: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(N, K, h, w) heatmaps where they are -> (N, K, 2) image keypoints and (N, K) scores, as
-    pose.decode.decode_heatmaps: the argmax, the 13x13 windows, the fast step and the reference's full
-    blur for the maps that need it (pose/dark_udp.py) all run on the heatmaps' device. No heatmap leaves it:
-    the keypoints and scores cross in one copy (12 bytes a keypoint), and the count of maps redone the
-    reference's way in one sync. force_reference: every map takes the full blur (tests, benchmarks)."""
+    pose.decode.decode_heatmaps: the argmax, the 13x13 windows, the fast step and the reference's full blur
+    for the maps that need it (pose/dark_udp.py) all run on the heatmaps' device. No heatmap leaves it: the
+    keypoints and scores cross in one copy (12 bytes a keypoint). force_reference: every map takes the full
+    blur (tests, benchmarks)."""
+    return pose_keypoints_many([(heatmaps, boxes_xyxy)], input_hw, kernel, force_reference)[0]
+
+
+# The share of a batch's maps the reference's full blur is run on without a count read back (pose/dark_udp.py
+# refine_capped): grown when a batch needed more (that batch is redone with a count), never shrunk; the answers
+# do not depend on it, only the work and the waits.
+_REFERENCE_SHARE = [1 / 32]
+REFERENCE_MIN_MAPS = 16
+
+
+def pose_keypoints_many(batches: list, input_hw: tuple[int, int], kernel: int = 11,
+                        force_reference: bool = False) -> list[tuple[np.ndarray, np.ndarray]]:
+    """`pose_keypoints` of several batches of crops, [(heatmaps, boxes), ...], with one copy back for all of them
+    (a frame batch's crops decoded together: one wait). Each batch runs the reference's blur on a set of maps
+    of fixed size picked on the device; the number of maps that needed it crosses with the keypoints, and a
+    batch that needed more than its set is decoded again with a count read back (rare: the set grows)."""
+    import math
+
     import torch
 
-    from ..pose.dark_udp import gather_windows, refine
+    shapes = [_pose_shape(heatmaps, boxes) for heatmaps, boxes in batches]
+    share = 1.0 if force_reference else _REFERENCE_SHARE[0]
+    capacities = [min(n * k, max(REFERENCE_MIN_MAPS, math.ceil(n * k * share))) for n, k, _, _ in shapes]
+    found = [_pose_tensors(heatmaps, kernel, capacity) for (heatmaps, _), capacity in zip(batches, capacities)
+             if heatmaps.shape[0] * heatmaps.shape[1]]
+    counts = torch.stack([needed.float() for _, _, needed in found]) if found else None
+    host = to_host([t for coords, scores, _ in found for t in (coords, scores)] + ([counts] if found else []))
+    out, parts = [], iter(zip(host[0:-1:2], host[1:-1:2], host[-1] if found else []))
+    for (heatmaps, boxes), (n, k, h, w), capacity in zip(batches, shapes, capacities):
+        if n * k == 0:
+            out.append((np.zeros((n, k, 2), np.float32), np.zeros((n, k), np.float32)))
+            continue
+        coords, scores, needed = next(parts)
+        if needed > capacity:  # some maps the set did not cover: this batch again, its maps counted
+            _REFERENCE_SHARE[0] = min(1.0, max(_REFERENCE_SHARE[0], 2 * float(needed) / (n * k)))
+            coords, scores = _pose_counted(heatmaps, kernel, force_reference)
+        out.append((heatmap_to_image(coords.reshape(n, k, 2), boxes, input_hw, (h, w)), scores.reshape(n, k)))
+    return out
 
+
+def _pose_shape(heatmaps, boxes_xyxy) -> tuple[int, int, int, int]:
     if heatmaps.ndim != 4:
         raise ValueError(f"heatmaps must be (N, K, h, w); got shape {tuple(heatmaps.shape)}")
     n, k, h, w = heatmaps.shape
     if len(boxes_xyxy) != n:
         raise ValueError(f"Got {n} people's heatmaps but {len(boxes_xyxy)} boxes.")
-    if n * k == 0:
-        return np.zeros((n, k, 2), np.float32), np.zeros((n, k), np.float32)
+    return n, k, h, w
+
+
+def _pose_windows(heatmaps, kernel: int):
+    """The flat float32 maps, each map's argmax, the raw windows around it and its peak value."""
+    from ..pose.dark_udp import gather_windows
+
+    n, k, h, w = heatmaps.shape
+    flat = heatmaps.detach().reshape(n * k, h * w).float()  # no copy when they are float32 already
+    index = flat.argmax(dim=1)
+    windows = gather_windows(flat, index, h, w, window_half(kernel))
+    return flat, index, windows, windows[:, window_half(kernel), window_half(kernel)]  # the centre is the peak
+
+
+def _pose_tensors(heatmaps, kernel: int, capacity: int):
+    """Device tensors, nothing read back: (n*k, 2) heatmap coords, (n*k,) scores, 0-dim count of maps that needed
+    the reference's blur."""
+    import torch
+
+    from ..pose.dark_udp import refine_capped
+
+    h, w = heatmaps.shape[2:]
     with torch.inference_mode():
-        flat = heatmaps.detach().reshape(n * k, h * w).float()  # no copy when they are float32 already
-        index = flat.argmax(dim=1)
-        windows = gather_windows(flat, index, h, w, window_half(kernel))
-        peak = windows[:, window_half(kernel), window_half(kernel)]  # the window's centre is the peak
+        flat, index, windows, peak = _pose_windows(heatmaps, kernel)
+        coords, scores, needed = refine_capped(flat, index, peak, windows, (h, w), kernel, capacity)
+        return coords, scores[:, None], needed
+
+
+def _pose_counted(heatmaps, kernel: int, force_reference: bool) -> tuple[np.ndarray, np.ndarray]:
+    """One batch decoded with the count of maps redone read back (every map that needs it): heatmap coords, scores."""
+    import torch
+
+    from ..pose.dark_udp import refine
+
+    h, w = heatmaps.shape[2:]
+    with torch.inference_mode():
+        flat, index, windows, peak = _pose_windows(heatmaps, kernel)
         coords, scores, _ = refine(flat, index, peak, windows, (h, w), kernel, force_reference)
-        coords, scores = to_host([coords, scores[:, None]])  # the one copy
-    return heatmap_to_image(coords.reshape(n, k, 2), boxes_xyxy, input_hw, (h, w)), scores.reshape(n, k)
+        coords, scores = to_host([coords, scores[:, None]])
+    return coords, scores
 
 
 # -- helpers ------------------------------------------------------------------------------------

@@ -7,7 +7,6 @@ import time
 import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import partial
 
 import numpy as np
 
@@ -84,9 +83,10 @@ def pose_start(frames: list[np.ndarray], manager, size: str = "0.4b", *,
                detector_classes: tuple[int, ...] | None = PERSON_CLASSES, defer_decoding: bool = False,
                uploaded: list | None = None):
     """`estimate_pose_batch` in two stages: the detector, crops and forwards now; returns `finish()`, which gives
-    the results. defer_decoding (a GPU call of several batches, gpu.overlapped): on the device road the decoding
-    and its copy back wait for `finish()`, run beside the next batch's forwards, the heatmaps kept on the device
-    until then (60 MB a person at full size); otherwise each batch of crops is decoded after its forward.
+    the results. defer_decoding (a GPU call of several batches, overlap.py): on the device road the decoding
+    and its copy back wait for `finish()`, run beside the next batch's forwards, every batch of crops decoded
+    together with one copy back, the heatmaps kept on the device until then (60 MB a person at full size);
+    otherwise each batch of crops is decoded after its forward.
     uploaded: the frames already on the device road's device (`upload`'s tensors), read instead of a second upload
     (pose lifted to 3D runs its other forwards on them too)."""
     frames = [as_rgb_uint8(frame) for frame in frames]
@@ -103,14 +103,14 @@ def pose_start(frames: list[np.ndarray], manager, size: str = "0.4b", *,
     if len(detections) != len(frames):
         raise ValueError(f"{len(detections)} detections for {len(frames)} frames")
 
-    from .device_post import pose_keypoints, use_device_post
+    from .device_post import pose_keypoints, pose_keypoints_many, use_device_post
 
     flip_pairs = model_flip_pairs(loaded.model) if flip_test else None
     on_device = use_device_post(loaded.device)
     model_input = input_size(loaded.processor)
     crops = [(i, box) for i, det in enumerate(detections) for box in np.asarray(det.boxes, np.float32).reshape(-1, 4)]
-    images = (uploaded or upload(frames, loaded.device)) if on_device else frames  # each frame crosses once, as uint8
-    decoded = []  # per batch of crops: a function giving its keypoints and scores
+    images = (uploaded or upload(frames, loaded.device)) if on_device else frames  # each frame crosses once, pinned, as uint8
+    decoded, deferred = [], []  # per batch of crops: its keypoints and scores, or (heatmaps, boxes) to decode
     batch_size = max(int(batch_size), 1)
     for start in range(0, len(crops), batch_size):
         chunk = crops[start:start + batch_size]
@@ -125,16 +125,16 @@ def pose_start(frames: list[np.ndarray], manager, size: str = "0.4b", *,
                 import torch
 
                 torch.cuda.synchronize(heatmaps.device)
-        decode = partial(pose_keypoints if on_device else decode_heatmaps, heatmaps, boxes, model_input)
-        if defer_decoding and on_device:  # decoded where the heatmaps are: only keypoints and scores cross
-            decoded.append(decode)
+        if defer_decoding and on_device:  # decoded where the heatmaps are, all batches in finish: one copy back
+            deferred.append((heatmaps, boxes))
         else:  # now: one batch of heatmaps at a time
             with _timed(timings, "decode"):
-                decoded.append(lambda found=decode(): found)
+                decode = pose_keypoints if on_device else decode_heatmaps
+                decoded.append(decode(heatmaps, boxes, model_input))
 
     def finish() -> list[PoseResult]:
         with _timed(timings, "decode"):
-            found = [decode() for decode in decoded]
+            found = decoded + pose_keypoints_many(deferred, model_input) if deferred else decoded
         keypoints = np.concatenate([k for k, _ in found]).astype(np.float32) if found else np.zeros((0, 0, 2), np.float32)
         scores = np.concatenate([s for _, s in found]).astype(np.float32) if found else np.zeros((0, 0), np.float32)
         results, first = [], 0
@@ -215,10 +215,7 @@ def forward_with_flip(loaded, pixel_values, flip_pairs=None, *, on_device: bool 
         return forward(loaded, pixel_values, on_device=on_device)["heatmaps"].float()
     n = pixel_values.shape[0]
     both = forward(loaded, torch.cat([pixel_values, pixel_values.flip(-1)]), on_device=on_device)["heatmaps"]
-    book = ledger.active()
-    if book is not None and not isinstance(flip_pairs, ledger.DEVICE_TENSOR()):
-        book.copy_in_once(flip_pairs, "flip pairs")  # they cross once per model (model_flip_pairs keeps them there)
-    pairs = ledger.on_device(flip_pairs.to(both.device))
+    pairs = ledger.on_device(flip_pairs.to(both.device))  # there already (model_flip_pairs): no copy
     # flip_back mirrors the maps of the mirrored crops back and swaps left/right keypoints (the model's own step)
     return (both[:n].float() + flip_back(both[n:], pairs).float()) / 2
 
@@ -228,7 +225,7 @@ _FLIP_PAIRS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model ->
 
 def model_flip_pairs(model):
     """(P, 2) long tensor of left/right keypoint pairs: the checkpoint's config, else keypoints308.json; on the
-    model's device, uploaded once per model (a copy from pageable memory per batch would wait for the device)."""
+    model's device, uploaded once per model from pinned memory (a copy from pageable memory waits for the device)."""
     import torch
 
     if model in _FLIP_PAIRS:
@@ -238,7 +235,10 @@ def model_flip_pairs(model):
         pairs = flip_pairs_from_indices()
     parameter = next(iter(model.parameters()), None) if hasattr(model, "parameters") else None
     pairs = torch.as_tensor(np.asarray(pairs, dtype=np.int64).reshape(-1, 2))
-    pairs = pairs if parameter is None else pairs.to(parameter.device)
+    book = ledger.active()
+    if book is not None and parameter is not None:  # the one upload, here, from pinned memory: no wait
+        book.copy_in(pairs, "flip pairs", blocking=False)
+    pairs = pairs if parameter is None else ledger.upload_once(pairs, parameter.device)
     _FLIP_PAIRS[model] = pairs
     return pairs
 

@@ -14,6 +14,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from .. import ledger
+
 CLAMP_MIN, CLAMP_MAX = 1e-3, 50.0  # clamp before the log, as the original Sapiens2 code
 _SAFE_MIN, _SAFE_MAX = CLAMP_MIN * (1 + 1e-4), CLAMP_MAX * (1 - 1e-4)  # margins for float rounding of s
 _EPS32 = float(np.finfo(np.float32).eps)  # the reference adds float32 eps to the Hessian diagonal
@@ -75,6 +77,28 @@ def refine(flat, index, scores, windows, size: tuple[int, int], kernel: int = 11
     return coords, scores, redo
 
 
+def refine_capped(flat, index, scores, windows, size: tuple[int, int], kernel: int = 11, capacity: int = 0):
+    """`refine` without a read back (on CUDA a count read back waits for the device): the reference's way for the
+    first `capacity` maps that need it, a set of fixed size picked on the device. -> (p, 2) coords, (p,) scores
+    and the number of maps that needed it (a 0-dim tensor to copy back with the results: above `capacity`,
+    the answer is `refine`'s only for the maps it covered, and the caller redoes the batch with `refine`)."""
+    import torch
+
+    h, w = size
+    index = index.long()
+    x, y = index % w, index // w
+    coords, redo = fast_step(index, scores, windows, h, w, kernel)
+    coords = coords.float()
+    taken = min(int(capacity), redo.shape[0])
+    if taken:
+        # the maps that need it first, in order, then others to fill the set (computed, not used)
+        rows = torch.sort((~redo).to(torch.uint8), stable=True).indices[:taken]
+        redone = reference_refine(flat, size, rows, x, y, scores > 0, kernel, fixed=True)
+        coords[rows] = torch.where(redo[rows][:, None], redone, coords[rows])
+    coords, scores = _finite(coords, scores.float(), x, y)
+    return coords, scores, redo.sum()
+
+
 def fast_step(index, scores, windows, h: int, w: int, kernel: int):
     """The local step of every map -> (p, 2) float32 x y, and (p,) True for maps it cannot settle: maps
     where the clamp might bite, maps with max <= 0, and ill-conditioned steps (a near-singular Hessian)
@@ -122,16 +146,13 @@ def _blur_windows(windows, h: int, w: int, x, y, kernel: int):
 @lru_cache(maxsize=8)
 def _band(kernel: int, size: int, device: str):
     """A (3, S) float32 band (row i holds the Gaussian at columns i..i+kernel-1), shaped (1, 3, S, 1) to blur
-    rows and (1, 1, 3, S) to blur columns; uploaded once per device, not per call (a copy from pageable memory
-    waits for the device)."""
-    import torch
-
+    rows and (1, 1, 3, S) to blur columns; uploaded once per device, from pinned memory (ledger.upload_once), not per
+    call (a copy from pageable memory waits for the device)."""
     g = gaussian_kernel1d(kernel)
     band = np.zeros((size - kernel + 1, size), np.float32)
     for i in range(band.shape[0]):
         band[i, i:i + kernel] = g
-    band = torch.from_numpy(band).to(device)
-    return band[None, :, :, None].contiguous(), band[None, None].contiguous()
+    return tuple(ledger.upload_once(np.ascontiguousarray(b), device) for b in (band[None, :, :, None], band[None, None]))
 
 
 def _newton_offset(logs, peak_log):
@@ -183,12 +204,14 @@ def reference_log_maps(maps, kernel: int):
     return (result * scale[:, None, None]).clamp(CLAMP_MIN, CLAMP_MAX).log()
 
 
-def reference_refine(flat, size: tuple[int, int], rows, x, y, valid, kernel: int):
+def reference_refine(flat, size: tuple[int, int], rows, x, y, valid, kernel: int, fixed: bool = False):
     """The reference's refinement for maps `rows` of `flat` (p, h*w) -> (len(rows), 2) float32 x y.
 
     It reads the flat, replicate-padded log maps at x+1 + (y+1)*pw plus fixed offsets. A map with max <= 0
     sits at (-1, -1), i.e. padded (0, 0), so its left/up neighbours are the previous map's last padded
-    cells (map 0 wraps to the last map): we gather those maps too and index the same way.
+    cells (map 0 wraps to the last map): we gather those maps too and index the same way. fixed: every row's
+    map before is gathered (2 * len(rows) maps, a size known without reading a count back), not just the
+    distinct ones needed.
     """
     import torch
     import torch.nn.functional as F
@@ -198,19 +221,24 @@ def reference_refine(flat, size: tuple[int, int], rows, x, y, valid, kernel: int
     pw, stride = w + 2, (h + 2) * (w + 2)
     good = valid[rows]
     bad = ~good
-    # rows and, for bad ones, the map before: sorted and unique, in one count read back (a mask, not a unique)
-    needed = torch.zeros(p, dtype=torch.bool, device=flat.device)
-    needed[rows] = True
-    needed[(rows - 1) % p] |= bad
-    needed = torch.nonzero(needed).flatten()
+    if fixed:  # the rows' maps, then each one's map before
+        needed = torch.cat([rows, (rows - 1) % p])
+        slot = torch.arange(len(rows), device=flat.device)
+        jump = (len(rows) + 1) * stride  # from the slot before a row's to its map before's, at len(rows) + slot
+    else:  # rows and, for bad ones, the map before: sorted and unique, in one count read back (a mask, not a unique)
+        needed = torch.zeros(p, dtype=torch.bool, device=flat.device)
+        needed[rows] = True
+        needed[(rows - 1) % p] |= bad
+        needed = torch.nonzero(needed).flatten()
+        slot = torch.searchsorted(needed, rows)  # where each redone map sits in `padded`
+        # 0 when the previous map is adjacent
+        jump = (torch.searchsorted(needed, (rows - 1) % p) + 1 - slot) * stride
     logs = reference_log_maps(flat[needed].reshape(-1, h, w).float(), kernel)
     padded = F.pad(logs[None], (1, 1, 1, 1), mode="replicate")[0].reshape(-1)  # (len(needed) * stride,)
-    slot = torch.searchsorted(needed, rows)  # where each redone map sits in `padded`
     xi = torch.where(good, x[rows], -1).float()
     yi = torch.where(good, y[rows], -1).float()
     base = slot * stride + xi.long() + 1 + (yi.long() + 1) * pw
-    # A bad map's negative offsets land in the previous map: shift them to that map's slot in `padded`.
-    jump = (torch.searchsorted(needed, (rows - 1) % p) + 1 - slot) * stride  # 0 when the previous map is adjacent
+    # A bad map's negative offsets land in the previous map: `jump` shifts them to that map's slot in `padded`.
 
     def value(offset: int):
         where = base + offset

@@ -40,6 +40,7 @@ class SteadyDepthAnnotator:
     def __init__(self, colour_bar: bool = False):
         self.depth = DepthAnnotator()
         self.bounds: DepthBounds | None = None
+        self.device_bounds = None  # drawing on the device (render/on_device.py): the same scale, kept there
         self.colour_bar = bool(colour_bar)
 
     def follow(self, new: DepthBounds) -> DepthBounds:
@@ -59,7 +60,7 @@ class SteadyDepthAnnotator:
 
     @state.setter
     def state(self, bounds: DepthBounds | None) -> None:
-        self.bounds = bounds
+        self.bounds, self.device_bounds = bounds, None
 
     def annotate(self, frame: np.ndarray, result) -> np.ndarray:
         bounds = self.follow(depth_bounds(result, result.mask))

@@ -14,7 +14,8 @@ from functools import lru_cache
 import numpy as np
 
 from .. import ledger
-from .depth import FAR_LIMIT_M, NEAR_LIMIT_M, PERCENTILES, DepthBounds, clamped_bounds, colormap_lut
+from .depth import FAR_LIMIT_M, NEAR_LIMIT_M, PERCENTILES, DepthBounds, colormap_lut
+from .frames import DEPTH_SMOOTHING
 from .matting import cover_resize
 from .parts import palette
 
@@ -89,7 +90,7 @@ def _background(annotator, image_hw: tuple[int, int], device):
     if key not in _BACKGROUNDS:
         pixels = np.asarray(annotator.colour, np.uint8) if annotator.mode != "image" else \
             cover_resize(annotator.image, image_hw)
-        _BACKGROUNDS[key] = ledger.to_device(pixels, device)
+        _BACKGROUNDS[key] = ledger.to_device(pixels, device, non_blocking=True)  # pinned: waits for no forward
         while len(_BACKGROUNDS) > 2:
             _BACKGROUNDS.popitem(last=False)
     _BACKGROUNDS.move_to_end(key)
@@ -104,26 +105,69 @@ def _digest(image) -> str:
 
 def depth(annotator, points, mask=None):
     """SteadyDepthAnnotator: inverse depth in the colour map between the running bounds (which take this frame's
-    1st/99th percentiles of the valid depth, two numbers read back), the background grey."""
+    1st/99th percentiles of the valid depth), the background grey. Nothing is read back: the bounds are computed
+    and followed where the map is, in float64 as the host's, and kept there (`annotator.device_bounds`, near and
+    far); `depth_bounds_bytes` copies them back with the picture."""
     import torch
 
     z = points[..., 2]
     valid = torch.isfinite(z) & (z > 0)
     if mask is not None:
         valid &= mask
-    values = z[valid].double()
-    if values.numel():
-        low, high = torch.quantile(values, _quantiles(str(values.device))).tolist()
-        bounds = annotator.follow(clamped_bounds(low, high))
-    else:
-        bounds = annotator.follow(DepthBounds(NEAR_LIMIT_M, FAR_LIMIT_M))  # as depth.depth_bounds
-    inv_far, inv_near = 1.0 / bounds.far, 1.0 / bounds.near
+    own = _frame_bounds(z, valid)
+    before = _running_bounds(annotator, own.device)
+    bounds = own if before is None else (1 - DEPTH_SMOOTHING) * before + DEPTH_SMOOTHING * own  # frames.follow
+    annotator.device_bounds = bounds
+    inverse = 1.0 / bounds  # 1/near, 1/far, float64 as the host's
     # depth.colour_index's float32 steps: 255 * (1/z - 1/far) / (1/near - 1/far), rounded by + 0.5 and truncation
-    index = torch.reciprocal(z.float()).sub_(inv_far).mul_(255.0 / (inv_near - inv_far)).add_(0.5)
+    scale = (255.0 / (inverse[0] - inverse[1])).float()
+    index = torch.reciprocal(z.float()).sub_(inverse[1].float()).mul_(scale).add_(0.5)
     index = torch.nan_to_num_(index.clamp_(0, 255)).to(torch.uint8)
     out = _colormap_lut(annotator.depth.cmap, str(z.device))[index.long()]
     grey = _grey(tuple(annotator.depth.background), str(z.device))
     return torch.where(valid[..., None], out, grey)
+
+
+def _frame_bounds(z, valid):
+    """depth.depth_bounds on the device: (2,) float64 near, far from the valid depth's percentiles (NaN marks the
+    others: no count read back), clamped to the limits, equal ones widened; the limits when nothing is valid."""
+    import torch
+
+    values = torch.where(valid, z.double(), torch.nan)
+    low, high = torch.nanquantile(values.reshape(-1), _quantiles(str(z.device))).clamp(NEAR_LIMIT_M, FAR_LIMIT_M)
+    equal = high <= low * (1 + 1e-6)  # depth.clamped_bounds
+    near = torch.where(equal, torch.clamp(low / 1.01, min=NEAR_LIMIT_M), low)
+    far = torch.where(equal, torch.clamp(high * 1.01, max=FAR_LIMIT_M), high)
+    bounds = torch.stack([near, far])
+    return torch.where(valid.any(), bounds, _limits(str(z.device)))
+
+
+def _running_bounds(annotator, device):
+    """The scale the next frame follows, on the device: kept there by the last frame drawn, or the host's (a call
+    that goes on from the last one, `state`), uploaded once."""
+    if annotator.device_bounds is not None or annotator.bounds is None:
+        return annotator.device_bounds
+    bounds = np.array([annotator.bounds.near, annotator.bounds.far], np.float64)
+    return ledger.to_device(bounds, device, non_blocking=True)
+
+
+def depth_bounds_bytes(annotator):
+    """The running bounds as 16 uint8 (two float64), to cross in the pictures' copy (`read_depth_bounds`)."""
+    import torch
+
+    return annotator.device_bounds.contiguous().view(torch.uint8)
+
+
+def read_depth_bounds(raw: np.ndarray) -> DepthBounds:
+    near, far = np.ascontiguousarray(raw).view(np.float64)
+    return DepthBounds(float(near), float(far))
+
+
+@lru_cache(maxsize=4)
+def _limits(device: str):
+    import torch
+
+    return torch.tensor([NEAR_LIMIT_M, FAR_LIMIT_M], dtype=torch.float64).to(device)
 
 
 @lru_cache(maxsize=4)

@@ -55,8 +55,12 @@ def start_pointmap(frames, manager, size, annotator, *, remove_background: bool 
         pictures, scales = [], []
         for points, mask in zip(maps(), masks()):
             pictures.append(draw.depth(annotator, points, mask))
-            scales.append(annotator.bounds)  # this frame's colour scale, for its bar
-        return [annotator.with_bar(picture, bounds) for picture, bounds in zip(to_host(pictures), scales)]
+            scales.append(draw.depth_bounds_bytes(annotator))  # this frame's colour scale, for its bar
+        host = to_host(pictures + scales)  # the pictures and their scales in one copy
+        scales = [draw.read_depth_bounds(raw) for raw in host[len(pictures):]]
+        if scales:
+            annotator.bounds = scales[-1]  # the host's view of the scale the device keeps
+        return [annotator.with_bar(picture, bounds) for picture, bounds in zip(host[:len(pictures)], scales)]
 
     return finish
 

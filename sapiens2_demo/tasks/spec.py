@@ -83,7 +83,8 @@ class TaskSpec:
     draw_start: Callable | None = None
     # prepare(frames, manager, size, **options) -> per frame what `start` needs of the whole call first (pose on
     # the device road: every frame's people, in one detector call), given to start as `prepared` (its batch's
-    # share), or None: then a task that follows frames runs its batches one after the other
+    # share), or None: then a task that follows frames runs its batches one after the other. In a local video
+    # (gpu.stream) the next chunk's runs in the pipeline's worker thread, beside this chunk's batches
     prepare: Callable | None = None
     draw_on_cpu: bool = False  # use `draw` on a CPU too: it measured faster there (benchmarks/bench_draw.py)
     # an image request without raw data runs it with coded_maps=True: its maps cross from the device at their

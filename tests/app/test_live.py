@@ -136,3 +136,19 @@ def test_depth_has_its_colour_bar_beside_the_frame(ctx, camera_frame):
     bar_width = depth_colorbar(DepthBounds(1.0, 2.0), 480).shape[1]  # the width depends on the height only
     assert barred.shape == (480, 640 + bar_width, 3)
     assert (barred[:, 640:] == 255).mean() > 0.5  # a white strip with the scale, not the picture stretched
+
+
+@pytest.mark.parametrize("task,waits", [("pointmap", 1), ("segment", 1), ("normals", 1), ("pose", 3)])
+def test_a_live_frame_on_the_gpu_road_waits_only_for_what_it_must(ctx, camera_frame, task, waits):
+    """The transfer ledger (the CUDA road, counted on the CPU) over a live frame after the first (whose one-off
+    uploads, the colour tables, it leaves out): the picture's one copy back; depth's colour scale found on the
+    device crosses in it, and the scale the last frame left uploads without a wait. Pose: the person detector's
+    upload and boxes (ultralytics), then the keypoints in one copy."""
+    from sapiens2_demo import ledger
+
+    with ledger.recording():
+        live_frame(ctx, camera_frame, task, "0.4b", request=stream())
+    with ledger.recording() as book:
+        shown, text = live_frame(ctx, camera_frame[::-1].copy(), task, "0.4b", request=stream())
+    assert isinstance(shown, np.ndarray), text
+    assert book.waits == waits, book.table()

@@ -19,3 +19,31 @@ def detector_frames(monkeypatch) -> list[int]:
     monkeypatch.setattr(pipeline, "detect_batch", counting)
     monkeypatch.setattr(pipeline, "FOLLOW_SCORE", -1.0)
     return calls
+
+
+@pytest.fixture()
+def staged():
+    """`staged(task, field="start")` -> the sizes of the batches a task's two-stage start (`start`, or
+    `draw_start` for pictures drawn on the device) is called with from then on: the overlapped road ran when it is
+    not empty (gpu.infer's one-stage road calls `run` or `draw`). The tasks are restored after the test."""
+    import dataclasses
+
+    from sapiens2_demo import tasks
+
+    saved = {}
+
+    def count(task: str, field: str = "start") -> list[int]:
+        spec = tasks.get(task)
+        saved.setdefault(spec.name, spec)
+        calls, real = [], getattr(spec, field)
+
+        def counted(batch, *args, **kwargs):
+            calls.append(len(batch))
+            return real(batch, *args, **kwargs)
+
+        tasks.register(dataclasses.replace(spec, **{field: counted}))
+        return calls
+
+    yield count
+    for spec in saved.values():
+        tasks.register(spec)

@@ -279,5 +279,39 @@ def test_the_torch_twins_draw_what_the_annotators_draw_on_synthetic_maps():
         points[..., 2] += shift
         expected = host.annotate(image, PointmapResult(points=points, scale=1.0, focal_length=1.0, mask=mask))
         drawn = on_device.depth(device, torch.from_numpy(points), torch.from_numpy(mask)).numpy()
-        assert (device.state.near, device.state.far) == pytest.approx((host.state.near, host.state.far), rel=1e-6)
+        kept = on_device.read_depth_bounds(on_device.depth_bounds_bytes(device).numpy())  # the scale on the device
+        assert (kept.near, kept.far) == pytest.approx((host.state.near, host.state.far), rel=1e-6)
         _assert_close(drawn, expected, f"depth {shift}")
+
+
+def test_the_depth_scale_found_on_the_device_equals_the_one_read_back():
+    """The first frame's bounds computed where the map is (the invalid pixels marked NaN, not selected: no count read
+    back; percentiles, clamp and widening in float64) equal the old road's exactly: the valid depth selected,
+    torch.quantile read back, depth.clamped_bounds on the host. Mixed, none valid, one depth (widened), beyond the
+    limits."""
+    import torch
+
+    from sapiens2_demo.render import on_device
+    from sapiens2_demo.render.depth import FAR_LIMIT_M, NEAR_LIMIT_M, PERCENTILES, DepthBounds, clamped_bounds
+    from sapiens2_demo.render.frames import SteadyDepthAnnotator
+
+    rng = np.random.default_rng(3)
+    z = rng.uniform(0.3, 9.0, (40, 50)).astype(np.float32)
+    z[:3] = np.nan
+    z[3, :7] = -2.0
+    mask = rng.random((40, 50)) > 0.3
+    cases = {"mixed": (z, mask), "none valid": (z, np.zeros_like(mask)), "one depth": (np.full_like(z, 2.5), None),
+             "beyond the limits": (np.where(mask, 400.0, 0.01).astype(np.float32), None)}
+    for name, (depth, where) in cases.items():
+        points = np.stack([np.zeros_like(depth), np.zeros_like(depth), depth], axis=-1)
+        annotator = SteadyDepthAnnotator()
+        on_device.depth(annotator, torch.from_numpy(points), None if where is None else torch.from_numpy(where))
+        kept = on_device.read_depth_bounds(on_device.depth_bounds_bytes(annotator).numpy())
+        valid = torch.from_numpy(np.isfinite(depth) & (depth > 0) & (True if where is None else where))
+        values = torch.from_numpy(depth)[valid].double()
+        if values.numel():
+            low, high = torch.quantile(values, torch.tensor(PERCENTILES, dtype=torch.float64) / 100).tolist()
+            old = clamped_bounds(low, high)
+        else:
+            old = DepthBounds(NEAR_LIMIT_M, FAR_LIMIT_M)
+        assert kept == old, name

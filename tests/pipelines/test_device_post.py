@@ -276,10 +276,37 @@ def test_pose_keypoints_leave_the_heatmaps_on_the_device(host_copies):
     expected = decode_heatmaps(heatmaps, boxes, (256, 192))
     host_copies.clear()
     keypoints, scores = device_post.pose_keypoints(torch.from_numpy(heatmaps), boxes, (256, 192))
-    assert [numel for numel, where in host_copies if where == "to_host"] == [2 * 20 * 3]
-    assert max(numel for numel, _ in host_copies) == 2 * 20 * 3  # nothing bigger crossed
+    # the keypoints, scores and the count of maps that needed the reference's blur, in one copy
+    assert [numel for numel, where in host_copies if where == "to_host"] == [2 * 20 * 3 + 1]
+    assert max(numel for numel, _ in host_copies) == 2 * 20 * 3 + 1  # nothing bigger crossed
     assert_same_decode((keypoints, scores), expected, boxes, (256, 192), heatmaps.shape[-2:])
     assert np.isfinite(keypoints).all() and scores[0, 9] == 0 and scores[0, 10] == 0
+
+
+def test_pose_keypoints_of_several_batches_cross_in_one_copy_and_a_full_set_is_redone(host_copies, monkeypatch):
+    """A frame batch's crop batches decoded together: one copy for all; a batch whose maps needing the reference's
+    blur outnumber the set picked without a count is decoded again, counted (the set then grows), same answers."""
+    heatmaps = _gaussians(3, 20, 64, 48, seed=6)
+    heatmaps[1, 4] *= -1  # max <= 0
+    heatmaps[1, 0] *= -1  # ... the first of its batch: the map before is the batch's last
+    heatmaps[0, 7] *= 1e-3
+    heatmaps[2, 9] = singular_map()
+    boxes = np.array([[0, 0, 96, 128], [10, 10, 50, 40], [5, 5, 60, 90]], np.float32)
+    batches = [(torch.from_numpy(heatmaps[:1]), boxes[:1]), (torch.from_numpy(heatmaps[1:]), boxes[1:])]
+    monkeypatch.setattr(device_post, "_REFERENCE_SHARE", [1.0])  # every map in the set: no count needed
+    expected = device_post.pose_keypoints_many(batches, (256, 192))
+    monkeypatch.setattr(device_post, "_REFERENCE_SHARE", [0.0])
+    monkeypatch.setattr(device_post, "REFERENCE_MIN_MAPS", 1)  # a set of one map: too small for batches 2 and 3
+    host_copies.clear()
+    found = device_post.pose_keypoints_many(batches, (256, 192))
+    copies = [numel for numel, where in host_copies if where == "to_host"]
+    assert copies[0] == 3 * 20 * 3 + 2 and len(copies) == 2  # one for all, and the overflowing batch again
+    assert copies[1] == 2 * 20 * 3
+    assert device_post._REFERENCE_SHARE[0] > 0  # grown
+    keypoints = np.concatenate([k for k, _ in found])
+    scores = np.concatenate([s for _, s in found])
+    np.testing.assert_array_equal(keypoints, np.concatenate([k for k, _ in expected]))
+    np.testing.assert_array_equal(scores, np.concatenate([s for _, s in expected]))
 
 
 def test_pose_keypoints_of_bf16_heatmaps_and_no_people():

@@ -55,6 +55,17 @@ def test_a_host_tensor_met_on_the_device_is_an_upload_once():
     assert event.what == "implicit" and event.nbytes == 256 * 4 and event.wait  # pageable: the host waits
 
 
+def test_a_table_uploaded_once_from_pinned_memory_crosses_without_a_wait():
+    table = ledger.upload_once(np.arange(64, dtype=np.float32), "cpu")  # e.g. the decoder's blur band
+    assert type(table) is torch.Tensor  # plain, in a cache: nothing of the ledger's stays when it is off
+    with ledger.recording() as book:
+        values = ledger.on_device(torch.zeros(64))
+        values * table
+        values + table
+    [event] = book.of("h2d")
+    assert event.nbytes == 64 * 4 and not event.wait and book.waits == 0
+
+
 def test_overlap_is_the_next_forward_queued_before_the_host_waits():
     book = Ledger()
     for i in range(3):  # serial: forward, then the copy back on the queuing thread
