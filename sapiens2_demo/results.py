@@ -114,6 +114,12 @@ class NormalsResult(_Coded):
     mask: np.ndarray | None = None  # (H, W) bool foreground, when background removal was used
     steady: object | None = None  # video "steady over time": the filter's state after this frame (pipelines/steady.py)
 
+    @property
+    def normal_codes(self) -> CodedMap | None:
+        """The normals as a light answer gave them (normals16.png's codes, NORMAL_CODE), else None."""
+        value = vars(self).get("_normals")  # MapField's slot
+        return value if isinstance(value, CodedMap) else None
+
 
 @dataclass
 class PointmapResult:

@@ -31,7 +31,7 @@ from ..render.depth import valid_depth
 from ..render.matting import alpha_image, rgba_cutout
 from ..render.normals import normals_to_rgb
 from ..render.parts import colorize_labels
-from ..results import MattingResult, NormalsResult, PointmapResult, SegmentationResult, codes_of, resolve_mask
+from ..results import MattingResult, NormalsResult, PointmapResult, SegmentationResult, resolve_mask
 from ..util import in_parallel, target, write_png
 from .pointcloud import DEFAULT_MAX_POINTS, glb_bytes, person_points, to_trimesh
 
@@ -83,7 +83,7 @@ def write_normals_png(result: NormalsResult, folder, bits: int = 8, mask: np.nda
     path = target(folder, name or ("normals.png" if bits == 8 else "normals16.png"))
     normals = np.asarray(result.normals, dtype=np.float32)
     mask = resolve_mask(result, mask, normals.shape[:2])
-    coded = codes_of(result, "normals")
+    coded = result.normal_codes
     if bits == 8:
         encoded = normals_to_rgb(normals)
     elif coded is not None:  # a light answer's normals are this file's codes (results.NORMAL_CODE)

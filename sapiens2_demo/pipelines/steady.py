@@ -30,6 +30,7 @@ from .. import ledger
 STILL_WEIGHT = 0.2  # the new frame's share where the scene is still: noise std / ~3, flicker / ~6 (white noise)
 DOWNSCALE = 4  # pixels per block side for change detection
 CHANGE_LEVELS = 6.0  # a block whose mean grey level moved by more than this (0-255) changed
+NORMALS, POINTS = "normals", "points"  # the result field a steady map fills (normals are unit vectors)
 
 
 @dataclass
@@ -194,7 +195,7 @@ def filtered_start(images, manager, size: str, field: str, remove_background: bo
     from . import dense
 
     labels = dense.labels_start(images, manager, size) if remove_background else None
-    if field == "normals":
+    if field == NORMALS:
         maps, scales, model_hw = dense.normals_device_start(images, manager, size), None, None
     else:
         maps, scales, model_hw = dense.pointmaps_with_scales(images, manager, size)
@@ -219,14 +220,14 @@ def steady_on_device(manager, size: str, frames: list, field: str, remove_backgr
     from . import dense
     from .device_post import to_host
 
-    flt = SteadyFilter(manager.device, getattr(previous, "steady", None), unit=field == "normals")
+    flt = SteadyFilter(manager.device, getattr(previous, "steady", None), unit=field == NORMALS)
     if getattr(previous, "steady", None) is not None:
         previous.steady = None
     images = dense.uploaded_once(frames, manager)
     done = filtered_start(images, manager, size, field, remove_background, flt)()
     maps = to_host(done.values)
     kept = to_host(done.masks) if remove_background else [None] * len(maps)
-    if field == "normals":
+    if field == NORMALS:
         results = [NormalsResult(normals=n, mask=m) for n, m in zip(maps, kept)]
     else:
         scales = [float(s) for s in to_host([done.scales])[0]]

@@ -41,7 +41,7 @@ def start_segment(frames, manager, size, annotator, **_):
 def start_normals(frames, manager, size, annotator, *, remove_background: bool = False,
                   temporal_smoothing: bool = False, **_):
     images = upload(frames, manager.device)
-    maps, masks = _maps_start(images, manager, size, "normals", remove_background, annotator, temporal_smoothing)
+    maps, masks = _maps_start(images, manager, size, steady.NORMALS, remove_background, annotator, temporal_smoothing)
     return lambda: to_host([draw.normals(annotator, image, normals, mask)
                             for image, normals, mask in zip(images, maps(), masks())])
 
@@ -49,7 +49,7 @@ def start_normals(frames, manager, size, annotator, *, remove_background: bool =
 def start_pointmap(frames, manager, size, annotator, *, remove_background: bool = False,
                    temporal_smoothing: bool = False, **_):
     images = upload(frames, manager.device)
-    maps, masks = _maps_start(images, manager, size, "points", remove_background, annotator, temporal_smoothing)
+    maps, masks = _maps_start(images, manager, size, steady.POINTS, remove_background, annotator, temporal_smoothing)
 
     def finish():
         pictures, scales = [], []
@@ -71,7 +71,7 @@ def _maps_start(images, manager, size, field: str, remove_background: bool, anno
     (`steadied`), when the maps are asked for (so: maps first)."""
     if not temporal_smoothing:
         masks = _masks(images, manager, size, remove_background)
-        maps = (dense.normals_device_start if field == "normals" else dense.pointmaps_device_start)(images, manager,
+        maps = (dense.normals_device_start if field == steady.NORMALS else dense.pointmaps_device_start)(images, manager,
                                                                                                      size)
         return maps, masks
     if not isinstance(annotator, SteadyDrawing):
