@@ -176,7 +176,7 @@ def _edge_outliers(points, measured, keep, half):
     edge = measured & (np.minimum(before, after) < EDGE_SAMPLES)
     inner = keep & ~edge
     judge, power = local_cubic(points, inner.astype(float), half, degree=EDGE_DEGREE, energy=True)
-    scaled = _residuals(points, judge) / np.sqrt(1 + np.nan_to_num(power, nan=0.0))
+    scaled = _residuals(points, judge) / np.sqrt(1 + np.maximum(np.nan_to_num(power, nan=0.0), 0.0))
     residual = _residuals(points, local_cubic(points, keep.astype(float), half))
     sigma = _robust_sigma(residual, inner)
     limit = np.maximum(OUTLIER_SIGMAS * 1.25 * np.nan_to_num(sigma, nan=0.0), MIN_OUTLIER_M)
