@@ -12,9 +12,9 @@ import pytest
 from tests.motion_truth import measure_run
 
 # clip: (MPJPE mm, swap-frame limb error as a multiple of the clip's baseline, body jumps > 90 degrees); measured
-# (seed 0): 9.4, 1.06; 9.4, 1.22; 6.3, 1.40; 10.6, 1.00; 9.4, 1.35; 11.4, 1.14 (seeds 0-4: README)
+# (seed 0): 9.4, 1.06; 9.4, 1.22; 6.3, 1.40; 10.6, 1.00; 9.4, 1.35; 11.2, 1.14 (seeds 0-4: README)
 CEILINGS = {"walk": (10.5, 1.2, 0), "turn": (10.2, 1.35, 0), "arms": (7.2, 1.5, 0), "sit": (11.2, 1.15, 0),
-            "cross": (10.2, 1.45, 0), "leave_return": (12.2, 1.25, 0)}
+            "cross": (10.2, 1.45, 0), "leave_return": (12.0, 1.25, 0)}
 
 
 def _measure(name, guards=True, noise=True, faults=True, seed=0):
@@ -35,16 +35,16 @@ def test_clip_under_noise_and_faults_stays_under_its_ceilings(name):
     assert m["glb_vs_bvh_mm"] < 0.5, m  # motion.glb's animation puts every joint where the BVH does
 
 
-# measured (seed 0): walk 1.6, sit 0.22, cross 1.7 (the far person's legs and arms hidden behind the near one:
-# placed on their rays), leave_return 1.5 (limbs out of the frame: filled from the stride before or after)
+# measured (seed 0): walk 1.7, sit 0.22, cross 1.8 (the far person's legs and arms hidden behind the near one:
+# placed on their rays), leave_return 1.6 (limbs out of the frame: filled from the stride before or after)
 @pytest.mark.parametrize("name, ceiling", [("walk", 2.0), ("sit", 1.0), ("cross", 2.0), ("leave_return", 2.0)])
 def test_clean_input_comes_through_within_millimetres(name, ceiling):
     m = _measure(name, noise=False, faults=False)
     assert m["mpjpe_mm"] <= ceiling and m["finger_jumps_90"] == 0 and m["finger_steps"] > 0, m
 
 
-# noise only, measured (seed 0): walk 9.4, cross 8.7, leave_return 11.2 (the target: 12 on every clip)
-@pytest.mark.parametrize("name, ceiling", [("walk", 10.2), ("cross", 9.5), ("leave_return", 12.0)])
+# noise only, measured (seed 0): walk 9.4, cross 8.7, leave_return 11.1 (the target: 12 on every clip)
+@pytest.mark.parametrize("name, ceiling", [("walk", 10.2), ("cross", 9.5), ("leave_return", 11.8)])
 def test_noise_alone_stays_under_its_ceiling(name, ceiling):
     m = _measure(name, faults=False)
     assert m["mpjpe_mm"] <= ceiling and m["body_jumps_90"] == 0, m
@@ -52,7 +52,7 @@ def test_noise_alone_stays_under_its_ceiling(name, ceiling):
 
 def test_a_junk_frame_first_back_after_an_absence_is_not_taken_for_the_person():
     # seed 2: the first frame after the person comes back holds 40 % junk keypoints, with no frame before it to
-    # show them for faults (16.1 mm before the edge check; 10.6 with it)
+    # show them for faults (16.1 mm before the edge check; 10.8 with it)
     m = _measure("leave_return", seed=2)
     assert m["mpjpe_mm"] <= 11.5 and m["body_jumps_90"] == 0 and m["id_switches"] == 0, m
 
