@@ -97,3 +97,15 @@ def test_motion_files_for_the_people_asked_for_and_a_note_per_id(tmp_path):
     assert chosen_people(" ") is None and chosen_people("3 1,2") == {1, 2, 3}
     with pytest.raises(ValueError, match="track ids"):
         chosen_people("Alice")
+
+
+def test_the_seed_table_names_the_targets_a_run_misses():
+    from benchmarks.bench_motion_truth import missed
+
+    sound = {"mpjpe_mm": 11.0, "mpjpe_noise_mm": 10.0, "mpjpe_clean_mm": 1.5, "swap_error_mm": 30.0,
+             "baseline_error_mm": 20.0, "body_jumps_90": 0, "finger_jumps_90": 2, "finger_steps": 2840,
+             "finger_jumps_clean": 0, "euler_flips": 0, "id_switches": 0, "height_error": 0.005}
+    assert missed("walk", sound) == []
+    assert missed("leave_return", {**sound, "mpjpe_noise_mm": 12.4, "swap_error_mm": 41.0}) == ["noise", "swap"]
+    assert missed("walk", {**sound, "body_jumps_90": 1}) == ["body jumps"]
+    assert missed("cross", {**sound, "body_jumps_90": 1}) == []  # the target names walk, turn, arms and sit
