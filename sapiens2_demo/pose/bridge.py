@@ -1,5 +1,5 @@
 """Joint rotations through the frames their keypoints were not placed in (out of view, hidden, away): a joint
-that repeats with the stride (walking, running) takes its rotations from the nearest stride that saw them; any
+that repeats with the stride (walking, running) takes its rotations from the strides that saw them; any
 other turns from its rotation at one end of the gap to the other's (`bridge`)."""
 
 from __future__ import annotations
@@ -84,21 +84,30 @@ def _period(q: np.ndarray, known: np.ndarray, fps: float) -> float | None:
 
 
 def _cyclic_fill(q: np.ndarray, known: np.ndarray, period: float, min_gap: float = 1) -> np.ndarray | None:
-    """(T, 4) a repeating joint's rotations with each unknown frame taken from the nearest stride (whole periods
-    away) that knows it, turned to meet the known frames at each end of the gap (the offsets blended across it,
-    smoothstep); None when some unknown frame has no stride that knows it."""
+    """(T, 4) a repeating joint's rotations with each unknown frame taken from the strides that know it (whole
+    periods away, up to four each side, averaged), turned to meet the known frames at each end of the gap (the
+    offsets blended across it, smoothstep); None when some unknown frame has no stride that knows it."""
     frames = len(q)
     out = q.copy()
 
-    def stride(t):
-        for k in sorted((k for k in range(-4, 5) if k), key=abs):
-            at = t + k * period
-            low = int(np.floor(at))
-            if 0 <= low and low + 1 < frames and known[low] and known[low + 1]:
-                return _slerp(q[low], q[low + 1], at - low)
-            if 0 <= low < frames and at == low and known[low]:
-                return q[low]
+    def one(at):
+        low = int(np.floor(at))
+        if 0 <= low and low + 1 < frames and known[low] and known[low + 1]:
+            return _slerp(q[low], q[low + 1], at - low)
+        if 0 <= low < frames and at == low and known[low]:
+            return q[low]
         return None
+
+    def stride(t):
+        # every stride that knows the frame, averaged: one stride's noise, and a jump where the nearest one that
+        # knows it changes from one frame to the next, would pass into the fill
+        found = [g for g in (one(t + k * period) for k in range(-4, 5) if k) if g is not None]
+        if not found:
+            return None
+        found = np.array(found)
+        found = np.where(((found * found[0]).sum(-1) < 0)[:, None], -found, found)
+        mean = found.mean(0)
+        return mean / np.linalg.norm(mean)
 
     seen = np.flatnonzero(known)
     gaps = [(b, a) for b, a in zip(seen[:-1], seen[1:]) if a - b > min_gap]
@@ -132,7 +141,7 @@ def _turn(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def bridge(local: np.ndarray, known: np.ndarray, fps: float = 24.0) -> np.ndarray:
     """(T, J, 3, 3) joint rotations; `known` (T, J) where each was solved from measured keypoints. Elsewhere a
-    joint that repeats with the stride (walking, running) takes its rotations from the nearest stride that saw
+    joint that repeats with the stride (walking, running) takes its rotations from the strides that saw
     them, met to the gap's ends (`_cyclic_fill`); any other turns from its rotation at one end of the gap to the
     other's (slerp, eased in and out: smoothstep), held before the first known frame and after the last. Not
     aimed at keypoints interpolated through the gap: a person who turned round while away would fold through

@@ -30,14 +30,18 @@ WINDOW_S = 0.25  # half-width of the fitting window, seconds
 MIN_SAMPLES = 5  # fewer in a window: a straight line instead of a cubic
 OUTLIER_SIGMAS = 4.0
 MIN_OUTLIER_M = 0.08  # metres: never call a sample closer than this to the fit an outlier
-# the wider fits blended in (multiples of WINDOW_S, polynomial degree): quintics follow a stride over a wider window
-WIDER = ((2, 5), (3, 5), (3, 3), (6, 3))
+# the wider fits blended in (multiples of WINDOW_S, polynomial degree): quintics follow a stride over a wider window;
+# a line over the widest gives the torso's near-still points most at a run's edge, where a cubic extrapolates noise
+WIDER = ((2, 5), (3, 5), (3, 3), (6, 3), (6, 1))
 BIAS_TRUST = 1.5  # a wider fit's squared gap less this many times its expected noise variance: its bias squared
 DISPLACED_M, DISPLACED_WINDOW_S = 0.4, 0.5  # a whole frame this far off the depth around it is not the person
 PELVIS = (9, 10)  # left_hip, right_hip
 CHUNK = 256  # frames fitted at once (bounds the memory of the windows)
 SWAP_GAIN = 0.5  # a frame is exchanged when its exchanged cost is under this fraction of its own
 PERIOD_S = (0.6, 1.6)  # a walking or running stride: the cycle a limb repeats
+EDGE_SAMPLES = 2  # fewer kept samples than this within half the window on one side: a sample at a run's edge
+EDGE_DEGREE = 2  # the fit an edge sample is judged by: a quadratic through the run's inner samples, extrapolated
+FAULTY_SHARE = 0.25  # an edge sample is dropped only in a frame with this share of its samples off (a junk frame)
 REPEATS = 0.1  # a motion repeats with the stride when one stride on it differs by under this share of its spread
 
 
@@ -114,14 +118,15 @@ def smooth_clip(points: np.ndarray, measured: np.ndarray, fps: float, flip: np.n
     _drop_displaced_frames(points, measured, fps)
     keep = measured & np.isfinite(points).all(-1)
     if flip is not None:
-        _unswap(points, keep, measured, local_cubic(points, keep.astype(float), half, leave_out=True), flip)
-    fit = local_cubic(points, keep.astype(float), half)
-    for _ in range(2):
-        residual = _residuals(points, fit)
-        sigma = _robust_sigma(residual, keep)
-        limit = np.maximum(OUTLIER_SIGMAS * 1.25 * np.nan_to_num(sigma, nan=0.0), MIN_OUTLIER_M)
-        keep = measured & np.isfinite(points).all(-1) & ~(residual > limit)
-        fit, power = local_cubic(points, keep.astype(float), half, energy=True)
+        _unswap(points, keep, measured, half, flip)
+    keep = _drop_outliers(points, measured, keep, half)
+    # at a run's edge (the first frame back after an absence) the fit leans on the sample itself: a junk frame
+    # there is judged by the run's inner samples, and dropped before the fit is made again
+    edge = _edge_outliers(points, measured, keep, half)
+    with np.errstate(all="ignore"):
+        share = ((measured & ~keep) | edge).sum(1) / measured.sum(1)
+    keep = _drop_outliers(points, measured & ~(edge & (share >= FAULTY_SHARE)[:, None]), keep, half)
+    fit, power = local_cubic(points, keep.astype(float), half, energy=True)
     noise = _robust_sigma(_residuals(points, fit), keep) * 1.25
     # wider fits average more noise away where they follow the motion (the torso, a still person; a limb between
     # strides): first on the positions, then relative to the mid-hip point that gives, since walking moves the
@@ -141,6 +146,41 @@ def smooth_clip(points: np.ndarray, measured: np.ndarray, fps: float, flip: np.n
     fit = _stride_average(np.where(supported[..., None], relative, np.nan), spread, fps, half) + root
     fit = np.where(supported[..., None], fit, relative + root)
     return fit, keep, noise, supported
+
+
+def _drop_outliers(points, measured, keep, half):
+    """`keep` without the samples further from the fit of the kept ones than OUTLIER_SIGMAS times the keypoint's
+    median residual (and MIN_OUTLIER_M), twice."""
+    keep = keep & measured
+    fit = local_cubic(points, keep.astype(float), half)
+    for _ in range(2):
+        residual = _residuals(points, fit)
+        sigma = _robust_sigma(residual, keep)
+        limit = np.maximum(OUTLIER_SIGMAS * 1.25 * np.nan_to_num(sigma, nan=0.0), MIN_OUTLIER_M)
+        keep = measured & np.isfinite(points).all(-1) & ~(residual > limit)
+        fit = local_cubic(points, keep.astype(float), half)
+    return keep
+
+
+def _edge_outliers(points, measured, keep, half):
+    """(T, K) the samples at the edge of a run (a clip's or a hole's edge: too few samples on one side) that the
+    run's inner samples put far off. At an edge the fit leans on the sample itself, so its own residual cannot
+    show a fault (the first frame back after an absence, of junk keypoints), and a fault there pulls the fit
+    of the frames beside it too: the edge samples are judged by a fit without them (a quadratic, extrapolated),
+    their residual scaled by the noise that fit lets through."""
+    reach = max(1, half // 2)
+    count = np.concatenate([np.zeros((1, measured.shape[1]), int), np.cumsum(measured, 0)])
+    frames = np.arange(len(measured))
+    before = count[frames] - count[np.maximum(frames - reach, 0)]
+    after = count[np.minimum(frames + reach + 1, len(measured))] - count[frames + 1]
+    edge = measured & (np.minimum(before, after) < EDGE_SAMPLES)
+    inner = keep & ~edge
+    judge, power = local_cubic(points, inner.astype(float), half, degree=EDGE_DEGREE, energy=True)
+    scaled = _residuals(points, judge) / np.sqrt(1 + np.maximum(np.nan_to_num(power, nan=0.0), 0.0))
+    residual = _residuals(points, local_cubic(points, keep.astype(float), half))
+    sigma = _robust_sigma(residual, inner)
+    limit = np.maximum(OUTLIER_SIGMAS * 1.25 * np.nan_to_num(sigma, nan=0.0), MIN_OUTLIER_M)
+    return edge & (scaled > limit)
 
 
 def _kernel(half: int, degree: int = 3) -> np.ndarray:
@@ -167,11 +207,17 @@ def _widen(points, keep, fit, noise, half):
     var = (sample ** 2)[None, :]  # (1, K)
     mix = np.zeros(fit.shape[:2] + (len(halves),))  # each fit's share in the blend so far
     mix[..., 0] = 1.0
+    fits = [local_cubic(points, keep.astype(float), h, degree=g, energy=True) for h, (_, g) in zip(halves, levels)]
+    # each fit's noise where its window is one-sided (a clip's or a hole's edge) is larger than a full window's:
+    # the kernels' covariances scaled by it (their correlation kept)
+    scale = np.stack([np.sqrt(np.maximum(np.nan_to_num(p, nan=gram[i, i]), gram[i, i]) / gram[i, i])
+                      for i, (_, p) in enumerate(fits)], -1)
+    grams = gram * scale[..., :, None] * scale[..., None, :]  # (T, K, L, L)
     for m, h in enumerate(halves[1:], 1):
-        wide = local_cubic(points, keep.astype(float), h, degree=levels[m][1])
-        uu = np.einsum("tki,ij,tkj->tk", mix, gram, mix)
-        um = mix @ gram[:, m]
-        spread = uu - 2 * um + gram[m, m]  # the noise variance of (wide - fit), per unit sample variance
+        wide = fits[m][0]
+        uu = np.einsum("tki,tkij,tkj->tk", mix, grams, mix)
+        um = np.einsum("tki,tki->tk", mix, grams[..., m])
+        spread = uu - 2 * um + grams[..., m, m]  # the noise variance of (wide - fit), per unit sample variance
         gap = np.nan_to_num(np.linalg.norm(wide - fit, axis=-1), nan=1.0)
         gap2 = _box_mean(gap ** 2, 2 * half)
         bias2 = np.maximum(gap2 - BIAS_TRUST * var * spread, 0.0)
@@ -180,7 +226,7 @@ def _widen(points, keep, fit, noise, half):
         fit = np.where(np.isfinite(wide), (1 - share[..., None]) * fit + share[..., None] * np.nan_to_num(wide), fit)
         mix = mix * (1 - share[..., None])
         mix[..., m] += share
-    return fit, var * np.einsum("tki,ij,tkj->tk", mix, gram, mix)
+    return fit, var * np.einsum("tki,tkij,tkj->tk", mix, grams, mix)
 
 
 def _shifted(values: np.ndarray, lag: float) -> np.ndarray:
@@ -280,19 +326,31 @@ def _drop_displaced_frames(points: np.ndarray, measured: np.ndarray, fps: float)
             measured[t] = False
 
 
-def _unswap(points, keep, measured, fit, flip) -> None:
-    """Exchanges left and right (in place) on frames that fit their neighbours' fit much better exchanged."""
+def _unswap(points, keep, measured, half, flip) -> None:
+    """Exchanges left and right (in place) on frames that fit their neighbours' fit (leave-one-out) much better
+    exchanged. A swapped frame pulls its neighbours' fit too (most at a clip's or a hole's edge, where the fit is
+    one-sided), so only the clearest frame of each window is exchanged per round, and the fit made again."""
     sided = np.flatnonzero(flip != np.arange(len(flip)))
     cap = 0.5  # metres: one wild keypoint must not decide a frame
-    for t in range(len(points)):
-        mine = keep[t, sided] & keep[t, flip[sided]] & np.isfinite(fit[t, sided]).all(-1)
-        if mine.sum() < 4:
-            continue
-        k = sided[mine]
-        own = np.minimum(_residuals(points[t, k], fit[t, k]), cap).sum()
-        swapped = np.minimum(_residuals(points[t, flip[k]], fit[t, k]), cap).sum()
-        if swapped < SWAP_GAIN * own:
+    done = np.zeros(len(points), bool)  # exchanged once: never exchanged back
+    while True:
+        fit = local_cubic(points, keep.astype(float), half, leave_out=True)
+        ratio = np.full(len(points), np.inf)
+        for t in np.flatnonzero(~done):
+            mine = keep[t, sided] & keep[t, flip[sided]] & np.isfinite(fit[t, sided]).all(-1)
+            if mine.sum() < 4:
+                continue
+            k = sided[mine]
+            own = np.minimum(_residuals(points[t, k], fit[t, k]), cap).sum()
+            swapped = np.minimum(_residuals(points[t, flip[k]], fit[t, k]), cap).sum()
+            ratio[t] = swapped / max(own, 1e-12)
+        clearest = [t for t in np.flatnonzero(ratio < SWAP_GAIN)
+                    if ratio[t] <= ratio[max(0, t - half):t + half + 1].min()]
+        if not clearest:
+            return
+        for t in clearest:
             points[t], measured[t], keep[t] = points[t, flip], measured[t, flip], keep[t, flip]
+            done[t] = True
 
 
 def rigid_groups(points: np.ndarray, placed: np.ndarray, groups) -> np.ndarray:
