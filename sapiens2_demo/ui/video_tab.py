@@ -19,7 +19,7 @@ from ..media.image import load_image
 from ..media.video import VideoError, probe
 from ..util import notes_markdown
 from . import mcp
-from .common import ASSETS, ImageUpload, check_upload, needs, note, session_of, user_errors
+from .common import ASSETS, ImageUpload, check_upload, needs, note, notes_output, session_of, user_errors
 from .sizes import size_menu
 from .viewers import SHOWN_MODELS, fill_after, model_viewer
 
@@ -227,7 +227,7 @@ def build_video_tab(ctx) -> None:
                 viewer = model_viewer("video", "3D motion (motion.glb: the first person's animation plays)",
                                       "The 3D motion appears here", 'tick "3D motion" under Pose options and '
                                       "run pose", elem_id="video-motion")
-                info = gr.Markdown(elem_classes=["notes"], elem_id="video-notes")
+                info = notes_output("video-notes")
         note()
         inputs = [clip, task, size, stride, det_thr, max_people, tracking, smoothing, min_cutoff, beta, fg, raw,
                   mode, colour, bg_img, exports, gr.Number(0, visible=False), every, motion, steady,
