@@ -12,7 +12,7 @@ from pathlib import Path
 import gradio as gr
 
 from .. import tasks
-from ..jobs.image import announce_loads
+from ..jobs.image import announce_loads, load_notes
 from ..jobs.video import ALL as ALL_TASKS
 from ..jobs.video import DETECT_EVERY, VideoJob, VideoLimits, default_batch_size
 from ..media.image import load_image
@@ -79,6 +79,7 @@ def run_video(ctx, video, task: str = DEFAULT_TASK, size: str = "0.4b", stride: 
                        detect_every=int(detect_every), motion_3d=bool(motion_3d),
                        temporal_smoothing=bool(temporal_smoothing), motion_people=str(motion_people or ""),
                        colour_bar=bool(colour_bar))
+        since = ctx.manager.notes_mark()
         steps = job.run()
         progress(0, desc="Reading the video...")
         announce_loads(ctx, job.jobs(), progress)  # models not loaded yet: "Loading ... compiling: N s last time"
@@ -94,7 +95,7 @@ def run_video(ctx, video, task: str = DEFAULT_TASK, size: str = "0.4b", stride: 
             steps.close()  # a cancelled request lands here: the partial files are removed
     motion = next((str(path) for path in out.files if path.name == "motion.glb"), None)
     SHOWN_MODELS.put(session_of(request), "video", motion)
-    notes = out.notes + ctx.manager.take_compile_notes()  # "compiled at load in N s", once
+    notes = out.notes + load_notes(ctx, since, job.jobs())  # "compiled at load in N s": its own loads' notes
     yield str(out.video), [str(path) for path in out.files], notes_markdown(notes)
 
 
