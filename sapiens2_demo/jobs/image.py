@@ -122,9 +122,16 @@ def stream_task(ctx: AppContext, image: LoadedImage, *, task: str, run_dir: Path
         writing = pool.submit(write)  # the files need only the result: written while the renders are drawn
         shown = spec.present(image, result, **chosen)
         shown.summary = summarize(result, image.rgb.shape[:2])
-        shown.notes.append(f"{spec.title} took {time.perf_counter() - started:.2f} s on {ctx.manager.device}.")
+        shown.notes.append(took_note(spec.title, result, time.perf_counter() - started, ctx.manager.device))
         shown.notes.extend(load_notes(ctx, since, [job]))
         yield from _shown_then_complete(spec.name, shown, writing, functools.partial(_completed, shown))
+
+
+def took_note(title: str, result, seconds: float, device: str) -> str:
+    """How long the task took, or that its result was an earlier request's (the segmentation cache: no forward)."""
+    if getattr(result, "reused", False):
+        return f"{title}: reused the result of an earlier request on this image ({seconds:.2f} s, no model run)."
+    return f"{title} took {seconds:.2f} s on {device}."
 
 
 def _completed(shown: TaskOutput, written: TaskOutput) -> TaskOutput:
