@@ -48,6 +48,24 @@ def test_every_tab_answers_plain_notes_and_the_page_escapes_them(tiny_dir):
     assert all(fn.fn is None and fn.api_visibility == "private" for fn in demo.fns.values() if fn.js == ESCAPE_NOTES_JS)
 
 
+def test_the_start_up_lines_name_our_share_flag(tiny_dir, capfd):
+    """gradio's own line says "set `share=True` in `launch()`"; a user of app.py has --share."""
+    import app
+    from tests.conftest import free_port
+
+    port = free_port()
+    args = app.parse_args(["--checkpoint-dir", str(tiny_dir), "--device", "cpu", "--host", "127.0.0.1",
+                           "--port", str(port)])
+    demo = app.create_app(args)
+    try:
+        app.launch(demo, args, prevent_thread_lock=True)
+    finally:
+        demo.close()
+    printed = capfd.readouterr().out
+    assert f"* Running on local URL:  http://127.0.0.1:{port}/" in printed, printed
+    assert "start the app with --share" in printed and "share=True" not in printed, printed
+
+
 def test_named_endpoints_first_parameter_is_image(client):
     api = client.view_api(return_format="dict", print_info=False)["named_endpoints"]
     for name in ENDPOINTS:
