@@ -39,11 +39,17 @@ class AppContext:
         self.manager_key = gpu.register(self.manager, self.seg_cache)
 
 
+# the models an option adds to its task's (tasks/catalog.py): a person mask is the body parts', the 3D lift's keypoints
+# are looked up in a masked pointmap
+MODELS_OF_OPTIONS = {"remove_background": ("segment",), "lift_3d": ("pointmap", "segment")}
+
+
 def job_checkpoints(jobs: list) -> list:
-    """The Sapiens2 checkpoints `jobs` run: each task's model, and body parts' for a background removal."""
+    """The Sapiens2 checkpoints `jobs` run: each task's model and those its options add (MODELS_OF_OPTIONS)."""
     found = []
     for job in jobs:
-        for name in [job.task] + (["segment"] if job.options.get("remove_background") else []):
+        added = [name for option, names in MODELS_OF_OPTIONS.items() if job.options.get(option) for name in names]
+        for name in dict.fromkeys([job.task, *added]):
             try:
                 found.append(checkpoint(tasks.get(name).family, job.size))
             except UnknownCheckpoint:  # a model-free task

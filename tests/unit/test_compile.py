@@ -326,3 +326,17 @@ def test_compile_notes_reach_the_requests_of_that_load_only(tiny_dir, monkeypatc
     assert manager.compile_notes(other_since, [pose]) == []  # another model's request, meanwhile
     assert manager.compile_notes(manager.notes_mark(), [seg]) == []  # a later request of the same model
     assert manager.take_compile_notes() == [note] and manager.take_compile_notes() == []  # the CLI's: once
+
+
+def test_a_request_hears_of_every_model_its_options_load():
+    """The 3D lift loads the pointmap and body-part models beside pose: their compile notes are the request's too
+    (the Video tab's 3D motion said nothing of the pointmap model's load)."""
+    from sapiens2_demo import tasks
+    from sapiens2_demo.jobs.image import job_checkpoints
+
+    lifted = tasks.get("pose").job("0.4b", {"lift_3d": True})
+    masked = tasks.get("normals").job("0.4b", {"remove_background": True})
+    names = [ckpt.repo_id.split("/")[-1] for ckpt in job_checkpoints([lifted, masked])]
+    assert names == ["sapiens2-pose-0.4b", "sapiens2-pointmap-0.4b", "sapiens2-seg-0.4b", "sapiens2-normal-0.4b",
+                     "sapiens2-seg-0.4b"]
+    assert job_checkpoints([tasks.get("pose").job("0.4b", {})])[0].repo_id.endswith("sapiens2-pose-0.4b")
