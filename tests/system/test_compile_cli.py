@@ -98,9 +98,11 @@ def managers(tiny_dir, tmp_path_factory):
 def test_compiled_model_matches_eager(managers, task, output):
     from sapiens2_demo.models.registry import checkpoint
 
+    same_width_loaded = managers[0].loaded_keys  # seg's blocks compiled already: pose's are that code
     compiled, eager = (manager.get(checkpoint(task, "0.4b")) for manager in managers)
     assert compiled.compiled.status == "compiled", compiled.compiled.note
-    assert "compiled at load" in " ".join(managers[0].take_compile_notes())
+    said = "loaded from the compile cache in" if same_width_loaded else "compiled at load in"
+    assert said in " ".join(managers[0].take_compile_notes())
     graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
     for batch in (1, 3, 20):
         x = torch.randn(batch, 3, 256, 192, generator=torch.Generator().manual_seed(batch))
