@@ -100,13 +100,26 @@ def main(argv=None) -> None:
 
 def launch(demo, args: argparse.Namespace, **kwargs):
     """demo.launch with this app's settings (also how the tests start it): the page's style, the upload limit,
-    and the MCP server when asked for."""
+    and the MCP server when asked for. Without a share link, gradio's start-up lines are quieted (it would say "set
+    `share=True` in `launch()`") and this prints the local URL and our flag, --share, instead."""
     from sapiens2_demo.ui import mcp
     from sapiens2_demo.ui.app import launch_options
 
-    return demo.launch(server_name=args.host, server_port=args.port, max_file_size=args.max_file_size,
-                       show_error=True, mcp_server=args.mcp, app_kwargs={"lifespan": mcp.lifespan(demo)},
-                       **launch_options(), **kwargs)
+    quiet = kwargs.pop("quiet", False)
+    ours = not quiet and not kwargs.get("share")
+    block = not kwargs.pop("prevent_thread_lock", False)
+    result = demo.launch(server_name=args.host, server_port=args.port, max_file_size=args.max_file_size,
+                         show_error=True, mcp_server=args.mcp, app_kwargs={"lifespan": mcp.lifespan(demo)},
+                         quiet=quiet or ours, prevent_thread_lock=True,
+                         **launch_options(), **kwargs)
+    if ours:
+        if getattr(demo, "mcp_error", None):
+            print(demo.mcp_error)
+        print(f"* Running on local URL:  {demo.local_url}\n* For a public link, start the app with --share.",
+              flush=True)
+    if block:
+        demo.block_thread()
+    return result
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ class PoseResult:
 @dataclass
 class SegmentationResult:
     labels: np.ndarray  # (H, W) uint8 class ids, 0 = background
+    reused: bool = False  # an earlier request's, from the segmentation cache: no forward ran for it
 
     @property
     def foreground(self) -> np.ndarray:
@@ -133,6 +134,7 @@ class PointmapResult:
     depth_mm: np.ndarray | None = None  # (H, W) uint16 millimetres (DEPTH_MM; 0 = invalid), in a light answer
     grid: np.ndarray | None = None  # (h, w, 3) float32: the points every `grid_stride` pixels, in a light answer
     grid_stride: int = 1
+    reused: bool = False  # an earlier request's, from the segmentation cache: no forward ran for it
 
     @property
     def depth(self) -> np.ndarray:

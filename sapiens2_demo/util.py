@@ -64,9 +64,9 @@ def batched(items, size: int):
 
 
 def notes_markdown(notes) -> str:
-    """Notes (plain text) as the Markdown bullet list every tab shows. Angle brackets are written as entities: a
-    page takes "motion_<id>.bvh" as an HTML tag and drops it, with the rest of the line."""
-    return "\n".join("- " + note.replace("<", "&lt;").replace(">", "&gt;") for note in notes)
+    """Notes as the bullet list every tab answers with, in plain text ("motion_<id>.bvh", not "&lt;id&gt;"): what
+    API and MCP callers read. The page escapes it before showing it as Markdown (ui.common.notes_output)."""
+    return "\n".join("- " + note for note in notes)
 
 
 def target(folder: str | Path, name: str) -> Path:

@@ -110,7 +110,8 @@ class MotionVideoExport:
                                   "(rest pose, default bone lengths).")
         if solved:
             self._written.append(write_motion_glb(solved, self.recorder.times, self.folder))
-            self.notes.insert(0, f"3D motion: {len(solved)} person(s) in {len(self.recorder.times)} frames at "
+            people = "1 person" if len(solved) == 1 else f"{len(solved)} people"
+            self.notes.insert(0, f"3D motion: {people} in {len(self.recorder.times)} frames at "
                                  f"{self.fps:.2f} frames/s: motion_<id>.bvh each and motion.glb (metres, Y up; "
                                  "positions in the camera's frame).")
         else:

@@ -5,17 +5,20 @@ BVH OFFSET, with a small mesh (a sphere at the joint, a rod along each bone it s
 colours, so viewers draw the skeleton. One animation per person (`track_<id>`): a rotation channel per joint and
 a translation channel for the root, one keyframe per processed video frame (times in seconds, from the video).
 glTF's frame is the skeleton's: Y up, metres, facing +Z. Written as GLB directly (JSON + one binary buffer).
+The scene's `extras.animated_bounds` ({"min", "max"}) is the box the skeletons fill while the first animation
+plays: a viewer frames on it (the file's static bounds hold the first frame only; a walk leaves them).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import struct
 from pathlib import Path
 
 import numpy as np
 
-from ..pose.skeleton3d import SolvedMotion
+from ..pose.skeleton3d import SolvedMotion, end_positions
 from ..util import atomic_write, target
 
 SIDE_COLOURS = {"Left": (0.0, 1.0, 0.0, 1.0), "Right": (1.0, 0.5, 0.0, 1.0), "": (0.2, 0.6, 1.0, 1.0)}
@@ -152,7 +155,8 @@ def glb_bytes(people: list[tuple[int, SolvedMotion]], times: np.ndarray) -> byte
         roots.append(len(nodes) - 1)
     buffer.data += b"\0" * (-len(buffer.data) % 4)
     document = {"asset": {"version": "2.0", "generator": "sapiens2_demo"}, "scene": 0,
-                "scenes": [{"nodes": roots}], "nodes": nodes, "meshes": meshes, "materials": materials,
+                "scenes": [{"nodes": roots, "extras": {"animated_bounds": animated_bounds(people)}}],
+                "nodes": nodes, "meshes": meshes, "materials": materials,
                 "animations": animations, "accessors": buffer.accessors, "bufferViews": buffer.views,
                 "buffers": [{"byteLength": len(buffer.data)}]}
     text = json.dumps(document, separators=(",", ":")).encode()
@@ -160,6 +164,34 @@ def glb_bytes(people: list[tuple[int, SolvedMotion]], times: np.ndarray) -> byte
     total = 12 + 8 + len(text) + 8 + len(buffer.data)
     return (struct.pack("<III", 0x46546C67, 2, total) + struct.pack("<II", len(text), 0x4E4F534A) + text
             + struct.pack("<II", len(buffer.data), 0x004E4942) + bytes(buffer.data))
+
+
+def animated_bounds(people: list[tuple[int, SolvedMotion]]) -> dict:
+    """The box the skeletons fill while the first animation plays (a viewer plays the first: gradio's does): the
+    first person at every frame, the others where their first frame puts them; joints and end sites, with the
+    joint spheres' radius around them."""
+    points = []
+    for k, (_, motion) in enumerate(people):
+        frames = slice(None) if k == 0 else slice(0, 1)
+        points += [motion.positions[frames].reshape(-1, 3), *(end[frames] for end in end_positions(motion).values())]
+    points = np.concatenate(points)
+    points = points[np.isfinite(points).all(axis=1)]
+    return {"min": (points.min(0) - JOINT_RADIUS).tolist(), "max": (points.max(0) + JOINT_RADIUS).tolist()}
+
+
+def read_animated_bounds(path: str | os.PathLike) -> np.ndarray | None:
+    """(2, 3) min and max: the `animated_bounds` a .glb's scene carries (written by glb_bytes), else None."""
+    try:
+        with open(path, "rb") as file:
+            magic, _, _, length, kind = struct.unpack("<IIIII", file.read(20))
+            if magic != 0x46546C67 or kind != 0x4E4F534A:  # "glTF", then the JSON chunk
+                return None
+            document = json.loads(file.read(length))
+        box = document["scenes"][document.get("scene", 0)]["extras"]["animated_bounds"]
+        bounds = np.array([box["min"], box["max"]], dtype=float)
+    except (OSError, ValueError, KeyError, IndexError, TypeError, struct.error):
+        return None
+    return bounds if bounds.shape == (2, 3) and np.isfinite(bounds).all() else None
 
 
 def write_motion_glb(people: list[tuple[int, SolvedMotion]], times, folder, name: str = "motion.glb") -> Path:

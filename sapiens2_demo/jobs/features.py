@@ -17,7 +17,7 @@ from ..pipelines.features import patch_mask
 from ..render.features import cosine_similarity, features_picture, joint_pca_rgb, upsample_to_image
 from ..results import FeaturesResult, TaskOutput
 from ..tasks.summary import summarize
-from .image import AppContext, infer
+from .image import AppContext, infer, load_notes
 
 
 @dataclass
@@ -28,15 +28,20 @@ class FeaturesOutput(TaskOutput):
     similarity: float | None = None  # cosine similarity of the two CLS embeddings
 
 
+def features_jobs(size: str, use_mask: bool) -> list:
+    """The tab's GPU jobs: the features, and with `use_mask` the body parts in a separate job, so a missing
+    segmentation model only costs the mask (a note), not the run."""
+    jobs = [tasks.get("features").job(size, {"remove_background": False})]
+    if use_mask:
+        jobs.append(tasks.get("segment").job(size, tolerate_errors=True))
+    return jobs
+
+
 def infer_features(ctx: AppContext, frames: list[np.ndarray], size: str, use_mask: bool,
                    progress=None) -> tuple[list[FeaturesResult], list]:
     """Every model call of the tab in one GPU call (data in, numpy out): the features of `frames` and, with
     `use_mask`, each frame's body-part segmentation (or the error when there is no such model)."""
-    features, segment = tasks.get("features"), tasks.get("segment")
-    jobs = [features.job(size, {"remove_background": False})]
-    if use_mask:  # a separate job, so a missing segmentation model only costs the mask (a note), not the run
-        jobs.append(segment.job(size, tolerate_errors=True))
-    answers = infer(ctx, frames, jobs, progress)
+    answers = infer(ctx, frames, features_jobs(size, use_mask), progress)
     if not use_mask:
         return answers[0], [None] * len(frames)
     segmentations = answers[1]
@@ -67,7 +72,7 @@ def run_features(ctx: AppContext, image: LoadedImage, image2: LoadedImage | None
                  progress=None, size: str = "0.4b", use_mask: bool = True) -> FeaturesOutput:
     """CLS embedding + patch features of `image` (and `image2`), PCA colours (one joint PCA for two images),
     files `features_*` (and `features2_*`), and the cosine similarity of the two embeddings."""
-    started = time.perf_counter()
+    started, since = time.perf_counter(), ctx.manager.notes_mark()
     images = [image] + ([image2] if image2 is not None else [])
     labels = ["Image", "Second image"]
     notes = [f"{labels[k]}: {note}" if k else note for k, im in enumerate(images) for note in im.notes]
@@ -96,6 +101,7 @@ def run_features(ctx: AppContext, image: LoadedImage, image2: LoadedImage | None
         output.gallery = [(image2.rgb, "Second image"), (pictures[1], "Second image: joint PCA colours")]
         notes.append(f"Cosine similarity of the CLS embeddings: {output.similarity:.4f}.")
     notes.append(f"Features took {time.perf_counter() - started:.2f} s on {ctx.manager.device}.")
+    notes.extend(load_notes(ctx, since, features_jobs(size, use_mask)))  # its own load's note
     return output
 
 

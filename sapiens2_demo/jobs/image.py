@@ -39,15 +39,28 @@ class AppContext:
         self.manager_key = gpu.register(self.manager, self.seg_cache)
 
 
-def _announce_load(ctx: AppContext, family: str, size: str, progress) -> None:
-    """Say so while a checkpoint loads: the first run of a model takes a while."""
-    try:
-        ckpt = checkpoint(family, size)
-    except UnknownCheckpoint:  # a model-free task
-        return
-    if progress is not None and not ctx.manager.is_loaded(ckpt):
-        hint = ctx.manager.load_hint(ckpt)  # compiling: how long it took last time
-        progress(0.1, desc=f"Loading {ckpt.repo_id} (first use: slower{'; ' + hint if hint else ''})...")
+# the models an option adds to its task's (tasks/catalog.py): a person mask is the body parts', the 3D lift's keypoints
+# are looked up in a masked pointmap
+MODELS_OF_OPTIONS = {"remove_background": ("segment",), "lift_3d": ("pointmap", "segment")}
+
+
+def job_checkpoints(jobs: list) -> list:
+    """The Sapiens2 checkpoints `jobs` run: each task's model and those its options add (MODELS_OF_OPTIONS)."""
+    found = []
+    for job in jobs:
+        added = [name for option, names in MODELS_OF_OPTIONS.items() if job.options.get(option) for name in names]
+        for name in dict.fromkeys([job.task, *added]):
+            try:
+                found.append(checkpoint(tasks.get(name).family, job.size))
+            except UnknownCheckpoint:  # a model-free task
+                pass
+    return found
+
+
+def load_notes(ctx: AppContext, since: int, jobs: list) -> list[str]:
+    """The compile notes of the request that began at `since` (manager.notes_mark()) and ran `jobs`: the loads
+    of its models that it made or waited for, not another visitor's."""
+    return ctx.manager.compile_notes(since, job_checkpoints(jobs))
 
 
 def make_job(ctx: AppContext, name: str, size: str | None, options: dict, tolerate_errors: bool = False):
@@ -61,10 +74,10 @@ def make_job(ctx: AppContext, name: str, size: str | None, options: dict, tolera
 
 def announce_loads(ctx: AppContext, jobs: list, progress) -> None:
     """The progress bar names each model the jobs will load first (with the compile hint): image and video."""
-    for job in jobs:
-        _announce_load(ctx, tasks.get(job.task).family, job.size, progress)
-        if job.options.get("remove_background"):
-            _announce_load(ctx, tasks.get("segment").family, job.size, progress)
+    for ckpt in job_checkpoints(jobs):  # say so while a checkpoint loads: the first run of a model takes a while
+        if progress is not None and not ctx.manager.is_loaded(ckpt):
+            hint = ctx.manager.load_hint(ckpt)  # compiling: how long it took last time
+            progress(0.1, desc=f"Loading {ckpt.repo_id} (first use: slower{'; ' + hint if hint else ''})...")
 
 
 def infer(ctx: AppContext, frames: list, jobs: list, progress=None) -> list:
@@ -100,7 +113,7 @@ def stream_task(ctx: AppContext, image: LoadedImage, *, task: str, run_dir: Path
     Slower ones: the renders are yielded first (what the user looks at; no files yet), then the complete output
     (see _shown_then_complete)."""
     spec = tasks.get(task)
-    started = time.perf_counter()
+    started, since = time.perf_counter(), ctx.manager.notes_mark()
     spec.check(options)
     chosen = {**spec.defaults(ctx.manager.device), **options}
     job = make_job(ctx, spec.name, size, options)
@@ -115,9 +128,16 @@ def stream_task(ctx: AppContext, image: LoadedImage, *, task: str, run_dir: Path
         writing = pool.submit(write)  # the files need only the result: written while the renders are drawn
         shown = spec.present(image, result, **chosen)
         shown.summary = summarize(result, image.rgb.shape[:2])
-        shown.notes.append(f"{spec.title} took {time.perf_counter() - started:.2f} s on {ctx.manager.device}.")
-        shown.notes.extend(ctx.manager.take_compile_notes())
+        shown.notes.append(took_note(spec.title, result, time.perf_counter() - started, ctx.manager.device))
+        shown.notes.extend(load_notes(ctx, since, [job]))
         yield from _shown_then_complete(spec.name, shown, writing, functools.partial(_completed, shown))
+
+
+def took_note(title: str, result, seconds: float, device: str) -> str:
+    """How long the task took, or that its result was an earlier request's (the segmentation cache: no forward)."""
+    if getattr(result, "reused", False):
+        return f"{title}: reused the result of an earlier request on this image ({seconds:.2f} s, no model run)."
+    return f"{title} took {seconds:.2f} s on {device}."
 
 
 def _completed(shown: TaskOutput, written: TaskOutput) -> TaskOutput:
@@ -138,7 +158,7 @@ def stream_all(ctx: AppContext, image: LoadedImage, *, run_dir: Path, progress=N
     cache). A task that fails (e.g. a missing checkpoint) is reported in the notes and the others go on.
     Yields the gallery with every task's default downloads zipped; the gallery first when the zip is late (as
     stream_task does)."""
-    chosen = tasks.specs(in_all=True)
+    chosen, since = tasks.specs(in_all=True), ctx.manager.notes_mark()
     if progress is not None:
         progress(0.05, desc="Running every task...")
     jobs = [make_job(ctx, spec.name, size, spec.all_options, tolerate_errors=True) for spec in chosen]
@@ -167,7 +187,7 @@ def stream_all(ctx: AppContext, image: LoadedImage, *, run_dir: Path, progress=N
     with ThreadPoolExecutor(max_workers=1) as pool:
         writing = pool.submit(write_all)  # the files need only the results: written while the renders are drawn
         shown = LoadedImage(image.rgb, image.original_size, [])
-        out = TaskOutput(gallery=[(image.rgb, "Input")], notes=list(image.notes) + ctx.manager.take_compile_notes())
+        out = TaskOutput(gallery=[(image.rgb, "Input")], notes=list(image.notes) + load_notes(ctx, since, jobs))
         for spec, answer in zip(chosen, answers):
             if isinstance(answer, Exception):
                 out.notes.append(f"{spec.short}: {answer}")

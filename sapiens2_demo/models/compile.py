@@ -194,17 +194,33 @@ def compile_model(model, input_size: tuple[int, int], device, dtype, key: str = 
     try:
         with _lock:  # one model compiles at a time: the warm-up shares dynamo's global state
             use_cache_dir()
+            before = _compile_counts()
             compile_blocks(model, state, backend)
             warm_up(model, input_size, device, dtype)
+            after = _compile_counts()
     except Exception as error:  # noqa: BLE001 - warm-up inputs are ours: any failure is the compiler's
         state.fall_back(model, error)
         return state
     state.phase = "at run time"
     if state.status == "compiled":
         state.seconds = time.perf_counter() - started
-        state.note = f"compiled at load in {seconds(state.seconds)} s"
+        compiled, cached, graphs = (a - b for a, b in zip(after, before))
+        from_cache = not compiled and (cached or not graphs)
+        state.note = (f"loaded from the compile cache in {seconds(state.seconds)} s" if from_cache else
+                      f"compiled at load in {seconds(state.seconds)} s")
         record_load_seconds(key, state.seconds)
     return state
+
+
+def _compile_counts() -> tuple[int, int, int]:
+    """Torch's counters (compiles, cache hits, new graphs): a load that compiled nothing (its graphs came from the
+    on-disk cache, or dynamo reused the blocks' code of a loaded model of the same width) took its code from the
+    compile cache."""
+    from torch._dynamo.utils import counters
+
+    return (counters["inductor"]["fxgraph_cache_miss"],
+            counters["inductor"]["fxgraph_cache_hit"] + counters["aot_autograd"]["autograd_cache_hit"],
+            counters["stats"]["unique_graphs"])
 
 
 # -- how long the first load takes (a hint for the UI, measured on this machine) --------------------------------

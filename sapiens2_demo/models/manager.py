@@ -12,7 +12,7 @@ import gc
 import logging
 import os
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -108,6 +108,10 @@ def detector_file(name: str) -> str:
     return str(folder / name)
 
 
+def _compile_note(key: tuple, note: str) -> str:
+    return f"{key[1].split('/')[-1]}: {note}."
+
+
 class ModelManager:
     def __init__(self, checkpoint_dir: str | Path | None = None, device: str | None = None,
                  dtype: str | None = None, memory_budget_bytes: int | None = None,
@@ -127,6 +131,10 @@ class ModelManager:
         self._key_locks: dict[tuple, threading.Lock] = {}
         self._lock = threading.Lock()
         self.load_counts: dict[tuple, int] = {}  # how many times each key was loaded (tests, logs)
+        # each load's compile note, numbered: a request reads those of its models numbered after its start
+        self._load_notes: deque[tuple[int, tuple, str]] = deque(maxlen=256)
+        self._notes_made = 0
+        self._notes_taken = 0  # take_compile_notes: where the last call left off
         # ZeroGPU forks GPU workers from this process: a lock held by another thread at that moment would stay
         # held forever in the child, so the child gets fresh ones.
         os.register_at_fork(after_in_child=self._fresh_locks)
@@ -195,6 +203,10 @@ class ModelManager:
             loaded = load()
             with self._lock:
                 self.load_counts[key] = self.load_counts.get(key, 0) + 1
+                if loaded.compiled is not None and loaded.compiled.note:
+                    loaded.compiled.reported = True  # told to the requests that ran this load (compile_notes)
+                    self._notes_made += 1
+                    self._load_notes.append((self._notes_made, key, _compile_note(key, loaded.compiled.note)))
                 self._models[key] = loaded
                 self._evict_locked(keep=key)
             return loaded
@@ -255,16 +267,34 @@ class ModelManager:
         return LoadedModel(model, processor, _model_nbytes(model),
                            source if local else f"{ckpt.repo_id}@{revision}", self.device, self.dtype, state)
 
-    def take_compile_notes(self) -> list[str]:
-        """Compile notes not shown yet ('compiled at load in 30 s', a fall-back to eager), each once."""
+    def notes_mark(self) -> int:
+        """Where a request starts, for `compile_notes`."""
         with self._lock:
-            loaded = [(key, m.compiled) for key, m in self._models.items() if m.compiled is not None]
-        notes = []
-        for key, state in loaded:
-            if state.note and not state.reported:
-                state.reported = True
-                notes.append(f"{key[1].split('/')[-1]}: {state.note}.")
+            return self._notes_made
+
+    def compile_notes(self, since: int, ckpts=None) -> list[str]:
+        """The compile notes a request gets ('compiled at load in 30 s', a fall-back to eager): those of the loads
+        of its checkpoints `ckpts` (None: every model) that ended after `since` (its `notes_mark()`), so the
+        request that loaded a model and every request that waited for that load say so, and nobody else; and a
+        fall-back at run time (or a note set outside a load: ZeroGPU's ahead-of-time compile) not told yet."""
+        keys = None if ckpts is None else {("sapiens2", c.repo_id, c.revision) for c in ckpts}
+        with self._lock:
+            notes = [note for number, key, note in self._load_notes
+                     if number > since and (keys is None or key in keys)]
+            states = [(key, m.compiled) for key, m in self._models.items()
+                      if m.compiled is not None and (keys is None or key in keys)]
+        for key, state in states:
+            with state._lock:
+                if state.note and not state.reported:
+                    state.reported = True
+                    notes.append(_compile_note(key, state.note))
         return notes
+
+    def take_compile_notes(self) -> list[str]:
+        """Every compile note since the last call (the batch CLI and checks: one user per process)."""
+        with self._lock:
+            since, self._notes_taken = self._notes_taken, self._notes_made
+        return self.compile_notes(since)
 
     def compile_key(self, ckpt: Checkpoint) -> str:
         """Names a checkpoint's compile on this device and dtype (the load-time hint is kept per key)."""

@@ -15,6 +15,7 @@ and the mesh's vertices, matting's 8-bit PNGs), so no float32 map crosses; the n
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import threading
@@ -59,15 +60,17 @@ class SegmentationCache:
         return digest.hexdigest(), repo_id, revision
 
     def get_or_compute(self, key: tuple, compute) -> SegmentationResult:
+        """The stored result (a copy marked `reused`: the request's notes say so rather than time it), or the
+        computed one, stored."""
         with self._lock:
             if key in self._items:
                 self._items.move_to_end(key)
-                return self._items[key]
+                return dataclasses.replace(self._items[key], reused=True)
             key_lock = self._key_locks.setdefault(key, threading.Lock())
         with key_lock:  # two tabs asking at once for one image share one forward
             with self._lock:
                 if key in self._items:
-                    return self._items[key]
+                    return dataclasses.replace(self._items[key], reused=True)
             result = compute()
             with self._lock:
                 self._items[key] = result

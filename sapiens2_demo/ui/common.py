@@ -127,6 +127,20 @@ def image_in():
     return ImageUpload(type="filepath", label="Image", sources=["upload", "clipboard", "webcam"])
 
 
+# The page's copy of the notes: every "&", "<" and ">" as an entity, so Markdown shows "motion_<id>.bvh" (and any
+# angle brackets from a file name or an error) as text, never as a tag the page would drop or run
+ESCAPE_NOTES_JS = "(text) => (text || '').replaceAll('&', '&amp;').replaceAll('<', '&lt;').replaceAll('>', '&gt;')"
+
+
+def notes_output(elem_id: str | None = None) -> gr.Textbox:
+    """The notes: a hidden plain-text box that the handlers answer into (what API and MCP callers get) and the
+    Markdown the page shows, filled from the box in the browser with its text escaped (ESCAPE_NOTES_JS)."""
+    text = gr.Textbox(visible="hidden", label="Notes", elem_id=f"{elem_id}-text" if elem_id else None)
+    shown = gr.Markdown(elem_classes=["notes"], elem_id=elem_id)
+    text.change(None, text, shown, js=ESCAPE_NOTES_JS, api_visibility="private", queue=False)
+    return text
+
+
 @contextlib.contextmanager
 def task_tab(title: str, tab_id: str, scales=(1, 1)):
     """A tab's scaffold: an inputs column that starts with the image, a results column that ends with
@@ -138,7 +152,7 @@ def task_tab(title: str, tab_id: str, scales=(1, 1)):
                 img.upload(check_upload, img, img, api_visibility="private", show_progress="hidden")
             with gr.Column(scale=scales[1]):
                 results = gr.Column()
-                info = gr.Markdown(elem_classes=["notes"])
+                info = notes_output(f"{tab_id}-notes")
         yield SimpleNamespace(img=img, inputs=inputs, results=results, info=info)
         gr.Examples(EXAMPLES, [img])
         note()

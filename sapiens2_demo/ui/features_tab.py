@@ -46,8 +46,7 @@ def build_features_tab(ctx: AppContext, task_tab, run) -> Callable:
         out = run("Features", run_features, image, request, progress, image2=second, size=size,
                   use_mask=bool(use_mask))
         pair2 = (out.gallery[0][0], out.gallery[1][0]) if out.gallery else None
-        notes = out.notes + ctx.manager.take_compile_notes()  # its own load's note, not the next request's
-        return out.before_after, pair2, out.similarity, [str(p) for p in out.files], notes_markdown(notes)
+        return out.before_after, pair2, out.similarity, [str(p) for p in out.files], notes_markdown(out.notes)
 
     with task_tab("Features", "features") as tab:
         with tab.inputs:

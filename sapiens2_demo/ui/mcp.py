@@ -24,7 +24,6 @@ a call is a session; the folders are swept after SAPIENS2_OUTPUT_MAX_AGE_S like 
 from __future__ import annotations
 
 import contextlib
-import html
 import inspect
 import json
 import re
@@ -163,7 +162,7 @@ def add_video_tool(ctx, inputs: list, doc: str) -> None:
         frame = next(frame for i, frame in enumerate(read_frames(rendered)) if i >= info.frame_count // 2)
         summary = {"task": chosen["task"], "frames": info.frame_count, "fps": round(info.fps, 3),
                    "seconds": round(info.duration, 3), "size": {"width": info.width, "height": info.height},
-                   "notes": [html.unescape(line[2:]) for line in notes.splitlines() if line.startswith("- ")]}
+                   "notes": [line[2:] for line in notes.splitlines() if line.startswith("- ")]}
         return str(write_render(frame.rgb, Path(rendered).parent)), json.dumps(summary, ensure_ascii=False), files
 
     video.__signature__ = signature

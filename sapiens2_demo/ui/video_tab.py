@@ -12,14 +12,14 @@ from pathlib import Path
 import gradio as gr
 
 from .. import tasks
-from ..jobs.image import announce_loads
+from ..jobs.image import announce_loads, load_notes
 from ..jobs.video import ALL as ALL_TASKS
 from ..jobs.video import DETECT_EVERY, VideoJob, VideoLimits, default_batch_size
 from ..media.image import load_image
 from ..media.video import VideoError, probe
 from ..util import notes_markdown
 from . import mcp
-from .common import ASSETS, ImageUpload, check_upload, needs, note, session_of, user_errors
+from .common import ASSETS, ImageUpload, check_upload, needs, note, notes_output, session_of, user_errors
 from .sizes import size_menu
 from .viewers import SHOWN_MODELS, fill_after, model_viewer
 
@@ -79,6 +79,7 @@ def run_video(ctx, video, task: str = DEFAULT_TASK, size: str = "0.4b", stride: 
                        detect_every=int(detect_every), motion_3d=bool(motion_3d),
                        temporal_smoothing=bool(temporal_smoothing), motion_people=str(motion_people or ""),
                        colour_bar=bool(colour_bar))
+        since = ctx.manager.notes_mark()
         steps = job.run()
         progress(0, desc="Reading the video...")
         announce_loads(ctx, job.jobs(), progress)  # models not loaded yet: "Loading ... compiling: N s last time"
@@ -94,7 +95,7 @@ def run_video(ctx, video, task: str = DEFAULT_TASK, size: str = "0.4b", stride: 
             steps.close()  # a cancelled request lands here: the partial files are removed
     motion = next((str(path) for path in out.files if path.name == "motion.glb"), None)
     SHOWN_MODELS.put(session_of(request), "video", motion)
-    notes = out.notes + ctx.manager.take_compile_notes()  # "compiled at load in N s", once
+    notes = out.notes + load_notes(ctx, since, job.jobs())  # "compiled at load in N s": its own loads' notes
     yield str(out.video), [str(path) for path in out.files], notes_markdown(notes)
 
 
@@ -227,7 +228,7 @@ def build_video_tab(ctx) -> None:
                 viewer = model_viewer("video", "3D motion (motion.glb: the first person's animation plays)",
                                       "The 3D motion appears here", 'tick "3D motion" under Pose options and '
                                       "run pose", elem_id="video-motion")
-                info = gr.Markdown(elem_classes=["notes"], elem_id="video-notes")
+                info = notes_output("video-notes")
         note()
         inputs = [clip, task, size, stride, det_thr, max_people, tracking, smoothing, min_cutoff, beta, fg, raw,
                   mode, colour, bg_img, exports, gr.Number(0, visible=False), every, motion, steady,

@@ -15,7 +15,10 @@ proportions of its first drawing buffer).
 
 Each model comes with its camera (`framing`): gradio's viewer (Babylon's) aims at the centre of the model's bounds
 from 1.1 times their diagonal, slightly from above, with a 0.8 rad vertical field of view, which cuts a standing
-person's head and feet off (a box 1.8 m tall, 0.5 m wide was cut at both ends in Chromium).
+person's head and feet off (a box 1.8 m tall, 0.5 m wide was cut at both ends in Chromium). An animated model
+(motion.glb) is framed on the box its animation covers, which its exporter writes into the file: gradio's viewer
+aims at the centre of that box too (Babylon's viewer bounds an animated model over its animation), while the
+file's static bounds hold only the first frame, so a person walking across left the view.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from pathlib import Path
 import gradio as gr
 import numpy as np
 
+from ..export.motion_gltf import read_animated_bounds
 from ..export.viewer_card import write_card_glb
 from .common import session_of
 
@@ -78,8 +82,9 @@ def framing(path) -> tuple[float, float, float] | None:
     whatever its shape; None when the file has no bounds to go by."""
     import trimesh
 
+    bounds = read_animated_bounds(path)  # an animation (motion.glb): what it covers while it plays
     try:
-        bounds = trimesh.load(str(path), force="scene").bounds
+        bounds = trimesh.load(str(path), force="scene").bounds if bounds is None else bounds
     except Exception:  # noqa: BLE001 - the viewer's own framing stays
         return None
     if bounds is None or not np.isfinite(bounds).all():

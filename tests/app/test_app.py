@@ -29,6 +29,43 @@ def test_starting_the_app_loads_no_model(tiny_dir):
                      "Features"]]
 
 
+def test_every_tab_answers_plain_notes_and_the_page_escapes_them(tiny_dir):
+    """Each tab's endpoint answers its notes into a hidden text box (plain text for API callers); the page's
+    Markdown is filled from that box by a browser-only step that escapes it (ui.common.ESCAPE_NOTES_JS)."""
+    import gradio as gr
+
+    import app
+    from sapiens2_demo.ui.common import ESCAPE_NOTES_JS
+
+    demo = app.create_app(app.parse_args(["--checkpoint-dir", str(tiny_dir), "--device", "cpu"]))
+    escapes = {fn.inputs[0]._id: fn.outputs[0] for fn in demo.fns.values() if fn.js == ESCAPE_NOTES_JS}
+    for name in [*ENDPOINTS, "/video", "/features"]:
+        [fn] = [fn for fn in demo.fns.values() if fn.api_name == name.strip("/")]
+        notes = fn.outputs[-1]
+        assert isinstance(notes, gr.Textbox) and notes.visible == "hidden", name
+        shown = escapes[notes._id]
+        assert isinstance(shown, gr.Markdown) and "notes" in shown.elem_classes, name
+    assert all(fn.fn is None and fn.api_visibility == "private" for fn in demo.fns.values() if fn.js == ESCAPE_NOTES_JS)
+
+
+def test_the_start_up_lines_name_our_share_flag(tiny_dir, capfd):
+    """gradio's own line says "set `share=True` in `launch()`"; a user of app.py has --share."""
+    import app
+    from tests.conftest import free_port
+
+    port = free_port()
+    args = app.parse_args(["--checkpoint-dir", str(tiny_dir), "--device", "cpu", "--host", "127.0.0.1",
+                           "--port", str(port)])
+    demo = app.create_app(args)
+    try:
+        app.launch(demo, args, prevent_thread_lock=True)
+    finally:
+        demo.close()
+    printed = capfd.readouterr().out
+    assert f"* Running on local URL:  http://127.0.0.1:{port}/" in printed, printed
+    assert "start the app with --share" in printed and "share=True" not in printed, printed
+
+
 def test_named_endpoints_first_parameter_is_image(client):
     api = client.view_api(return_format="dict", print_info=False)["named_endpoints"]
     for name in ENDPOINTS:

@@ -47,6 +47,21 @@ def test_one_segmentation_forward_serves_normals_depth_and_all_tasks(ctx, monkey
     assert len(seg_calls) == 2
 
 
+def test_a_result_from_the_cache_says_it_was_reused(ctx, monkeypatch):
+    """Body parts of an image segmented before: no forward, and the notes say the result was reused (it said
+    "Body parts took 0.00 s"); the cache's own copy stays unmarked."""
+    seg_calls = _count_forwards(ctx.manager, "seg", monkeypatch)
+    image = load_image(ASSETS / "grace_hopper.jpg")
+    first = image_jobs.run_task(ctx, image, task="segment", run_dir=ctx.outputs.new_run_dir("s"))
+    again = image_jobs.run_task(ctx, image, task="segment", run_dir=ctx.outputs.new_run_dir("s"))
+    assert len(seg_calls) == 1
+    assert any(note.startswith("Body parts took ") for note in first.notes), first.notes
+    assert not any("took" in note for note in again.notes), again.notes
+    assert any(note.startswith("Body parts: reused the result of an earlier request on this image (")
+               for note in again.notes), again.notes
+    assert not any(item.reused for item in ctx.seg_cache._items.values())
+
+
 def test_all_tasks_runs_one_pointmap_forward_for_depth_and_the_pose_lift(ctx, monkeypatch):
     pointmap_calls = _count_forwards(ctx.manager, "pointmap", monkeypatch)
     out = image_jobs.all_tasks(ctx, load_image(ASSETS / "camera.jpg"), run_dir=ctx.outputs.new_run_dir("s"))

@@ -269,4 +269,74 @@ def test_a_features_request_says_its_own_compile(tiny_dir, monkeypatch):
         features = build_features_tab(ctx, task_tab, lambda *args, **kwargs: run_request(ctx, *args, **kwargs))
     *_, notes = features(str(ASSETS / "astronaut.jpg"), use_mask=False, progress=None)
     assert "sapiens2-pretrain-0.4b: compiled at load in" in notes, notes
-    assert ctx.manager.take_compile_notes() == []  # nothing left over for another request
+    *_, again = features(str(ASSETS / "astronaut.jpg"), use_mask=False, progress=None)
+    assert "compiled at load" not in again  # nothing left over for the next request
+
+
+def test_a_reload_from_the_compile_cache_says_so(seg_model, tiny_dir):
+    """A second model of the same width compiles nothing (its blocks' code is compiled already): "loaded from the
+    compile cache in N s", not "compiled at load in 0.0 s"."""
+    from transformers import AutoModelForSemanticSegmentation
+
+    first = regional.compile_model(seg_model, SIZE, "cpu", torch.float32, backend="eager")
+    assert first.status == "compiled" and first.note.startswith("compiled at load in"), first.note
+    again = AutoModelForSemanticSegmentation.from_pretrained(tiny_dir / "sapiens2-seg-0.4b",
+                                                             attn_implementation="sdpa").eval()
+    second = regional.compile_model(again, SIZE, "cpu", torch.float32, backend="eager")
+    assert second.status == "compiled" and second.note.startswith("loaded from the compile cache in "), second.note
+    assert second.note.endswith(f"{regional.seconds(second.seconds)} s")
+
+
+def test_compile_notes_reach_the_requests_of_that_load_only(tiny_dir, monkeypatch):
+    """A shared server: the load's note goes to the request that loaded the model and to one that waited for that
+    load; not to a request of another model running meanwhile, nor to a later request of the same model (a
+    visitor, or the next image after the Live tab loaded it)."""
+    import threading
+
+    from sapiens2_demo.models.manager import ModelManager
+    from sapiens2_demo.models.registry import checkpoint
+
+    compile_blocks = regional.compile_blocks
+    monkeypatch.setattr(regional, "compile_blocks", lambda model, state, backend: compile_blocks(model, state, "eager"))
+    manager = ModelManager(checkpoint_dir=tiny_dir, device="cpu", dtype="float32", compile="on")
+    seg, pose = checkpoint("seg", "0.4b"), checkpoint("pose", "0.4b")
+    loading, release = threading.Event(), threading.Event()
+    load = manager._load_sapiens2
+
+    def slow_load(ckpt):
+        loading.set()
+        release.wait(30)
+        return load(ckpt)
+
+    monkeypatch.setattr(manager, "_load_sapiens2", slow_load)
+    loader_since = manager.notes_mark()
+    loader = threading.Thread(target=manager.get, args=(seg,))
+    loader.start()
+    assert loading.wait(30)
+    waiter_since, other_since = manager.notes_mark(), manager.notes_mark()  # both began during the load
+    waiter = threading.Thread(target=manager.get, args=(seg,))
+    waiter.start()
+    release.set()
+    loader.join(60)
+    waiter.join(60)
+    assert manager.load_counts == {("sapiens2", seg.repo_id, seg.revision): 1}
+    [note] = manager.compile_notes(loader_since, [seg])
+    assert note.startswith("sapiens2-seg-0.4b: compiled at load in"), note
+    assert manager.compile_notes(waiter_since, [seg]) == [note]
+    assert manager.compile_notes(other_since, [pose]) == []  # another model's request, meanwhile
+    assert manager.compile_notes(manager.notes_mark(), [seg]) == []  # a later request of the same model
+    assert manager.take_compile_notes() == [note] and manager.take_compile_notes() == []  # the CLI's: once
+
+
+def test_a_request_hears_of_every_model_its_options_load():
+    """The 3D lift loads the pointmap and body-part models beside pose: their compile notes are the request's too
+    (the Video tab's 3D motion said nothing of the pointmap model's load)."""
+    from sapiens2_demo import tasks
+    from sapiens2_demo.jobs.image import job_checkpoints
+
+    lifted = tasks.get("pose").job("0.4b", {"lift_3d": True})
+    masked = tasks.get("normals").job("0.4b", {"remove_background": True})
+    names = [ckpt.repo_id.split("/")[-1] for ckpt in job_checkpoints([lifted, masked])]
+    assert names == ["sapiens2-pose-0.4b", "sapiens2-pointmap-0.4b", "sapiens2-seg-0.4b", "sapiens2-normal-0.4b",
+                     "sapiens2-seg-0.4b"]
+    assert job_checkpoints([tasks.get("pose").job("0.4b", {})])[0].repo_id.endswith("sapiens2-pose-0.4b")

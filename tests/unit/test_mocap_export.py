@@ -302,3 +302,72 @@ def test_recorder_smooths_jitter_in_3d_with_the_video_filter():
     jitter_out = np.std(np.array(outputs)[20:, body, 2], axis=0).mean()
     assert jitter_out * 2.5 < jitter_in, (jitter_in, jitter_out)
     assert 100 < recorder._tracks[1].scale < 160  # pixels per metre, from the person's own spreads
+
+
+def _animated_joints(gltf, animation) -> np.ndarray:
+    """(frames, joints, 3): every joint node's world position at each keyframe of `animation`, by composing the
+    file's node transforms (the animated rotations and root translation) down the hierarchy: read back from the
+    .glb, not from the exporter."""
+    def data(accessor):
+        view = gltf.bufferViews[gltf.accessors[accessor].bufferView]
+        width = {"SCALAR": 1, "VEC3": 3, "VEC4": 4}[gltf.accessors[accessor].type]
+        raw = gltf.binary_blob()[view.byteOffset:view.byteOffset + view.byteLength]
+        return np.frombuffer(raw, np.float32).reshape(-1, width)
+
+    def rotation(q):  # glTF's (x, y, z, w)
+        x, y, z, w = q
+        return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+                         [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+                         [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]])
+
+    tracks = {(c.target.node, c.target.path): data(animation.samplers[c.sampler].output) for c in animation.channels}
+    frames = len(next(iter(tracks.values())))
+    first = min(node for node, _ in tracks)
+    out = []
+    for t in range(frames):
+        world = {}
+
+        def visit(node, parent_rotation, parent_position):
+            n = gltf.nodes[node]
+            translation = tracks.get((node, "translation"), [n.translation] * frames)[t]
+            turn = rotation(tracks.get((node, "rotation"), [n.rotation] * frames)[t])
+            world[node] = parent_position + parent_rotation @ np.asarray(translation, float)
+            for child in n.children or []:
+                visit(child, parent_rotation @ turn, world[node])
+
+        visit(first, np.eye(3), np.zeros(3))
+        out.append([world[node] for node in sorted(world)])
+    return np.array(out)
+
+
+def test_motion_glb_is_framed_on_the_whole_walk(tmp_path):
+    """A person walking across: the viewer's camera (ui.viewers.framing, with the viewer aiming at the centre of
+    the animated box) sees every joint at every frame, read back from the file's animation; framed on the file's
+    static bounds (the first frame), the walk left the view."""
+    import math
+
+    import pygltflib
+
+    from sapiens2_demo.export.motion_gltf import read_animated_bounds, write_motion_glb
+    from sapiens2_demo.ui.viewers import FIELD_OF_VIEW, NARROWEST, framing
+
+    path = write_motion_glb([(3, record(walking_keypoints(turn=0.0)).tracks()[0].solve())],
+                            np.arange(FRAMES) / FPS, tmp_path)
+    gltf = pygltflib.GLTF2().load(str(path))
+    joints = _animated_joints(gltf, gltf.animations[0]).reshape(-1, 3)
+    bounds = read_animated_bounds(path)
+    assert (bounds[0] <= joints.min(0)).all() and (joints.max(0) <= bounds[1]).all()
+    assert np.ptp(joints[:, 0]) > 1.5  # it walks across: metres, the static bounds are one stride wide
+
+    def fits(radius, box) -> bool:  # from in front of the box's centre, every joint within the view's half-angle
+        centre = box.mean(0)
+        near = radius - (joints[:, 2] - centre[2])  # the distance to each joint along the view
+        across = np.maximum(np.abs(joints[:, 1] - centre[1]), np.abs(joints[:, 0] - centre[0]) / NARROWEST)
+        return bool((across / near <= math.tan(FIELD_OF_VIEW / 2)).all())
+
+    alpha, beta, radius = framing(path)
+    assert (alpha, beta) == (90.0, 90.0) and fits(radius, bounds)
+    gltf.scenes[0].extras = {}  # the same file without its animated box: framed on the first frame's bounds
+    gltf.save(str(tmp_path / "static.glb"))
+    assert read_animated_bounds(tmp_path / "static.glb") is None
+    assert not fits(framing(tmp_path / "static.glb")[2], bounds)

@@ -1,5 +1,9 @@
 """What a visitor reads on the page: the notes as Markdown, the body-part names written on the image."""
 
+import json
+import shutil
+import subprocess
+
 import numpy as np
 import pytest
 
@@ -7,11 +11,21 @@ from sapiens2_demo.render.parts import PartNamesAnnotator, display_name
 from sapiens2_demo.util import notes_markdown
 
 
-def test_notes_keep_angle_brackets_as_text():
-    """A page takes "<id>" as an HTML tag and drops it with the rest of the line: written as entities."""
-    text = notes_markdown(["3D motion: 1 person(s): motion_<id>.bvh each and motion.glb (metres)", "plain"])
-    assert text == ("- 3D motion: 1 person(s): motion_&lt;id&gt;.bvh each and motion.glb (metres)\n"
-                    "- plain")
+def test_notes_answer_in_plain_text():
+    """API and MCP callers read the notes as written ("motion_<id>.bvh", not "motion_&lt;id&gt;.bvh")."""
+    text = notes_markdown(["3D motion: 1 person in 9 frames: motion_<id>.bvh each and motion.glb", "a & b"])
+    assert text == "- 3D motion: 1 person in 9 frames: motion_<id>.bvh each and motion.glb\n- a & b"
+
+
+@pytest.mark.skipif(not shutil.which("node"), reason="needs node to run the page's JavaScript")
+def test_the_page_escapes_the_notes_before_showing_them():
+    """The browser's copy: a tag in a note (a file name, an error) is shown as text, neither dropped nor run."""
+    from sapiens2_demo.ui.common import ESCAPE_NOTES_JS
+
+    note = "- motion_<id>.bvh & <img src=x onerror=alert(1)>"
+    shown = subprocess.run(["node", "-e", f"process.stdout.write(({ESCAPE_NOTES_JS})({json.dumps(note)}))"],
+                           capture_output=True, text=True, check=True, timeout=30).stdout
+    assert shown == "- motion_&lt;id&gt;.bvh &amp; &lt;img src=x onerror=alert(1)&gt;"
 
 
 def test_part_names_are_spelled_as_the_legend():
