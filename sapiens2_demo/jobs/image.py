@@ -22,6 +22,7 @@ from ..models.manager import ModelManager
 from ..models.registry import UnknownCheckpoint, checkpoint
 from ..pipelines.dense import SegmentationCache
 from ..results import TaskOutput
+from ..tasks import catalog
 from ..tasks.summary import summarize
 from ..util import in_parallel
 from .outputs import OutputStore
@@ -39,16 +40,11 @@ class AppContext:
         self.manager_key = gpu.register(self.manager, self.seg_cache)
 
 
-# the models an option adds to its task's (tasks/catalog.py): a person mask is the body parts', the 3D lift's keypoints
-# are looked up in a masked pointmap
-MODELS_OF_OPTIONS = {"remove_background": ("segment",), "lift_3d": ("pointmap", "segment")}
-
-
 def job_checkpoints(jobs: list) -> list:
-    """The Sapiens2 checkpoints `jobs` run: each task's model and those its options add (MODELS_OF_OPTIONS)."""
+    """The Sapiens2 checkpoints `jobs` run: each task's model and those its options add (catalog.OPTION_MODELS)."""
     found = []
     for job in jobs:
-        added = [name for option, names in MODELS_OF_OPTIONS.items() if job.options.get(option) for name in names]
+        added = [name for option, names in catalog.OPTION_MODELS.items() if job.options.get(option) for name in names]
         for name in dict.fromkeys([job.task, *added]):
             try:
                 found.append(checkpoint(tasks.get(name).family, job.size))

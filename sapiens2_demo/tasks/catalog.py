@@ -402,3 +402,6 @@ register(TaskSpec(
     files=("features_cls_embedding.npy", "features_patch_features.npy", "features_pca.png"), video=False))
 
 LIFT_TASK = "pointmap"  # what lift_3d also runs (the CLI preloads its checkpoint)
+# the models an option adds to its task's (a request's compile notes name them): a person mask is the body parts',
+# the 3D lift's keypoints are looked up in a masked pointmap
+OPTION_MODELS = {"remove_background": ("segment",), "lift_3d": (LIFT_TASK, "segment")}
