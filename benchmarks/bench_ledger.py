@@ -218,16 +218,19 @@ def main() -> None:
                 figures["video"][task] = video_figures(ctx.manager_key, clip, task, args.frames, args.where)
     print(f"transfer ledger, {args.device} ({'counted' if 'cuda' in args.device else 'the CUDA road simulated'}), "
           f"{WIDTH}x{HEIGHT}, stand-ins, {time.perf_counter() - started:.0f} s")
-    print(f"{'image':10}{'d2h MB':>10}{'answer MB':>11}{'waits':>7}")
+    if figures["image"]:
+        print(f"{'image':10}{'d2h MB':>10}{'answer MB':>11}{'waits':>7}")
     for task, f in figures["image"].items():
         print(f"{task:10}{f['d2h_bytes'] / 1e6:10.2f}{f['answer_bytes'] / 1e6:11.2f}{f['waits']:7d}")
-    print(f"{'live':10}{'d2h MB':>10}{'waits':>18}")
+    if figures["live"]:
+        print(f"{'live':10}{'d2h MB':>10}{'waits':>18}")
     for task, f in figures["live"].items():
         print(f"{task:10}{f['d2h_bytes'] / 1e6:10.2f}{f['waits']:18d}")
-    print(f"{'video':10}{'frames':>7}{'waits/fr':>9}{'uploads/fr':>11}{'h2d MB/fr':>10}{'d2h MB/fr':>10}"
-          f"{'needed MB/fr':>13}{'overlapped':>12}")
+    if figures["video"]:
+        print(f"{'video':10}{'frames':>7}{'waits/fr':>9}{'uploads/fr':>11}{'h2d MB/fr':>10}{'d2h MB/fr':>10}"
+              f"{'needed MB/fr':>13}{'overlapped':>12}")
     for task, f in figures["video"].items():
-        print(f"{task:10}{f['frames']:7d}{f['waits_per_frame']:9.2f}{f['uploads_per_frame']:11.2f}"
+        print(f"{task:10}{f['frames']:7d}{f['waits_per_frame']:9.3f}{f['uploads_per_frame']:11.2f}"
               f"{f['h2d_bytes_per_frame'] / 1e6:10.2f}{f['d2h_bytes_per_frame'] / 1e6:10.2f}"
               f"{f['needed_bytes_per_frame'] / 1e6:13.2f}{f['overlapped_batches']:>7d}/{f['batches']}")
     if args.json is not None:
