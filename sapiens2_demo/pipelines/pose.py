@@ -15,10 +15,11 @@ from ..models.inference import forward, input_size, preprocess, upload
 from ..models.registry import checkpoint
 from ..pose.boxes import parse_boxes, xyxy_to_xywh
 from ..pose.decode import decode_heatmaps
-from ..pose.detector import PERSON_CLASSES, find_people, find_people_batch
+from ..pose.detector import PERSON_CLASSES, find_people
 from ..pose.meta import flip_pairs_from_indices
 from ..results import PoseResult
 from ..util import as_rgb_uint8
+from .detect_device import find_people_queued
 
 STAGES = ("load", "detect", "crop", "forward", "decode")
 
@@ -56,14 +57,24 @@ def detect_batch(frames: list[np.ndarray], manager, *, score_threshold: float = 
                  max_people: int = 20, detector_classes: tuple[int, ...] | None = PERSON_CLASSES
                  ) -> list[Detections]:
     """The detector on each frame, with the whole-image fallback (see find_people); on the device road all the
-    frames in one detector call, their boxes copied back in one copy."""
+    frames in one detector call on the device, their boxes copied back in one copy (`detect_queued`)."""
     from .device_post import use_device_post
 
-    if len(frames) > 1 and use_device_post(manager.device):
-        return [Detections(*found) for found in find_people_batch(frames, manager, score_threshold, nms_iou,
-                                                                   max_people, detector_classes)]
+    if use_device_post(manager.device):
+        return [detections() for detections in detect_queued(frames, manager, score_threshold=score_threshold,
+                                                             nms_iou=nms_iou, max_people=max_people,
+                                                             detector_classes=detector_classes)]
     return [Detections(*find_people(frame, manager, score_threshold, nms_iou, max_people, detector_classes))
             for frame in frames]
+
+
+def detect_queued(frames: list[np.ndarray], manager, *, score_threshold: float = 0.3, nms_iou: float = 0.3,
+                  max_people: int = 20, detector_classes: tuple[int, ...] | None = PERSON_CLASSES) -> list:
+    """`detect_batch` on the device road with no wait now: one zero-argument function per frame giving its
+    Detections; their boxes cross with the next copy back on the device (a batch's keypoints), or on their own
+    when asked for first (detect_device.py)."""
+    people = find_people_queued(frames, manager, score_threshold, nms_iou, max_people, detector_classes)
+    return [lambda found=found: Detections(*found()) for found in people]
 
 
 def estimate_pose_batch(frames: list[np.ndarray], manager, size: str = "0.4b", **options) -> list[PoseResult]:

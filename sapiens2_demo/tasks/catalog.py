@@ -72,15 +72,16 @@ def _user_detections(frames, boxes, max_people):
 def prepare_pose(frames, manager, size, *, boxes=None, max_people: int = 20, lift_3d: bool = False,
                  score_threshold: float = 0.3, nms_iou: float = 0.3, **_):
     """A GPU call's people, before its batches (TaskSpec.prepare): on the device road every frame's boxes in one
-    detector call (or the user's), so the batches need not follow one another and can overlap. None elsewhere
-    (following people between detections)."""
-    from ..pipelines.pose import batched_detection, detect_batch
+    detector call (or the user's), so the batches need not follow one another and can overlap; the detector's are
+    queued on the device, each frame's a function that gives them, their copy back riding with the next copy back
+    (the batch before's keypoints: `detect_queued`). None elsewhere (following people between detections)."""
+    from ..pipelines.pose import batched_detection, detect_queued
 
     if not batched_detection(manager):
         return None
     given = _user_detections(frames, boxes, max_people)
-    return given or detect_batch(frames, manager, score_threshold=score_threshold, nms_iou=nms_iou,
-                                 max_people=int(max_people))
+    return given or detect_queued(frames, manager, score_threshold=score_threshold, nms_iou=nms_iou,
+                                  max_people=int(max_people))
 
 
 def start_pose(frames, manager, size, *, prepared, max_people: int = 20, boxes=None, lift_3d: bool = False,
@@ -92,7 +93,8 @@ def start_pose(frames, manager, size, *, prepared, max_people: int = 20, boxes=N
     from ..pipelines.pose import pose_start
 
     images = dense.uploaded_once(frames, manager) if lift_3d else None
-    poses = pose_start(frames, manager, size, detections=prepared, max_people=int(max_people), defer_decoding=True,
+    people = [found() if callable(found) else found for found in prepared]  # queued boxes: on the host by now
+    poses = pose_start(frames, manager, size, detections=people, max_people=int(max_people), defer_decoding=True,
                        uploaded=images, **options)
     if not lift_3d:
         return poses
