@@ -87,8 +87,8 @@ def _first(out):
 
 
 def _candidates(raw, score_threshold: float, classes):
-    """(B, K, 6) float32 on the device: an end-to-end model's rows as they are; otherwise per frame the K best
-    anchors (x, y, w, h, best class score, class; a class not asked for scores -1), best first."""
+    """(B, K, 6) float32 on the device: an end-to-end model's rows as they are; otherwise (B, K, 7): per frame the
+    K best anchors (x, y, w, h, best class score, class, anchor index; a class not asked for scores -1)."""
     import torch
 
     if raw.shape[-1] == 6:  # end-to-end (NMS-free): (B, 300, 6) already
@@ -101,7 +101,8 @@ def _candidates(raw, score_threshold: float, classes):
         conf = torch.where(wanted[label], conf, torch.full_like(conf, -1.0))
     best, index = conf.topk(min(CANDIDATES, conf.shape[1]), dim=1)
     boxes = raw[:, :4].float().gather(2, index[:, None].expand(-1, 4, -1)).transpose(1, 2)
-    return torch.cat([boxes, best[..., None], label.gather(1, index)[..., None].float()], 2).contiguous(), False
+    rows = [boxes, best[..., None], label.gather(1, index)[..., None].float(), index[..., None].float()]
+    return torch.cat(rows, 2).contiguous(), False
 
 
 def _incomplete(host, score_threshold: float) -> bool:
@@ -118,13 +119,17 @@ def _first_host(raw):
     return torch.cat([raw[:, :4].float().transpose(1, 2), conf[..., None], label[..., None].float()], 2).cpu()
 
 
+
 def _as_prediction(host, end2end: bool):
-    """The candidates as the raw prediction ultralytics' NMS reads: (B, 4 + classes, K) with each anchor's score
-    in its class's row (its best class, as predict picks), other classes 0; end-to-end rows as they are."""
+    """The candidates as the raw prediction ultralytics' NMS reads: (B, 4 + classes, K) in the anchors' order (as
+    predict gives them to NMS: tied scores then break alike), with each anchor's score in its class's row (its best
+    class, as predict picks), other classes 0; end-to-end rows as they are."""
     import torch
 
     if end2end:
         return host
+    if host.shape[-1] == 7:  # the best K: back in the anchors' order
+        host = host.gather(1, host[..., 6].argsort(1)[..., None].expand(-1, -1, 7))[..., :6]
     labels = host[..., 5].long()
     classes = int(labels.max()) + 1 if labels.numel() else 1
     scores = torch.zeros(*host.shape[:2], max(classes, 1))
