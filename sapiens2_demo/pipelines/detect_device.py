@@ -14,7 +14,8 @@ from ..models.manager import CheckpointUnavailable
 from ..pose.detector import PERSON_CLASSES, _kept, _nobody, _unavailable
 from .device_post import Rider
 
-CANDIDATES = 1024  # boxes per frame that cross before NMS; more above the threshold: NMS on the device (rare)
+CANDIDATES = 300  # boxes a frame that cross before NMS (7.2 KB, an end-to-end model's 300 rows); more above the
+# threshold (a crowd): every anchor crosses, in a second copy
 MAX_DET = 300  # what detect_people_batch asks predict for
 
 
@@ -87,8 +88,9 @@ def _first(out):
 
 
 def _candidates(raw, score_threshold: float, classes):
-    """(B, K, 6) float32 on the device: an end-to-end model's rows as they are; otherwise (B, K, 7): per frame the
-    K best anchors (x, y, w, h, best class score, class, anchor index; a class not asked for scores -1)."""
+    """(B, K, 6) float32 on the device: an end-to-end model's rows as they are; otherwise per frame the K best
+    anchors (x, y, w, h, best class score, class; a class not asked for scores -1), in the anchors' order (as
+    predict hands them to NMS: tied scores then break alike)."""
     import torch
 
     if raw.shape[-1] == 6:  # end-to-end (NMS-free): (B, 300, 6) already
@@ -99,15 +101,15 @@ def _candidates(raw, score_threshold: float, classes):
         wanted = torch.zeros(scores.shape[1], dtype=torch.bool, device=raw.device)
         wanted[list(classes)] = True
         conf = torch.where(wanted[label], conf, torch.full_like(conf, -1.0))
-    best, index = conf.topk(min(CANDIDATES, conf.shape[1]), dim=1)
+    index = conf.topk(min(CANDIDATES, conf.shape[1]), dim=1).indices.sort(dim=1).values
+    best = conf.gather(1, index)
     boxes = raw[:, :4].float().gather(2, index[:, None].expand(-1, 4, -1)).transpose(1, 2)
-    rows = [boxes, best[..., None], label.gather(1, index)[..., None].float(), index[..., None].float()]
-    return torch.cat(rows, 2).contiguous(), False
+    return torch.cat([boxes, best[..., None], label.gather(1, index)[..., None].float()], 2).contiguous(), False
 
 
 def _incomplete(host, score_threshold: float) -> bool:
-    """Whether a frame's last candidate still scores above the threshold (more may lie beyond the K that crossed)."""
-    return host.shape[1] >= CANDIDATES and bool((host[:, -1, 4] > score_threshold).any())
+    """Whether every candidate of a frame scores above the threshold (more may lie beyond the K that crossed)."""
+    return host.shape[1] >= CANDIDATES and bool((host[..., 4] > score_threshold).all(1).any())
 
 
 def _first_host(raw):
@@ -121,15 +123,12 @@ def _first_host(raw):
 
 
 def _as_prediction(host, end2end: bool):
-    """The candidates as the raw prediction ultralytics' NMS reads: (B, 4 + classes, K) in the anchors' order (as
-    predict gives them to NMS: tied scores then break alike), with each anchor's score in its class's row (its best
-    class, as predict picks), other classes 0; end-to-end rows as they are."""
+    """The candidates as the raw prediction ultralytics' NMS reads: (B, 4 + classes, K) with each anchor's score in
+    its class's row (its best class, as predict picks), other classes 0; end-to-end rows as they are."""
     import torch
 
     if end2end:
         return host
-    if host.shape[-1] == 7:  # the best K: back in the anchors' order
-        host = host.gather(1, host[..., 6].argsort(1)[..., None].expand(-1, -1, 7))[..., :6]
     labels = host[..., 5].long()
     classes = int(labels.max()) + 1 if labels.numel() else 1
     scores = torch.zeros(*host.shape[:2], max(classes, 1))
