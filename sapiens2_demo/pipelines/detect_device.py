@@ -12,7 +12,7 @@ import numpy as np
 from .. import ledger
 from ..models.manager import CheckpointUnavailable
 from ..pose.detector import PERSON_CLASSES, _kept, _nobody, _unavailable
-from .device_post import Rider
+from .riders import Rider
 
 CANDIDATES = 300  # boxes a frame that cross before NMS (7.2 KB, an end-to-end model's 300 rows); more above the
 # threshold (a crowd): every anchor crosses, in a second copy

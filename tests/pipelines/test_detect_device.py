@@ -7,7 +7,8 @@ import torch
 
 from sapiens2_demo import ledger
 from sapiens2_demo.pipelines import detect_device
-from sapiens2_demo.pipelines.device_post import Rider, to_host
+from sapiens2_demo.pipelines.device_post import to_host
+from sapiens2_demo.pipelines.riders import Rider
 from sapiens2_demo.pose.detector import detect_people_batch
 
 # Both roads run the same fused module on the same letterboxed pixels; only the batch they share a forward with
