@@ -143,9 +143,18 @@ def pose_start(frames: list[np.ndarray], manager, size: str = "0.4b", *,
                 decode = pose_keypoints if on_device else decode_heatmaps
                 decoded.append(decode(heatmaps, boxes, model_input))
 
-    def finish() -> list[PoseResult]:
+    def finish(ride=None):
+        """The results; with `ride` (deferred decoding only), (the results, what it gave on the host, or None):
+        ride(keypoints, scores, people a frame) gets every crop's image keypoints and scores on the device and gives
+        float32 tensors there that cross in the keypoints' copy (pose lifted to 3D: one copy, not two)."""
+        carried = None
         with _timed(timings, "decode"):
-            found = decoded + pose_keypoints_many(deferred, model_input) if deferred else decoded
+            if deferred and not decoded and ride is not None:
+                people = [len(det.boxes) for det in detections]
+                found, carried = pose_keypoints_many(deferred, model_input,
+                                                     extra=lambda points, sure: ride(points, sure, people))
+            else:
+                found = decoded + pose_keypoints_many(deferred, model_input) if deferred else decoded
         keypoints = np.concatenate([k for k, _ in found]).astype(np.float32) if found else np.zeros((0, 0, 2), np.float32)
         scores = np.concatenate([s for _, s in found]).astype(np.float32) if found else np.zeros((0, 0), np.float32)
         results, first = [], 0
@@ -156,7 +165,7 @@ def pose_start(frames: list[np.ndarray], manager, size: str = "0.4b", *,
                 box_scores=np.asarray(det.scores, np.float32), keypoints=keypoints[first:first + n],
                 keypoint_scores=scores[first:first + n], notes=list(det.notes), track_ids=det.track_ids))
             first += n
-        return results
+        return results if ride is None else (results, carried)
 
     return finish
 

@@ -89,7 +89,7 @@ def start_pose(frames, manager, size, *, prepared, max_people: int = 20, boxes=N
     """The crops' forwards of `prepare_pose`'s people (nothing to follow: `frame_index` and `previous` unused), and
     with lift_3d the body-part and pointmap forwards of every frame (each has someone: the detector falls back to
     the whole image), all reading one upload of the frames; finishes with the decoding and the lift, sampled where
-    the pointmap is (only the keypoints' points cross back, not the maps)."""
+    the pointmap is from the keypoints still there (only the keypoints' points cross back, in the keypoints' copy)."""
     from ..pipelines.pose import pose_start
 
     images = dense.uploaded_once(frames, manager) if lift_3d else None
@@ -102,11 +102,15 @@ def start_pose(frames, manager, size, *, prepared, max_people: int = 20, boxes=N
     maps = dense.pointmaps_device_start(images, manager, size)
 
     def finish():
-        from ..pose.lift import lift_on_device
+        from ..pose.lift import lift_on_device, lifted_from_sampled, sample_people_on_device
 
-        done = poses()
-        for pose, lifted in zip(done, lift_on_device(done, maps(), [label > 0 for label in labels()])):
-            pose.lifted = lifted
+        pointmaps, masks = maps(), [label > 0 for label in labels()]
+        # the keypoints sampled in the pointmaps before they cross: the lifted points come back in their copy
+        done, carried = poses(ride=lambda points, sure, people: [
+            sample_people_on_device(points, sure, people, pointmaps, masks)])
+        lifted = lift_on_device(done, pointmaps, masks) if carried is None else lifted_from_sampled(done, carried[0])
+        for pose, points in zip(done, lifted):
+            pose.lifted = points
         return done
 
     return finish
