@@ -17,6 +17,7 @@ from .riders import Rider
 CANDIDATES = 300  # boxes a frame that cross before NMS (7.2 KB, an end-to-end model's 300 rows); more above the
 # threshold (a crowd): every anchor crosses, in a second copy
 MAX_DET = 300  # what detect_people_batch asks predict for
+NO_TIME_LIMIT = 1e6  # seconds a frame for ultralytics' NMS
 
 
 def find_people_queued(images: list[np.ndarray], manager, score_threshold: float = 0.3, nms_iou: float = 0.3,
@@ -33,6 +34,7 @@ def find_people_queued(images: list[np.ndarray], manager, score_threshold: float
 
 def _queued(images, manager, score_threshold, nms_iou, max_people, classes):
     import torch
+    import torchvision  # noqa: F401 - ultralytics' NMS takes torchvision's when it is imported (as in predict)
     from ultralytics.utils import nms, ops
 
     loaded = manager.get_detector()
@@ -54,9 +56,10 @@ def _queued(images, manager, score_threshold, nms_iou, max_people, classes):
         host = torch.from_numpy(rider.host())
         if not end2end and _incomplete(host, float(score_threshold)):  # more candidates than crossed: all of them
             host = _first_host(raw)
+        # predict's NMS, without its time limit (a slow first call on a busy CPU would drop the frames after it)
         kept = nms.non_max_suppression(_as_prediction(host, end2end), float(score_threshold), float(nms_iou),
                                        list(classes) if classes is not None else None, max_det=MAX_DET,
-                                       end2end=end2end)
+                                       end2end=end2end, max_time_img=NO_TIME_LIMIT)
         for rows, image in zip(kept, images):
             rows[:, :4] = ops.scale_boxes(side, rows[:, :4], image.shape)
             boxes, scores = _kept(rows[:, :6], image.shape[:2], score_threshold, nms_iou, max_people, classes)
