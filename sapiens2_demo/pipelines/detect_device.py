@@ -22,9 +22,11 @@ NO_TIME_LIMIT = 1e6  # seconds a frame for ultralytics' NMS
 
 def find_people_queued(images: list[np.ndarray], manager, score_threshold: float = 0.3, nms_iou: float = 0.3,
                        max_people: int = 20, classes: tuple[int, ...] | None = PERSON_CLASSES) -> list:
-    """`find_people_batch` queued on the device: one zero-argument function per image that gives its
+    """`find_people` of several images queued on the device: one zero-argument function per image that gives its
     (boxes, scores, notes) once the candidates are on the host (the first call waits for them when no other copy
     has brought them)."""
+    if not images:
+        return []
     try:
         people = _queued(images, manager, score_threshold, nms_iou, max_people, classes)
     except CheckpointUnavailable as error:
@@ -38,7 +40,8 @@ def _queued(images, manager, score_threshold, nms_iou, max_people, classes):
     from ultralytics.utils import nms, ops
 
     loaded = manager.get_detector()
-    net, letterbox = _network(loaded)
+    with loaded.lock:  # made once, by one thread
+        net, letterbox = _network(loaded)
     # ultralytics reads numpy images as BGR (cv2 convention); ours are RGB. Its letterbox, on the host as in predict.
     boxed = np.stack([letterbox(image=np.ascontiguousarray(image[..., ::-1])) for image in images])
     side = boxed.shape[1:3]
