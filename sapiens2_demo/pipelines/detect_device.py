@@ -41,7 +41,8 @@ def _queued(images, manager, score_threshold, nms_iou, max_people, classes):
 
     loaded = manager.get_detector()
     with loaded.lock:  # made once, by one thread
-        net, letterbox = _network(loaded)
+        net, letterboxes = _network(loaded)
+    letterbox = letterboxes[len({image.shape for image in images}) == 1]  # predict's rule, below
     # ultralytics reads numpy images as BGR (cv2 convention); ours are RGB. Its letterbox, on the host as in predict.
     boxed = np.stack([letterbox(image=np.ascontiguousarray(image[..., ::-1])) for image in images])
     side = boxed.shape[1:3]
@@ -74,7 +75,8 @@ def _queued(images, manager, score_threshold, nms_iou, max_people, classes):
 
 def _network(loaded):
     """The detector's torch module as predict runs it (fused, float32, eval, on the device) and predict's
-    letterbox; made once per loaded detector."""
+    letterboxes (to 640 x 640 for images of several sizes, or with the least padding for images of one size);
+    made once per loaded detector."""
     cached = getattr(loaded, "_device_detector", None)
     if cached is not None:
         return cached
@@ -83,10 +85,10 @@ def _network(loaded):
     net = loaded.model.model.to(loaded.device).float().eval()
     net = net.fuse(verbose=False) if hasattr(net, "fuse") else net  # predict's AutoBackend fuses the same module
     stride = max(int(net.stride.max()), 32) if hasattr(net, "stride") else 32
-    # predict: 640, rect (minimum padding) for frames of one size, a PyTorch model
-    letterbox = LetterBox(640, auto=True, stride=stride)
-    loaded._device_detector = (net, letterbox)
-    return net, letterbox
+    # predict: 640, rect (the least padding) for images of one size, a PyTorch model
+    letterboxes = (LetterBox(640, auto=False, stride=stride), LetterBox(640, auto=True, stride=stride))
+    loaded._device_detector = (net, letterboxes)
+    return loaded._device_detector
 
 
 def _first(out):

@@ -20,7 +20,7 @@ SCORE_TOLERANCE = 1e-6
 def _second_score(manager, image, classes) -> float:
     """The second-highest score any anchor gets for `image`: as a threshold it keeps the best anchors only (the
     random-weight detector scores by level: 240 anchors of a 1080p frame's letterboxed 640 x 384 share the best)."""
-    net, letterbox = detect_device._network(manager.get_detector())
+    net, (_, letterbox) = detect_device._network(manager.get_detector())
     x = torch.from_numpy(letterbox(image=np.ascontiguousarray(image[..., ::-1]))).permute(2, 0, 1)[None]
     with torch.inference_mode():
         raw = net(x.flip(1).float() / 255)[0]
@@ -52,6 +52,17 @@ def test_the_device_detector_gives_predicts_boxes(manager, person_image, classes
             np.testing.assert_allclose(got_boxes, boxes, rtol=0, atol=BOX_TOLERANCE)
             np.testing.assert_allclose(got_scores, scores, rtol=0, atol=SCORE_TOLERANCE)
     assert len(seconds) == (2 if kept == "all" else 1)  # the 1080p frames' best crossed in one copy
+
+
+def test_images_of_several_sizes_get_predicts_boxes(manager, person_image):
+    """Images of different sizes in one call: letterboxed to 640 x 640 each, as predict does."""
+    frames = [person_image, _frames(person_image)[1][0]]
+    expected = detect_people_batch(frames, manager, 0.0, 0.3, 20, None)
+    found = [get() for get in detect_device.find_people_queued(frames, manager, 0.0, 0.3, 20, None)]
+    for (boxes, scores), (got_boxes, got_scores, _) in zip(expected, found):
+        assert len(boxes) > 0 and got_boxes.shape == boxes.shape
+        np.testing.assert_allclose(got_boxes, boxes, rtol=0, atol=BOX_TOLERANCE)
+        np.testing.assert_allclose(got_scores, scores, rtol=0, atol=SCORE_TOLERANCE)
 
 
 def test_nobody_found_falls_back_to_the_whole_image(manager, person_image):
