@@ -82,19 +82,19 @@ def three_people(monkeypatch_target):
         tile = (np.abs(frame[TOP:TOP + SIDE].astype(np.int16) - 96) > 12).any(axis=(0, 2))
         return np.asarray(people_boxes(int(np.argmax(tile))), np.float32), np.full(PEOPLE, 0.9, np.float32), []
 
-    real_one, real_many = pipeline.find_people, getattr(pipeline, "find_people_batch", None)
+    real_one, real_queued = pipeline.find_people, getattr(pipeline, "find_people_queued", None)
 
     def one(frame, *args, **kwargs):
         real_one(frame, *args, **kwargs)
         return placed(frame)
 
-    def many(frames, *args, **kwargs):
-        real_many(frames, *args, **kwargs)
-        return [placed(frame) for frame in frames]
+    def queued(frames, *args, **kwargs):  # each frame's boxes when its detector's copy back has come
+        found = real_queued(frames, *args, **kwargs)
+        return [lambda get=get, frame=frame: (get(), placed(frame))[1] for get, frame in zip(found, frames)]
 
     monkeypatch_target.setattr(pipeline, "find_people", one)
-    if real_many is not None:  # the batched detector (the device road's)
-        monkeypatch_target.setattr(pipeline, "find_people_batch", many)
+    if real_queued is not None:  # the batched detector (the device road's)
+        monkeypatch_target.setattr(pipeline, "find_people_queued", queued)
 
 
 def answer_bytes(output, rgb: np.ndarray) -> int:

@@ -13,8 +13,9 @@ import numpy as np
 
 from .. import ledger
 from ..pose.dark_udp import window_half
-from ..pose.decode import heatmap_to_image
+from ..pose.decode import heatmap_to_image, heatmap_to_image_on_device
 from .postprocess import crop_padding
+from .riders import Rider
 
 # Segmentation upsamples this many output values per step at most (64 MB of float32): a class chunk at
 # a time, so 29 x 1080 x 1920 logits never exist at full size at once.
@@ -189,11 +190,14 @@ REFERENCE_MIN_MAPS = 16
 
 
 def pose_keypoints_many(batches: list, input_hw: tuple[int, int], kernel: int = 11,
-                        force_reference: bool = False) -> list[tuple[np.ndarray, np.ndarray]]:
+                        force_reference: bool = False, extra=None):
     """`pose_keypoints` of several batches of crops, [(heatmaps, boxes), ...], with one copy back for all of them
     (a frame batch's crops decoded together: one wait). Each batch runs the reference's blur on a set of maps
     of fixed size picked on the device; the number of maps that needed it crosses with the keypoints, and a
-    batch that needed more than its set is decoded again with a count read back (rare: the set grows)."""
+    batch that needed more than its set is decoded again with a count read back (rare: the set grows).
+    extra: a function of every crop's image keypoints (C, K, 2) and scores (C, K) on the device, in order, giving
+    float32 tensors there that cross in the same copy (pose lifted to 3D: its points); then returns (the keypoints,
+    extra's tensors on the host, or None when a batch was decoded again: its keypoints changed)."""
     import math
 
     import torch
@@ -201,11 +205,18 @@ def pose_keypoints_many(batches: list, input_hw: tuple[int, int], kernel: int = 
     shapes = [_pose_shape(heatmaps, boxes) for heatmaps, boxes in batches]
     share = 1.0 if force_reference else _REFERENCE_SHARE[0]
     capacities = [min(n * k, max(REFERENCE_MIN_MAPS, math.ceil(n * k * share))) for n, k, _, _ in shapes]
+    busy = [(batch, shape) for batch, shape in zip(batches, shapes) if shape[0] * shape[1]]
     found = [_pose_tensors(heatmaps, kernel, capacity) for (heatmaps, _), capacity in zip(batches, capacities)
              if heatmaps.shape[0] * heatmaps.shape[1]]
-    counts = torch.stack([needed.float() for _, _, needed in found]) if found else None
-    host = to_host([t for coords, scores, _ in found for t in (coords, scores)] + ([counts] if found else []))
-    out, parts = [], iter(zip(host[0:-1:2], host[1:-1:2], host[-1] if found else []))
+    counts = [torch.stack([needed.float() for _, _, needed in found])] if found else []
+    riding = []
+    if extra is not None and found:
+        riding = list(extra(torch.cat([heatmap_to_image_on_device(coords.reshape(n, k, 2), boxes, input_hw, (h, w))
+                                       for ((_, boxes), (n, k, h, w)), (coords, _, _) in zip(busy, found)]),
+                            torch.cat([scores.reshape(n, k) for (_, (n, k, _, _)), (_, scores, _) in zip(busy, found)])))
+    host = to_host([t for coords, scores, _ in found for t in (coords, scores)] + counts + riding)
+    pairs, needs, carried = host[:2 * len(found)], host[2 * len(found)] if found else [], host[2 * len(found) + 1:]
+    out, parts = [], iter(zip(pairs[0::2], pairs[1::2], needs))
     for (heatmaps, boxes), (n, k, h, w), capacity in zip(batches, shapes, capacities):
         if n * k == 0:
             out.append((np.zeros((n, k, 2), np.float32), np.zeros((n, k), np.float32)))
@@ -214,8 +225,9 @@ def pose_keypoints_many(batches: list, input_hw: tuple[int, int], kernel: int = 
         if needed > capacity:  # some maps the set did not cover: this batch again, its maps counted
             _REFERENCE_SHARE[0] = min(1.0, max(_REFERENCE_SHARE[0], 2 * float(needed) / (n * k)))
             coords, scores = _pose_counted(heatmaps, kernel, force_reference)
+            carried = None  # worked out from the keypoints before: the caller's again
         out.append((heatmap_to_image(coords.reshape(n, k, 2), boxes, input_hw, (h, w)), scores.reshape(n, k)))
-    return out
+    return out if extra is None else (out, carried if found else None)
 
 
 def _pose_shape(heatmaps, boxes_xyxy) -> tuple[int, int, int, int]:
@@ -338,12 +350,22 @@ def pairs_to_host(pairs) -> list[tuple]:
 
 
 def to_host(tensors) -> list[np.ndarray]:
-    """Device tensors (one dtype) -> numpy arrays of the same shapes, contiguous, in one copy."""
+    """Device tensors (one dtype) -> numpy arrays of the same shapes, contiguous, in one copy; the riders waiting
+    on the same device with the same dtype (`Rider`) cross in it too."""
     import torch
 
     if not tensors:
         return []
+    riders = Rider.board(tensors[0])
+    crossing = [*tensors, *(rider.tensor for rider in riders)]
     # (On the CPU too: a new buffer, never a view of the model's outputs, and the same code as on CUDA.)
-    host = torch.cat([t.reshape(-1) for t in tensors]).cpu().numpy()
-    ends = np.cumsum([t.numel() for t in tensors])
-    return [part.reshape(t.shape) for part, t in zip(np.split(host, ends[:-1]), tensors)]
+    try:
+        host = torch.cat([t.reshape(-1) for t in crossing]).cpu().numpy()
+    except BaseException:
+        Rider.unboard(riders)
+        raise
+    ends = np.cumsum([t.numel() for t in crossing])
+    parts = [part.reshape(t.shape) for part, t in zip(np.split(host, ends[:-1]), crossing)]
+    for rider, part in zip(riders, parts[len(tensors):]):
+        rider.arrive(part)
+    return parts[:len(tensors)]

@@ -15,10 +15,11 @@ from ..models.inference import forward, input_size, preprocess, upload
 from ..models.registry import checkpoint
 from ..pose.boxes import parse_boxes, xyxy_to_xywh
 from ..pose.decode import decode_heatmaps
-from ..pose.detector import PERSON_CLASSES, find_people, find_people_batch
+from ..pose.detector import PERSON_CLASSES, find_people
 from ..pose.meta import flip_pairs_from_indices
 from ..results import PoseResult
 from ..util import as_rgb_uint8
+from .detect_device import find_people_queued
 
 STAGES = ("load", "detect", "crop", "forward", "decode")
 
@@ -56,14 +57,24 @@ def detect_batch(frames: list[np.ndarray], manager, *, score_threshold: float = 
                  max_people: int = 20, detector_classes: tuple[int, ...] | None = PERSON_CLASSES
                  ) -> list[Detections]:
     """The detector on each frame, with the whole-image fallback (see find_people); on the device road all the
-    frames in one detector call, their boxes copied back in one copy."""
+    frames in one detector call on the device, their boxes copied back in one copy (`detect_queued`)."""
     from .device_post import use_device_post
 
-    if len(frames) > 1 and use_device_post(manager.device):
-        return [Detections(*found) for found in find_people_batch(frames, manager, score_threshold, nms_iou,
-                                                                   max_people, detector_classes)]
+    if use_device_post(manager.device):
+        return [detections() for detections in detect_queued(frames, manager, score_threshold=score_threshold,
+                                                             nms_iou=nms_iou, max_people=max_people,
+                                                             detector_classes=detector_classes)]
     return [Detections(*find_people(frame, manager, score_threshold, nms_iou, max_people, detector_classes))
             for frame in frames]
+
+
+def detect_queued(frames: list[np.ndarray], manager, *, score_threshold: float = 0.3, nms_iou: float = 0.3,
+                  max_people: int = 20, detector_classes: tuple[int, ...] | None = PERSON_CLASSES) -> list:
+    """`detect_batch` on the device road with no wait now: one zero-argument function per frame giving its
+    Detections; their boxes cross with the next copy back on the device (a batch's keypoints), or on their own
+    when asked for first (detect_device.py)."""
+    people = find_people_queued(frames, manager, score_threshold, nms_iou, max_people, detector_classes)
+    return [lambda found=found: Detections(*found()) for found in people]
 
 
 def estimate_pose_batch(frames: list[np.ndarray], manager, size: str = "0.4b", **options) -> list[PoseResult]:
@@ -132,9 +143,18 @@ def pose_start(frames: list[np.ndarray], manager, size: str = "0.4b", *,
                 decode = pose_keypoints if on_device else decode_heatmaps
                 decoded.append(decode(heatmaps, boxes, model_input))
 
-    def finish() -> list[PoseResult]:
+    def finish(ride=None):
+        """The results; with `ride` (deferred decoding only), (the results, what it gave on the host, or None):
+        ride(keypoints, scores, people a frame) gets every crop's image keypoints and scores on the device and gives
+        float32 tensors there that cross in the keypoints' copy (pose lifted to 3D: one copy, not two)."""
+        carried = None
         with _timed(timings, "decode"):
-            found = decoded + pose_keypoints_many(deferred, model_input) if deferred else decoded
+            if deferred and not decoded and ride is not None:
+                people = [len(det.boxes) for det in detections]
+                found, carried = pose_keypoints_many(deferred, model_input,
+                                                     extra=lambda points, sure: ride(points, sure, people))
+            else:
+                found = decoded + pose_keypoints_many(deferred, model_input) if deferred else decoded
         keypoints = np.concatenate([k for k, _ in found]).astype(np.float32) if found else np.zeros((0, 0, 2), np.float32)
         scores = np.concatenate([s for _, s in found]).astype(np.float32) if found else np.zeros((0, 0), np.float32)
         results, first = [], 0
@@ -145,7 +165,7 @@ def pose_start(frames: list[np.ndarray], manager, size: str = "0.4b", *,
                 box_scores=np.asarray(det.scores, np.float32), keypoints=keypoints[first:first + n],
                 keypoint_scores=scores[first:first + n], notes=list(det.notes), track_ids=det.track_ids))
             first += n
-        return results
+        return results if ride is None else (results, carried)
 
     return finish
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import ledger
 from .boxes import crop_params
 from .dark_udp import (
     _EPS32,
@@ -72,6 +73,21 @@ def heatmap_to_image(coords: np.ndarray, boxes_xyxy: np.ndarray, input_size: tup
     unit = np.array([hm_w - 1, hm_h - 1], dtype=np.float32)
     coords = np.asarray(coords, dtype=np.float32)
     return (coords / unit * scale[:, None, :] + center[:, None, :] - 0.5 * scale[:, None, :]).astype(np.float32)
+
+
+def heatmap_to_image_on_device(coords, boxes_xyxy: np.ndarray, input_size: tuple[int, int],
+                               heatmap_size: tuple[int, int]):
+    """`heatmap_to_image` in torch where the (N, K, 2) float32 `coords` are, in the same float32 steps (tensor by
+    tensor, no reciprocal of a scalar), so to the bit; the crops' centres and sizes up without a wait."""
+    import torch
+
+    center, scale = crop_params(boxes_xyxy, input_size)
+    hm_h, hm_w = heatmap_size
+    params = ledger.to_device(np.concatenate([center, scale], 1), coords.device, non_blocking=True)
+    center, scale = params[:, None, :2], params[:, None, 2:]
+    unit = torch.empty(2, dtype=torch.float32, device=coords.device)
+    unit[0], unit[1] = hm_w - 1, hm_h - 1
+    return coords.float() / unit * scale + center - 0.5 * scale
 
 
 def decode_heatmaps(heatmaps, boxes_xyxy: np.ndarray, input_size: tuple[int, int],

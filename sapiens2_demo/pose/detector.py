@@ -97,17 +97,6 @@ def find_people(image: np.ndarray, manager, score_threshold: float = 0.3, nms_io
     return (boxes, scores, []) if len(boxes) else _nobody(image)
 
 
-def find_people_batch(images: list[np.ndarray], manager, score_threshold: float = 0.3, nms_iou: float = 0.3,
-                      max_people: int = 20, classes: tuple[int, ...] | None = PERSON_CLASSES
-                      ) -> list[tuple[np.ndarray, np.ndarray, list[str]]]:
-    """`find_people` of several images in one detector call (`detect_people_batch`)."""
-    try:
-        found = detect_people_batch(images, manager, score_threshold, nms_iou, max_people, classes)
-    except CheckpointUnavailable as error:
-        return [_unavailable(image, error) for image in images]
-    return [(boxes, scores, []) if len(boxes) else _nobody(image) for (boxes, scores), image in zip(found, images)]
-
-
 def _nobody(image: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[str]]:
     return whole_image_box(image.shape[:2]), np.ones(1, np.float32), [NO_PERSON_NOTE]
 

@@ -213,6 +213,41 @@ def lift_on_device(poses: list[PoseResult], pointmaps: list, masks: list, *, min
     return lifted
 
 
+def sample_people_on_device(keypoints, scores, counts: list[int], pointmaps: list, masks: list, *,
+                            min_score: float = 0.3):
+    """`lift_on_device`'s sampling from the keypoints where they are, before they cross: the (C, K, 2) float32 image
+    keypoints and (C, K) scores of every frame's people in order (`counts` a frame) in each frame's (H, W, 3) pointmap
+    and (H, W) mask -> an (M, 4) tensor there, `sample_on_device`'s answer for every keypoint of every frame with
+    people, in order (`lifted_from_sampled` reads it)."""
+    import torch
+
+    parts, first = [], 0
+    for n, pointmap, mask in zip(counts, pointmaps, masks):
+        if n:
+            height, width = pointmap.shape[:2]
+            xy, sure = keypoints[first:first + n].reshape(-1, 2), scores[first:first + n].reshape(-1)
+            finite = torch.isfinite(xy).all(dim=1)  # then _centres' steps: rounded (half to even), clipped, cast
+            centre = torch.where(finite[:, None], xy.double(), -1.0).round().clamp(-1, max(height, width)).long()
+            cx, cy = centre[:, 0], centre[:, 1]
+            usable = finite & (cx >= 0) & (cx < width) & (cy >= 0) & (cy < height) & (sure >= min_score)
+            parts.append(sample_on_device(pointmap, mask, torch.where(usable, cx, -1), torch.where(usable, cy, -1)))
+        first += n
+    return torch.cat(parts) if parts else torch.zeros((0, 4), device=keypoints.device)
+
+
+def lifted_from_sampled(poses: list[PoseResult], sampled: np.ndarray) -> list[Pose3DResult]:
+    """`sample_people_on_device`'s answer, copied back, as `lift_on_device` gives it."""
+    lifted, first = [], 0
+    for pose in poses:
+        if not pose.num_people:
+            lifted.append(nobody_lifted())
+            continue
+        size = int(np.prod(np.shape(pose.keypoints)[:2]))
+        lifted.append(lifted_from(pose, sampled[first:first + size]))
+        first += size
+    return lifted
+
+
 def lifted_from(pose: PoseResult, sampled: np.ndarray, *, max_depth_gap: float | None = MAX_DEPTH_GAP
                 ) -> Pose3DResult:
     """`sample_on_device`'s (M, 4) answer for `pose`, copied back, as `lift_keypoints` gives it."""

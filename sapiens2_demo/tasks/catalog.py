@@ -72,15 +72,16 @@ def _user_detections(frames, boxes, max_people):
 def prepare_pose(frames, manager, size, *, boxes=None, max_people: int = 20, lift_3d: bool = False,
                  score_threshold: float = 0.3, nms_iou: float = 0.3, **_):
     """A GPU call's people, before its batches (TaskSpec.prepare): on the device road every frame's boxes in one
-    detector call (or the user's), so the batches need not follow one another and can overlap. None elsewhere
-    (following people between detections)."""
-    from ..pipelines.pose import batched_detection, detect_batch
+    detector call (or the user's), so the batches need not follow one another and can overlap; the detector's are
+    queued on the device, each frame's a function that gives them, their copy back riding with the next copy back
+    (the batch before's keypoints: `detect_queued`). None elsewhere (following people between detections)."""
+    from ..pipelines.pose import batched_detection, detect_queued
 
     if not batched_detection(manager):
         return None
     given = _user_detections(frames, boxes, max_people)
-    return given or detect_batch(frames, manager, score_threshold=score_threshold, nms_iou=nms_iou,
-                                 max_people=int(max_people))
+    return given or detect_queued(frames, manager, score_threshold=score_threshold, nms_iou=nms_iou,
+                                  max_people=int(max_people))
 
 
 def start_pose(frames, manager, size, *, prepared, max_people: int = 20, boxes=None, lift_3d: bool = False,
@@ -88,11 +89,12 @@ def start_pose(frames, manager, size, *, prepared, max_people: int = 20, boxes=N
     """The crops' forwards of `prepare_pose`'s people (nothing to follow: `frame_index` and `previous` unused), and
     with lift_3d the body-part and pointmap forwards of every frame (each has someone: the detector falls back to
     the whole image), all reading one upload of the frames; finishes with the decoding and the lift, sampled where
-    the pointmap is (only the keypoints' points cross back, not the maps)."""
+    the pointmap is from the keypoints still there (only the keypoints' points cross back, in the keypoints' copy)."""
     from ..pipelines.pose import pose_start
 
     images = dense.uploaded_once(frames, manager) if lift_3d else None
-    poses = pose_start(frames, manager, size, detections=prepared, max_people=int(max_people), defer_decoding=True,
+    people = [found() if callable(found) else found for found in prepared]  # queued boxes: on the host by now
+    poses = pose_start(frames, manager, size, detections=people, max_people=int(max_people), defer_decoding=True,
                        uploaded=images, **options)
     if not lift_3d:
         return poses
@@ -100,11 +102,15 @@ def start_pose(frames, manager, size, *, prepared, max_people: int = 20, boxes=N
     maps = dense.pointmaps_device_start(images, manager, size)
 
     def finish():
-        from ..pose.lift import lift_on_device
+        from ..pose.lift import lift_on_device, lifted_from_sampled, sample_people_on_device
 
-        done = poses()
-        for pose, lifted in zip(done, lift_on_device(done, maps(), [label > 0 for label in labels()])):
-            pose.lifted = lifted
+        pointmaps, masks = maps(), [label > 0 for label in labels()]
+        # the keypoints sampled in the pointmaps before they cross: the lifted points come back in their copy
+        done, carried = poses(ride=lambda points, sure, people: [
+            sample_people_on_device(points, sure, people, pointmaps, masks)])
+        lifted = lift_on_device(done, pointmaps, masks) if carried is None else lifted_from_sampled(done, carried[0])
+        for pose, points in zip(done, lifted):
+            pose.lifted = points
         return done
 
     return finish

@@ -138,12 +138,12 @@ def test_depth_has_its_colour_bar_beside_the_frame(ctx, camera_frame):
     assert (barred[:, 640:] == 255).mean() > 0.5  # a white strip with the scale, not the picture stretched
 
 
-@pytest.mark.parametrize("task,waits", [("pointmap", 1), ("segment", 1), ("normals", 1), ("pose", 3)])
+@pytest.mark.parametrize("task,waits", [("pointmap", 1), ("segment", 1), ("normals", 1), ("pose", 2)])
 def test_a_live_frame_on_the_gpu_road_waits_only_for_what_it_must(ctx, camera_frame, task, waits):
     """The transfer ledger (the CUDA road, counted on the CPU) over a live frame after the first (whose one-off
     uploads, the colour tables, it leaves out): the picture's one copy back; depth's colour scale found on the
     device crosses in it, and the scale the last frame left uploads without a wait. Pose: the person detector's
-    upload and boxes (ultralytics), then the keypoints in one copy."""
+    boxes (its input up from pinned memory without a wait: detect_device.py), then the keypoints in one copy."""
     from sapiens2_demo import ledger
 
     with ledger.recording():

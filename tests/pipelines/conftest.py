@@ -9,14 +9,21 @@ def detector_frames(monkeypatch) -> list[int]:
     random-weight pose model counts as sure, so followed people are never lost."""
     from sapiens2_demo.pipelines import pose as pipeline
 
-    calls = []
-    real = pipeline.detect_batch
+    calls, inside = [], []
 
-    def counting(frames, manager, **kwargs):
-        calls.append(len(frames))
-        return real(frames, manager, **kwargs)
+    def counted(real):  # detect_batch, and detect_queued (the device road's, which detect_batch calls there)
+        def counting(frames, manager, **kwargs):
+            if not inside:
+                calls.append(len(frames))
+            inside.append(True)
+            try:
+                return real(frames, manager, **kwargs)
+            finally:
+                inside.pop()
+        return counting
 
-    monkeypatch.setattr(pipeline, "detect_batch", counting)
+    monkeypatch.setattr(pipeline, "detect_batch", counted(pipeline.detect_batch))
+    monkeypatch.setattr(pipeline, "detect_queued", counted(pipeline.detect_queued))
     monkeypatch.setattr(pipeline, "FOLLOW_SCORE", -1.0)
     return calls
 

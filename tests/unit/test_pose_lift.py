@@ -169,6 +169,55 @@ def test_the_device_twin_lifts_what_the_host_lifts():
         np.testing.assert_array_equal(device.track_ids, host.track_ids)
 
 
+def test_the_lift_from_keypoints_still_on_the_device_is_the_hosts():
+    """sample_people_on_device (the keypoints sampled before they cross, in the keypoints' copy) against
+    lift_keypoints on the hard map above: keypoints half way between pixels (rounded half to even on both sides),
+    outside, unsure, not finite; frames with nobody between."""
+    import torch
+
+    from sapiens2_demo.pose.lift import lifted_from_sampled, sample_people_on_device
+
+    rng = np.random.default_rng(4)
+    points = plane_points(lambda u: np.where(u < WIDTH // 2, 2.0, 2.6) + 0.001 * u)
+    points += rng.normal(0, 0.02, points.shape).astype(np.float32)
+    points[rng.random((HEIGHT, WIDTH)) < 0.5, 2] = np.nan
+    pixels = rng.uniform(-10, [WIDTH + 10, HEIGHT + 10], (2, NUM_KEYPOINTS, 2))
+    pixels[0, :5] = [[10.5, 20.5], [11.5, 21.5], [WIDTH - 0.5, 3], [np.nan, 5], [np.inf, 3]]
+    scores = rng.uniform(0, 1, (2, NUM_KEYPOINTS))
+    pose = pose_at(pixels, scores=scores, track_ids=np.array([1, 2]))
+    pose.boxes = np.array([[0, 0, WIDTH, HEIGHT], [0, 0, WIDTH / 2, HEIGHT]], np.float32)
+    nobody = pose_at(np.zeros((0, NUM_KEYPOINTS, 2)))
+    mask = np.ones((HEIGHT, WIDTH), bool)
+    mask[120:170, 20:90] = False
+    host = lift_keypoints(pose, pointmap(points, mask))
+    frames = [nobody, pose, nobody, pose]
+    keypoints = torch.from_numpy(np.concatenate([np.asarray(p.keypoints, np.float32) for p in frames]))
+    sure = torch.from_numpy(np.concatenate([np.asarray(p.keypoint_scores, np.float32) for p in frames]))
+    sampled = sample_people_on_device(keypoints, sure, [p.num_people for p in frames],
+                                      [torch.from_numpy(points)] * 4, [torch.from_numpy(mask)] * 4)
+    lifted = lifted_from_sampled(frames, sampled.numpy())
+    assert lifted[0].points.shape == (0, NUM_KEYPOINTS, 3) and 0.2 < host.available.mean() < 0.8
+    for device in (lifted[1], lifted[3]):
+        np.testing.assert_array_equal(device.available, host.available)
+        np.testing.assert_array_equal(device.points, host.points)
+        np.testing.assert_array_equal(device.scores, host.scores)
+
+
+def test_heatmap_to_image_on_the_device_is_the_hosts_to_the_bit():
+    import torch
+
+    from sapiens2_demo.pose.decode import heatmap_to_image, heatmap_to_image_on_device
+
+    rng = np.random.default_rng(5)
+    coords = rng.uniform(-2, 200, (6, NUM_KEYPOINTS, 2)).astype(np.float32)
+    corner = rng.uniform(0, 1500, (6, 2))
+    boxes = np.concatenate([corner, corner + rng.uniform(5, 600, (6, 2))], 1).astype(np.float32)
+    host = heatmap_to_image(coords, boxes, (1024, 768), (256, 192))
+    device = heatmap_to_image_on_device(torch.from_numpy(coords), boxes, (1024, 768), (256, 192))
+    assert device.dtype == torch.float32
+    np.testing.assert_array_equal(device.numpy(), host)
+
+
 # -- export ---------------------------------------------------------------------------------------
 
 @pytest.fixture()
