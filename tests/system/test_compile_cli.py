@@ -101,8 +101,11 @@ def test_compiled_model_matches_eager(managers, task, output):
     same_width_loaded = managers[0].loaded_keys  # seg's blocks compiled already: pose's are that code
     compiled, eager = (manager.get(checkpoint(task, "0.4b")) for manager in managers)
     assert compiled.compiled.status == "compiled", compiled.compiled.note
-    said = "loaded from the compile cache in" if same_width_loaded else "compiled at load in"
-    assert said in " ".join(managers[0].take_compile_notes())
+    notes = " ".join(managers[0].take_compile_notes())
+    if same_width_loaded:  # pose after seg: that code is compiled already
+        assert "loaded from the compile cache in" in notes
+    else:  # the first model here: compiled now, or loaded where an earlier test of this process compiled that width
+        assert "compiled at load in" in notes or "loaded from the compile cache in" in notes
     graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
     for batch in (1, 3, 20):
         x = torch.randn(batch, 3, 256, 192, generator=torch.Generator().manual_seed(batch))
