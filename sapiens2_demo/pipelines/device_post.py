@@ -30,7 +30,7 @@ def use_device_post(device) -> bool:
     path upsamples only candidate classes at part boundaries; torch upsamples all 29), normals 66 vs 248,
     pointmap 9 vs 56, matting 60 vs 80; pose decode from 308x256x192 model-like heatmaps (bench_pose.py, same
     process), host road vs pose_keypoints, 1 person 5.6 vs 19.8, 3 people 15.7 vs 37.9 (numpy's argmax is ~5x
-    torch's on a CPU). Other accelerators keep the tested path. A recording transfer ledger (ledger.py) takes
+    torch's on a CPU). Other accelerators keep the tested path. A recording transfer ledger (ledger/) takes
     this road on any device, to count what would cross on CUDA.
     """
     return ledger.device_road(device)
