@@ -97,22 +97,6 @@ def three_people(monkeypatch_target):
         monkeypatch_target.setattr(pipeline, "find_people_queued", queued)
 
 
-def answer_bytes(output, rgb: np.ndarray) -> int:
-    """The render's pixels plus every file's pixels (PNG) or arrays (.npy), other files as they are."""
-    import cv2
-
-    total = rgb.size  # the render: one RGB uint8 picture at the image's size
-    for path in output.files:
-        path = Path(path)
-        if path.suffix == ".png":
-            total += cv2.imread(str(path), cv2.IMREAD_UNCHANGED).nbytes
-        elif path.suffix == ".npy":
-            total += np.load(path, mmap_mode="r").nbytes
-        else:
-            total += path.stat().st_size
-    return int(total)
-
-
 def image_figures(ctx, task: str, where: bool) -> dict:
     from sapiens2_demo import ledger
     from sapiens2_demo.jobs.image import run_task
@@ -121,7 +105,7 @@ def image_figures(ctx, task: str, where: bool) -> dict:
     rgb, _ = scene_frame()
     with tempfile.TemporaryDirectory() as folder, ledger.recording() as book:
         out = run_task(ctx, LoadedImage(rgb, rgb.shape[:2]), task=TASKS[task], run_dir=Path(folder))
-        answer = answer_bytes(out, rgb)
+        answer = ledger.answer_bytes(rgb.size, out.files)  # the render: one RGB uint8 picture
     if where:
         print(f"-- image {task}\n{book.table()}")
     return {"d2h_bytes": book.bytes("d2h"), "answer_bytes": answer, "waits": book.waits}

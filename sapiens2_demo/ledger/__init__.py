@@ -37,14 +37,14 @@ import os
 from dataclasses import asdict
 
 from . import device as _simulated
-from .book import Event, Ledger, _elements
+from .book import Event, Ledger, _elements, answer_bytes
 
 log = logging.getLogger(__name__)
 
 ENV = "SAPIENS2_LEDGER"
 _BOOK: Ledger | None = None  # the ledger being recorded into, None when off
 
-__all__ = ["Event", "Ledger", "active", "recording", "device_road", "on_device", "off_device", "to_device",
+__all__ = ["Event", "Ledger", "answer_bytes", "active", "recording", "device_road", "on_device", "off_device", "to_device",
            "upload_once", "record", "wait", "join", "forward", "batch_mark", "address"]
 
 

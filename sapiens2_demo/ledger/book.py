@@ -160,3 +160,22 @@ def _caller() -> str:
             return f"{os.path.relpath(path, os.path.dirname(_HERE))}:{frame.f_lineno} {frame.f_code.co_name}"
         frame = frame.f_back
     return "?"
+
+
+def answer_bytes(render_size: int, files) -> int:
+    """What an answer holds, uncompressed, to hold the bytes copied back against: the render's `render_size` bytes
+    plus every file's pixels (PNG) or array (.npy), other files as they are."""
+    from pathlib import Path
+
+    import cv2
+    import numpy as np
+
+    total = int(render_size)
+    for path in map(Path, files):
+        if path.suffix == ".png":
+            total += cv2.imread(str(path), cv2.IMREAD_UNCHANGED).nbytes
+        elif path.suffix == ".npy":
+            total += np.load(path, mmap_mode="r").nbytes
+        else:
+            total += path.stat().st_size
+    return total

@@ -54,3 +54,12 @@ def staged():
     yield count
     for spec in saved.values():
         tasks.register(spec)
+
+
+@pytest.fixture()
+def device_road(monkeypatch):
+    """CUDA's post-processing on the CPU, without a ledger (the new paths against the old)."""
+    from sapiens2_demo.pipelines import dense, device_post
+
+    monkeypatch.setattr(dense, "use_device_post", lambda device: True)
+    monkeypatch.setattr(device_post, "use_device_post", lambda device: True)

@@ -9,7 +9,6 @@ person).
 An image answer's ceiling is the issue's target itself (bytes back <= 1.1x what the answer holds, at 1080p)."""
 
 import tempfile
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,7 +17,7 @@ from sapiens2_demo import gpu, ledger
 from sapiens2_demo.jobs.image import AppContext, run_task
 from sapiens2_demo.jobs.video import process_video
 from sapiens2_demo.media.image import LoadedImage
-from sapiens2_demo.pipelines import dense, device_post, steady
+from sapiens2_demo.pipelines import dense, steady
 from sapiens2_demo.pipelines.pose import Detections, estimate_pose_batch
 from sapiens2_demo.results import Job
 from tests.videos import make_video
@@ -46,13 +45,6 @@ FRAMES, WIDTH, HEIGHT = 24, 160, 120
 @pytest.fixture()
 def key(manager):
     return gpu.register(manager)
-
-
-@pytest.fixture()
-def device_road(monkeypatch):
-    """CUDA's post-processing on the CPU, without a ledger (the new paths against the old)."""
-    monkeypatch.setattr(dense, "use_device_post", lambda device: True)
-    monkeypatch.setattr(device_post, "use_device_post", lambda device: True)
 
 
 @pytest.fixture()
@@ -179,22 +171,6 @@ def test_mocap_video_on_the_device_road_overlaps_and_equals_the_serial_answer(ke
 IMAGE_CEILING = 1.1  # an image answer's bytes back / the pixels and arrays it holds (issue 29)
 
 
-def answer_bytes(output, rgb) -> int:
-    """benchmarks/bench_ledger.py's: the render's pixels plus every file's pixels (PNG) or arrays (.npy), other
-    files as they are."""
-    import cv2
-
-    total = rgb.size
-    for path in map(Path, output.files):
-        if path.suffix == ".png":
-            total += cv2.imread(str(path), cv2.IMREAD_UNCHANGED).nbytes
-        elif path.suffix == ".npy":
-            total += np.load(path, mmap_mode="r").nbytes
-        else:
-            total += path.stat().st_size
-    return total
-
-
 @pytest.fixture(scope="module")
 def frame_1080p(person_image):
     import cv2
@@ -210,7 +186,7 @@ def test_an_image_answer_brings_back_no_more_than_it_holds(task, frame_1080p, ma
     with ledger.recording() as book:
         out = run_task(ctx, LoadedImage(frame_1080p, frame_1080p.shape[:2]), task=task, run_dir=tmp_path)
     pixels = frame_1080p.shape[0] * frame_1080p.shape[1]
-    assert book.bytes("d2h") <= IMAGE_CEILING * answer_bytes(out, frame_1080p), book.table()
+    assert book.bytes("d2h") <= IMAGE_CEILING * ledger.answer_bytes(frame_1080p.size, out.files), book.table()
     floats = [e for e in book.of("d2h") if "float32" in e.dtype and np.prod(e.shape) >= pixels]
     assert not floats, book.table()
 

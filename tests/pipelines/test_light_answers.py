@@ -21,12 +21,6 @@ F32 = 2.0 ** -24  # float32's relative rounding
 
 
 @pytest.fixture()
-def device_road(monkeypatch):
-    monkeypatch.setattr(dense, "use_device_post", lambda device: True)
-    monkeypatch.setattr(device_post, "use_device_post", lambda device: True)
-
-
-@pytest.fixture()
 def image(person_image):
     return np.ascontiguousarray(person_image[60:300, 40:360])  # 240 x 320
 
