@@ -3,6 +3,8 @@ wait for both. The next chunk's person boxes ride with this batch's keypoints (d
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 
@@ -12,16 +14,12 @@ class Rider:
     batch's keypoints. On CUDA an event marks when the tensor is ready, so a copy on another stream waits for it on
     the device, not on the host."""
 
-    _waiting: list = []
-    _lock = None
+    _waiting: list = []  # process-wide: any copy back of the same device and dtype may take them
+    _lock = threading.Lock()
 
     def __init__(self, tensor):
-        import threading
-
         import torch
 
-        if Rider._lock is None:
-            Rider._lock = threading.Lock()
         self.tensor, self._host, self.ready, self._arrived = tensor, None, None, threading.Event()
         if tensor.is_cuda:
             self.ready = torch.cuda.Event()
@@ -35,7 +33,7 @@ class Rider:
         current stream made to wait (on the device) until they are ready."""
         import torch
 
-        if cls._lock is None or not cls._waiting:
+        if not cls._waiting:
             return []
         with cls._lock:
             riders = [r for r in cls._waiting if r.tensor.device == like.device and r.tensor.dtype == like.dtype]
