@@ -103,16 +103,21 @@ def _candidates(raw, score_threshold: float, classes):
 
     if raw.shape[-1] == 6:  # end-to-end (NMS-free): (B, 300, 6) already
         return raw.float().contiguous(), True
-    scores = raw[:, 4:].float()
-    conf, label = scores.max(1)  # (B, A): predict's best class per anchor
+    boxes, conf, label = _anchors(raw)
     if classes is not None:
-        wanted = torch.zeros(scores.shape[1], dtype=torch.bool, device=raw.device)
+        wanted = torch.zeros(raw.shape[1] - 4, dtype=torch.bool, device=raw.device)
         wanted[list(classes)] = True
         conf = torch.where(wanted[label], conf, torch.full_like(conf, -1.0))
     index = conf.topk(min(CANDIDATES, conf.shape[1]), dim=1).indices.sort(dim=1).values
     best = conf.gather(1, index)
-    boxes = raw[:, :4].float().gather(2, index[:, None].expand(-1, 4, -1)).transpose(1, 2)
+    boxes = boxes.gather(1, index[..., None].expand(-1, -1, 4))
     return torch.cat([boxes, best[..., None], label.gather(1, index)[..., None].float()], 2).contiguous(), False
+
+
+def _anchors(raw):
+    """Per anchor: (B, A, 4) boxes (x, y, w, h), and (B, A) its best class's score and that class (predict's pick)."""
+    conf, label = raw[:, 4:].float().max(1)
+    return raw[:, :4].float().transpose(1, 2), conf, label
 
 
 def _incomplete(host, score_threshold: float) -> bool:
@@ -122,12 +127,10 @@ def _incomplete(host, score_threshold: float) -> bool:
 
 def _first_host(raw):
     """Every anchor's (x, y, w, h, best score, class), copied back (a wait; rare, see _incomplete)."""
-    scores = raw[:, 4:].float()
-    conf, label = scores.max(1)
     import torch
 
-    return torch.cat([raw[:, :4].float().transpose(1, 2), conf[..., None], label[..., None].float()], 2).cpu()
-
+    boxes, conf, label = _anchors(raw)
+    return torch.cat([boxes, conf[..., None], label[..., None].float()], 2).cpu()
 
 
 def _as_prediction(host, end2end: bool):
