@@ -210,33 +210,19 @@ def matting_start(frames: Frames, manager: ModelManager, size: str = "1b", coded
     return finish
 
 
-# -- results left on the device (CUDA): RGB frames or upload's (3, H, W) uint8 tensors in, full-size tensors out --
-# (the CUDA path of the *_batch functions above is these plus one copy back; tasks/drawn.py draws on them there)
-def labels_on_device(images, manager: ModelManager, size: str = "0.4b") -> list:
-    """Body-part labels: (H, W) uint8 tensors (label 0 is the background)."""
-    return labels_start(images, manager, size)()
-
-
+# -- results left on the device (CUDA): RGB frames or upload's (3, H, W) uint8 tensors in; each returns finish() ->
+# full-size tensors there (the CUDA path of the *_batch functions above is these plus one copy back; tasks/drawn.py
+# draws on them there)
 def labels_start(images, manager: ModelManager, size: str = "0.4b"):
     loaded = manager.get(checkpoint("seg", size))
     logits = forward(loaded, preprocess(loaded, images, "seg"), on_device=True)["logits"]
     return lambda: device_post.segmentation_label_tensors(logits, _sizes(images))
 
 
-def normals_on_device(images, manager: ModelManager, size: str = "0.4b") -> list:
-    """Unit normals: (H, W, 3) float32 tensors."""
-    return normals_device_start(images, manager, size)()
-
-
 def normals_device_start(images, manager: ModelManager, size: str = "0.4b"):
     loaded = manager.get(checkpoint("normal", size))
     raw = forward(loaded, preprocess(loaded, images, "normal"), on_device=True)["normals"]
     return lambda: device_post.normal_tensors(raw, _sizes(images), input_size(loaded.processor))
-
-
-def pointmaps_on_device(images, manager: ModelManager, size: str = "0.4b") -> list:
-    """Metric XYZ: (H, W, 3) float32 tensors (depth = [..., 2])."""
-    return pointmaps_device_start(images, manager, size)()
 
 
 def pointmaps_device_start(images, manager: ModelManager, size: str = "0.4b"):
@@ -253,11 +239,6 @@ def pointmaps_with_scales(images, manager: ModelManager, size: str = "0.4b"):
     model_hw, scales = input_size(loaded.processor), _scales(outputs, len(images))
     finish = partial(device_post.pointmap_tensors, outputs["pointmaps"], scales, _sizes(images), model_hw)
     return finish, scales, model_hw
-
-
-def matting_on_device(images, manager: ModelManager, size: str = "1b") -> list[tuple]:
-    """(alpha (H, W), premultiplied foreground (H, W, 3)) float32 tensors in [0, 1]."""
-    return matting_device_start(images, manager, size)()
 
 
 def matting_device_start(images, manager: ModelManager, size: str = "1b"):
