@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import ledger
-from ..models.inference import forward, input_size, preprocess, upload
+from ..models.crops import crop_people
+from ..models.inference import forward, input_size, upload
 from ..models.registry import checkpoint
-from ..pose.boxes import parse_boxes, xyxy_to_xywh
+from ..pose.boxes import parse_boxes
 from ..pose.decode import decode_heatmaps
 from ..pose.detector import PERSON_CLASSES, find_people
 from ..pose.meta import flip_pairs_from_indices
@@ -125,11 +126,9 @@ def pose_start(frames: list[np.ndarray], manager, size: str = "0.4b", *,
     batch_size = max(int(batch_size), 1)
     for start in range(0, len(crops), batch_size):
         chunk = crops[start:start + batch_size]
-        owners = sorted({i for i, _ in chunk})  # the processor takes the crops grouped image by image
         boxes = np.stack([box for _, box in chunk])
-        with _timed(timings, "crop"):
-            per_image = [xyxy_to_xywh(np.stack([box for i, box in chunk if i == owner])) for owner in owners]
-            pixel_values = preprocess(loaded, [images[i] for i in owners], "pose", per_image)
+        with _timed(timings, "crop"):  # cut where the frames are, waiting for nothing (models/crops.py)
+            pixel_values = crop_people(loaded, images, [i for i, _ in chunk], boxes)
         with _timed(timings, "forward"):
             heatmaps = forward_with_flip(loaded, pixel_values, flip_pairs, on_device=on_device)
             if timed and heatmaps.is_cuda:
