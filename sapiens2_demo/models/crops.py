@@ -75,10 +75,9 @@ def _crop_params(boxes_xyxy: np.ndarray, output_size: tuple[int, int]) -> tuple[
     import torch
     from transformers.models.sapiens2.image_processing_sapiens2 import box_xywh_to_cxcywh, boxes_to_crop_params
 
-    from ..pose.boxes import xyxy_to_xywh
-
     out_h, out_w = output_size
-    boxes = box_xywh_to_cxcywh(torch.from_numpy(np.ascontiguousarray(xyxy_to_xywh(boxes_xyxy), np.float32)))
+    xywh = np.concatenate([boxes_xyxy[:, :2], boxes_xyxy[:, 2:] - boxes_xyxy[:, :2]], axis=1)  # the processor's boxes
+    boxes = box_xywh_to_cxcywh(torch.from_numpy(np.ascontiguousarray(xywh, np.float32)))
     center, scale = boxes_to_crop_params(boxes, output_size=output_size, padding=PADDING)
     width, height = scale.unbind(-1)
     scale_x, scale_y = (out_w - 1) / width, (out_h - 1) / height
