@@ -65,6 +65,22 @@ def upload(frames: list[np.ndarray], device) -> list:
     return ledger.on_device([t.to(device, non_blocking=cuda).permute(2, 0, 1) for t in tensors], ledger.batch_mark())
 
 
+def copy_back(tensor):
+    """`tensor` on the host, waiting for it alone: on CUDA an asynchronous copy into pinned memory and a wait on an
+    event after it (a copy into pageable memory crawls: 16.9 ms for a batch of eight drawn 720p frames on an H200
+    machine, against ~1 ms pinned); elsewhere `.cpu()` (which the ledger counts as the same one copy and one wait)."""
+    import torch
+
+    if not tensor.is_cuda:
+        return tensor.cpu()
+    host = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=True)  # torch's pinned-block cache reuses it
+    host.copy_(tensor, non_blocking=True)
+    done = torch.cuda.Event()
+    done.record()  # on this thread's current stream, after the copy
+    done.synchronize()
+    return host
+
+
 def forward(loaded: LoadedModel, pixel_values, *, on_device: bool = False, **kwargs):
     """Run the model without gradients; every floating output comes back as float32 on the CPU, or left
     where it is with `on_device` (device-side post-processing on CUDA copies only final-size results)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import ledger
+from ..models.inference import copy_back
 from ..pose.dark_udp import window_half
 from ..pose.decode import heatmap_to_image, heatmap_to_image_on_device
 from .postprocess import crop_padding
@@ -360,7 +361,7 @@ def to_host(tensors) -> list[np.ndarray]:
     crossing = [*tensors, *(rider.tensor for rider in riders)]
     # (On the CPU too: a new buffer, never a view of the model's outputs, and the same code as on CUDA.)
     try:
-        host = torch.cat([t.reshape(-1) for t in crossing]).cpu().numpy()
+        host = copy_back(torch.cat([t.reshape(-1) for t in crossing])).numpy()
     except BaseException:
         Rider.unboard(riders)
         raise

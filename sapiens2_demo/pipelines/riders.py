@@ -66,7 +66,9 @@ class Rider:
 
             if self.ready is not None:
                 torch.cuda.current_stream(self.tensor.device).wait_event(self.ready)
-            self._host = self.tensor.cpu().numpy()
+            from ..models.inference import copy_back
+
+            self._host = copy_back(self.tensor).numpy()
             return self._host
         self._arrived.wait()  # boarded another thread's copy: until it comes back
         return self._host if self._host is not None else self.host()  # that copy failed: on its own
