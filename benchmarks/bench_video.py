@@ -627,10 +627,12 @@ class StageClock:
         media = module("sapiens2_demo.media.video")
         if gpu:
             self.wrap(gpu, "infer", "main: gpu.infer (pre + forward + post)")
+        if dense:
+            self.wrap(dense, "preprocess", "main:   preprocess (dense)")
         for part in filter(None, (dense, pose)):
-            self.wrap(part, "preprocess", f"main:   preprocess ({part.__name__.rsplit('.', 1)[1]})")
             self.wrap(part, "forward", f"main:   forward ({part.__name__.rsplit('.', 1)[1]})")
-        if pose:
+        if pose:  # pose cuts its crops itself (models/crops.py), where the processor did before
+            self.wrap(pose, "crop_people" if hasattr(pose, "crop_people") else "preprocess", "main:   crops (pose)")
             self.wrap(pose, "detect_batch", "main:   detector (pose)")
         if video:
             self.wrap(getattr(video, "VideoJob", None), "_track", "main: tracking + smoothing (pose)")
