@@ -636,12 +636,13 @@ class StageClock:
             self.wrap(pose, "detect_batch", "main:   detector (pose)")
         if video:
             self.wrap(getattr(video, "VideoJob", None), "_track", "main: tracking + smoothing (pose)")
-            self.wrap(getattr(video, "_Writer", None), "put", "main: waiting for the writer (queue full)")
         if media:
             self.wrap(media, "read_frames", "decode thread: decode + to RGB (read_frames)", generator=True)
             self.wrap(media.VideoSink, "write", "writer thread: encode + mux, every VideoSink (exports' too)")
-        writer = getattr(video, "_Writer", None) if video else None
+        threads = module("sapiens2_demo.jobs.video_threads")  # the decoder and writer around the model
+        writer = getattr(threads, "Writer", None) if threads else None
         if writer is not None:  # each task's renderer and per-frame export, timed on the writer's instances
+            self.wrap(writer, "put", "main: waiting for the writer (queue full)")
             clock, original_init = self, writer.__init__
 
             def init(self, renderers, titles, sink, exports, *args, **kwargs):

@@ -17,8 +17,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-import queue
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,8 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from .. import gpu, tasks
-from ..render.frames import grid, picture
 from ..results import PoseResult
+from .video_threads import Decoder, Writer
 
 log = logging.getLogger(__name__)
 
@@ -181,13 +179,13 @@ class VideoJob:
         rendered = self.out_dir / f"{self.path.stem[:60] or 'video'}_{self.task}.mp4"
         sink = VideoSink(rendered, fps=fps, audio_from=self.path, audio_until=duration if cut else None)
         exports = self._exports(fps)
-        decoder = _Decoder(self.path, self.stride, duration if cut else None, self.limits.max_side,
+        decoder = Decoder(self.path, self.stride, duration if cut else None, self.limits.max_side,
                            self.chunk_size)
         titles = {spec.name: spec.short for spec in self.specs}
         self._done, self._last = 0, {}  # frames through the model so far; each task's last result
         # tasks with no per-frame data to write want only the picture: drawn on the device where it can be
         self._pictures_only = {spec.name for spec in self.specs if spec.name not in exports}
-        writer = _Writer(self._renderers(), titles, sink, exports)
+        writer = Writer(self._renderers(), titles, sink, exports)
         done, finished = 0, False
         try:
             for frames, results in self._answered(decoder.batches()):
@@ -329,111 +327,3 @@ def _alias_of(name: str, video_tasks: list[str]) -> bool:
         return tasks.get(name).name in video_tasks
     except tasks.UnknownTask:
         return False
-
-
-# -- the threads around the model -------------------------------------------------------------------------
-_END = object()
-
-
-class _Decoder:
-    """Decodes ahead of the model in a thread; `batches()` hands out lists of Frames."""
-
-    def __init__(self, path, stride, max_duration, max_side, batch_size):
-        from ..media.video import read_frames
-
-        self.batch_size = batch_size
-        self._queue: queue.Queue = queue.Queue(maxsize=2 * batch_size)
-        self._stop = threading.Event()
-        self._frames = read_frames(path, stride=stride, max_duration=max_duration, max_side=max_side)
-        self._thread = threading.Thread(target=self._work, name="video-decode", daemon=True)
-        self._thread.start()
-
-    def _work(self):
-        try:
-            for frame in self._frames:
-                if not self._put(frame):
-                    return
-            self._put(_END)
-        except BaseException as error:  # noqa: BLE001 - handed to the consumer
-            self._put(error)
-
-    def _put(self, item) -> bool:
-        """Queue `item` unless the consumer stopped first (then False): never block a stopped run."""
-        while not self._stop.is_set():
-            try:
-                self._queue.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def batches(self):
-        batch = []
-        while True:
-            item = self._queue.get()
-            if item is _END:
-                break
-            if isinstance(item, BaseException):
-                raise item
-            batch.append(item)
-            if len(batch) == self.batch_size:
-                yield batch
-                batch = []
-        if batch:
-            yield batch
-
-    def stop(self):
-        self._stop.set()
-        self._thread.join(timeout=5)
-
-
-class _Writer:
-    """Renders, encodes and exports behind the model in a thread (bounded queue: memory stays flat)."""
-
-    def __init__(self, renderers: dict, titles: dict, sink, exports: dict):
-        self.renderers, self.titles, self.sink, self.exports = renderers, titles, sink, exports
-        self._queue: queue.Queue = queue.Queue(maxsize=2)
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._work, name="video-encode", daemon=True)
-        self._thread.start()
-
-    def put(self, frames, results):
-        self._raise()
-        self._queue.put((frames, results))
-
-    def _work(self):
-        while True:
-            item = self._queue.get()
-            if item is _END:
-                return
-            if self._error is not None:
-                continue  # drain after a failure; the main loop raises it
-            frames, results = item
-            try:
-                for i, frame in enumerate(frames):
-                    pictures = [(self.titles[task], picture(renderer, frame.rgb, results[task][i]))
-                                for task, renderer in self.renderers.items()]
-                    self.sink.write(pictures[0][1] if len(pictures) == 1 else grid(frame.rgb, pictures), frame.time)
-                    for task, export in self.exports.items():
-                        export.add(frame.index, frame.time, frame.rgb, results[task][i])
-            except BaseException as error:  # noqa: BLE001 - re-raised in the main loop
-                self._error = error
-
-    def _raise(self):
-        if self._error is not None:
-            raise self._error
-
-    def finish(self):
-        self._queue.put(_END)
-        self._thread.join()
-        self._raise()
-
-    def stop(self):
-        self._error = self._error or RuntimeError("stopped")  # the thread now drains without working
-        while self._thread.is_alive():
-            try:
-                self._queue.put(_END, timeout=0.1)
-                break
-            except queue.Full:
-                continue
-        self._thread.join(timeout=10)
