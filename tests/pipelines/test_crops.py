@@ -58,21 +58,3 @@ def test_crops_wait_for_nothing(pose_model, person_image):
     assert len(copies_in) == 1 and copies_in[0].nbytes == 2 * 6 * 4 and not copies_in[0].wait
     assert book.waits == 0 and not book.of("d2h")
 
-
-@pytest.mark.parametrize("task", ["seg", "normal"])
-def test_the_processor_resizes_without_a_wait(manager, person_image, task):
-    """The ledger does not look into transformers' processor (models/inference.preprocess), so this test does, once:
-    on the device road its resize and normalise path reads nothing back; only its mean and std meet the device (made
-    there once a process on CUDA: lru-cached). Its box path did wait (four times a frame), so pose cuts its crops
-    itself (models/crops.py)."""
-    from sapiens2_demo import ledger
-    from sapiens2_demo.models.inference import PADDED_TASKS, upload
-    from sapiens2_demo.models.registry import checkpoint
-
-    loaded = manager.get(checkpoint(task, "0.4b"))
-    with ledger.recording() as book:
-        frames = upload([person_image, person_image], "cpu")
-        loaded.processor(images=list(frames), return_tensors="pt", do_pad=task in PADDED_TASKS)
-    assert not book.of("d2h")
-    crossing = [e for e in book.events if e.wait]
-    assert crossing and all(e.kind == "h2d" and e.shape == (3, 1, 1) for e in crossing), crossing
