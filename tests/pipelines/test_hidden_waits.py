@@ -47,3 +47,21 @@ def test_a_forward_reads_nothing_back(manager, person_image, task):
         inside = book.events[before:]
     assert outputs is not None and inside  # looked into: the weights met the simulated device
     assert not [e for e in inside if e.kind != "h2d"], [e for e in inside if e.kind != "h2d"]
+
+
+def test_the_person_detector_reads_nothing_back(manager):
+    """The detector's network, as detect_device.py runs it on the device: nothing inside copies back or waits."""
+    import torch
+
+    from sapiens2_demo import ledger
+    from sapiens2_demo.pipelines.detect_device import _network
+
+    net, _ = _network(manager.get_detector())
+    with ledger.recording() as book:
+        x = ledger.to_device(np.zeros((2, 384, 640, 3), np.uint8), "cpu", non_blocking=True)
+        x = x.permute(0, 3, 1, 2).float().div_(255)
+        before = len(book.events)
+        with torch.inference_mode():
+            net(x)
+        inside = book.events[before:]
+    assert inside and not [e for e in inside if e.kind != "h2d"]
