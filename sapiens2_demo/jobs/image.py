@@ -158,6 +158,13 @@ def stream_all(ctx: AppContext, image: LoadedImage, *, run_dir: Path, progress=N
     if progress is not None:
         progress(0.05, desc="Running every task...")
     jobs = [make_job(ctx, spec.name, size, spec.all_options, tolerate_errors=True) for spec in chosen]
+    # light answers, as each task's own tab gives (no raw data in All tasks), but for a model another job's option
+    # runs too (the pose lift's pointmap): that one stays float32, shared by both, one forward
+    shared = {name for job in jobs for option, names in catalog.OPTION_MODELS.items() if job.options.get(option)
+              for name in names}
+    for spec, job in zip(chosen, jobs):
+        if spec.coded_maps and not spec.all_options.get("raw_data") and spec.name not in shared:
+            job.options["coded_maps"] = True
     answers = infer(ctx, [image.rgb], jobs, progress)
     ran = [(spec, answer[0]) for spec, answer in zip(chosen, answers) if not isinstance(answer, Exception)]
 

@@ -151,3 +151,35 @@ def test_16_bit_codes_cross_as_int16_and_come_back_whole():
     [back] = device_post.uint16_to_host([sent])
     assert back.dtype == np.uint16
     np.testing.assert_array_equal(back, codes.numpy().astype(np.uint16))
+
+
+def test_all_tasks_answers_light_with_the_same_downloads(image, standin_manager, monkeypatch, tmp_path):
+    """All tasks takes each task's light answer (no raw data there): its maps cross coded, and its zip holds the
+    files the float32 road writes, by name; but the pointmap, shared with the pose lift, stays float32 (one forward
+    for both, not two)."""
+    import zipfile
+
+    from sapiens2_demo.jobs import image as image_jobs
+    from sapiens2_demo.jobs.outputs import OutputStore
+    from sapiens2_demo.media.image import LoadedImage
+
+    answers = []
+    real_infer = image_jobs.infer
+    monkeypatch.setattr(image_jobs, "infer", lambda *a, **k: answers.append(real_infer(*a, **k)) or answers[-1])
+    loaded = LoadedImage(image, image.shape[:2], [])
+
+    def zipped(name):
+        ctx = image_jobs.AppContext(manager=standin_manager, outputs=OutputStore(tmp_path / name))
+        out = image_jobs.all_tasks(ctx, loaded, run_dir=ctx.outputs.new_run_dir(None))
+        with zipfile.ZipFile(out.files[0]) as zf:
+            return sorted(zf.namelist())
+
+    float_road = zipped("float32")
+    monkeypatch.setattr(dense, "use_device_post", lambda device: True)
+    monkeypatch.setattr(device_post, "use_device_post", lambda device: True)
+    light_road = zipped("light")
+    assert light_road == float_road and len(light_road) > 5
+    by_task = {type(a[0]).__name__: a[0] for a in answers[-1] if not isinstance(a, Exception)}
+    assert codes_of(by_task["NormalsResult"], "normals") is not None
+    assert codes_of(by_task["MattingResult"], "alpha") is not None
+    assert by_task["PointmapResult"].points is not None and by_task["PointmapResult"].points.dtype == np.float32
