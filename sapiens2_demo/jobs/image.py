@@ -40,12 +40,16 @@ class AppContext:
         self.manager_key = gpu.register(self.manager, self.seg_cache)
 
 
+def option_models(job) -> list[str]:
+    """The tasks whose models `job`'s options run besides its own (catalog.OPTION_MODELS: the pose lift's pointmap)."""
+    return [name for option, names in catalog.OPTION_MODELS.items() if job.options.get(option) for name in names]
+
+
 def job_checkpoints(jobs: list) -> list:
     """The Sapiens2 checkpoints `jobs` run: each task's model and those its options add (catalog.OPTION_MODELS)."""
     found = []
     for job in jobs:
-        added = [name for option, names in catalog.OPTION_MODELS.items() if job.options.get(option) for name in names]
-        for name in dict.fromkeys([job.task, *added]):
+        for name in dict.fromkeys([job.task, *option_models(job)]):
             try:
                 found.append(checkpoint(tasks.get(name).family, job.size))
             except UnknownCheckpoint:  # a model-free task
@@ -160,8 +164,7 @@ def stream_all(ctx: AppContext, image: LoadedImage, *, run_dir: Path, progress=N
     jobs = [make_job(ctx, spec.name, size, spec.all_options, tolerate_errors=True) for spec in chosen]
     # light answers, as each task's own tab gives (no raw data in All tasks), but for a model another job's option
     # runs too (the pose lift's pointmap): that one stays float32, shared by both, one forward
-    shared = {name for job in jobs for option, names in catalog.OPTION_MODELS.items() if job.options.get(option)
-              for name in names}
+    shared = {name for job in jobs for name in option_models(job)}
     for spec, job in zip(chosen, jobs):
         if spec.coded_maps and not spec.all_options.get("raw_data") and spec.name not in shared:
             job.options["coded_maps"] = True

@@ -15,7 +15,7 @@ import weakref
 import numpy as np
 
 from .. import ledger
-from .inference import input_size
+from .inference import input_size, upload
 from .manager import LoadedModel
 
 PADDING = 1.25  # crop_and_resize's default: the box grown by a quarter for context, as the reference does
@@ -99,6 +99,6 @@ def _as_chw_float(image, device):
     """(3, H, W) float32 on `device` from an RGB (H, W, 3) uint8 array or an uploaded (3, H, W) uint8 tensor."""
     import torch
 
-    if isinstance(image, np.ndarray):
-        image = torch.from_numpy(np.ascontiguousarray(image[..., :3])).permute(2, 0, 1).to(device)
+    if isinstance(image, np.ndarray):  # the CPU road's frames (the device road's are uploaded already)
+        [image] = upload([image], device)
     return image.to(torch.float32)
