@@ -141,10 +141,9 @@ VIDEO_RETURNS = ("a frame from the middle of the rendered video as an image (at 
                  "video and the downloads as JSON {file name: URL}")
 
 
-def add_video_tool(ctx, inputs: list, doc: str) -> None:
-    """The `video` tool on the Video tab's inputs (`doc`: the tab endpoint's docstring, reworded for agents)."""
-    from .video_tab import run_video
-
+def add_video_tool(ctx, inputs: list, doc: str, run_video) -> None:
+    """The `video` tool on the Video tab's inputs (`doc`: the tab endpoint's docstring, reworded for agents), answered
+    by the tab's own `run_video` (handed in: the tab imports this module, not the other way round)."""
     doc = re.sub(r"(\n\s+video: )[^\n]*", lambda m: m.group(1) + VIDEO_INPUT, doc, count=1)
     doc = re.sub(r"(Returns:\n\s+)[^\n]*", lambda m: m.group(1) + VIDEO_RETURNS, doc, count=1)
 

@@ -250,7 +250,7 @@ def build_video_tab(ctx) -> None:
                           api_visibility="private", show_progress="hidden")
         event = start.success(video, inputs, [rendered, files, info], api_name="video", concurrency_id="video",
                               show_progress_on=[rendered])
-        mcp.add_video_tool(ctx, inputs, video.__doc__)  # the MCP tool, on these inputs
+        mcp.add_video_tool(ctx, inputs, video.__doc__, run_video)  # the MCP tool, on these inputs
         for finished in (event.then, event.failure):
             finished(lambda: gr.update(interactive=False), None, stop, api_visibility="private",
                      show_progress="hidden", queue=False)
