@@ -6,10 +6,10 @@ import pytest
 
 def _boxes(h, w):
     """Boxes that take both interpolation modes, two frames, one box partly outside the image."""
-    return np.float32([[10, 20, 200, 380],      # smaller than the input: upscaled (bicubic)
+    return np.float32([[10, 20, 200, 380],      # a person
                        [0, 0, w, h],            # the whole frame
                        [w - 40, h - 60, w + 30, h + 20],  # partly outside
-                       [50.5, 60.25, 58.75, 71.5]])  # tiny: bicubic
+                       [50.5, 60.25, 58.75, 71.5]])  # tiny: upscaled (bicubic)
 
 
 @pytest.fixture()
@@ -20,14 +20,16 @@ def pose_model(manager):
 
 
 def test_crops_equal_the_processor(pose_model, person_image):
-    from sapiens2_demo.models.crops import crop_people
-    from sapiens2_demo.models.inference import preprocess, upload
+    from sapiens2_demo.models.crops import _crop_params, crop_people
+    from sapiens2_demo.models.inference import input_size, preprocess, upload
     from sapiens2_demo.pose.boxes import xyxy_to_xywh
 
     frames = [person_image, np.ascontiguousarray(person_image[::-1, ::-1])]
     h, w = person_image.shape[:2]
     boxes = _boxes(h, w)
     owners = [0, 0, 1, 1]
+    _, bilinear = _crop_params(boxes, input_size(pose_model.processor))
+    assert set(bilinear) == {True, False}  # both of the processor's interpolation modes are compared
     theirs = preprocess(pose_model, frames, "pose", [xyxy_to_xywh(boxes[:2]), xyxy_to_xywh(boxes[2:])])
     ours = crop_people(pose_model, frames, owners, boxes)
     assert ours.shape == theirs.shape and ours.dtype == theirs.dtype
