@@ -108,7 +108,7 @@ def test_pose_lifted_with_no_joint_placed_is_a_note_and_no_skeleton(tmp_path):
 
 
 def test_lift_on_frames_without_people_runs_no_model_and_stays_valid(tmp_path):
-    from sapiens2_demo.tasks.catalog import lift_poses
+    from sapiens2_demo.tasks.runs import lift_poses
 
     poses = [no_person()]
     lift_poses([rgb()], poses, manager=None, size="0.4b")  # no person: no pointmap forward (manager unused)
