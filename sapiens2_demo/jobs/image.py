@@ -117,8 +117,7 @@ def stream_task(ctx: AppContext, image: LoadedImage, *, task: str, run_dir: Path
     spec.check(options)
     chosen = {**spec.defaults(ctx.manager.device), **options}
     job = make_job(ctx, spec.name, size, options)
-    if spec.coded_maps and not chosen.get("raw_data"):  # a light answer: the maps at their files' bits
-        job.options["coded_maps"] = True
+    ask_light_answer(spec, job, chosen)
     [result] = infer(ctx, [image.rgb], [job], progress)[0]
 
     def write():  # on an output of its own: it gathers only the writers' files, notes and 3D view
@@ -131,6 +130,13 @@ def stream_task(ctx: AppContext, image: LoadedImage, *, task: str, run_dir: Path
         shown.notes.append(took_note(spec.title, result, time.perf_counter() - started, ctx.manager.device))
         shown.notes.extend(load_notes(ctx, since, [job]))
         yield from _shown_then_complete(spec.name, shown, writing, functools.partial(_completed, shown))
+
+
+def ask_light_answer(spec, job, options: dict, shared=frozenset()) -> None:
+    """A light answer (the maps cross at their files' bits) unless raw data is asked for, or another job's option runs
+    the same model (`shared`): that one stays float32, serving both from one forward."""
+    if spec.coded_maps and not options.get("raw_data") and spec.name not in shared:
+        job.options["coded_maps"] = True
 
 
 def took_note(title: str, result, seconds: float, device: str) -> str:
@@ -162,12 +168,9 @@ def stream_all(ctx: AppContext, image: LoadedImage, *, run_dir: Path, progress=N
     if progress is not None:
         progress(0.05, desc="Running every task...")
     jobs = [make_job(ctx, spec.name, size, spec.all_options, tolerate_errors=True) for spec in chosen]
-    # light answers, as each task's own tab gives (no raw data in All tasks), but for a model another job's option
-    # runs too (the pose lift's pointmap): that one stays float32, shared by both, one forward
-    shared = {name for job in jobs for name in option_models(job)}
+    shared = {name for job in jobs for name in option_models(job)}  # the pose lift's pointmap: one forward for both
     for spec, job in zip(chosen, jobs):
-        if spec.coded_maps and not spec.all_options.get("raw_data") and spec.name not in shared:
-            job.options["coded_maps"] = True
+        ask_light_answer(spec, job, spec.all_options, shared)
     answers = infer(ctx, [image.rgb], jobs, progress)
     ran = [(spec, answer[0]) for spec, answer in zip(chosen, answers) if not isinstance(answer, Exception)]
 
