@@ -20,10 +20,12 @@ three people's (its upload, forward and copies back still run and count).
 - live: one webcam frame per live task (downscaled as the Live tab does), drawn where the model runs: the second
   frame, the first one's one-off uploads (colour tables) counted apart.
 It takes about 6 to 12 minutes on a 2-core CPU (--only image,live: about a minute).
---where prints, per task, the places in our code that copy or wait. --json PATH writes
-{"image": {TASK: {"d2h_bytes", "answer_bytes", "waits"}}, "video": {TASK: {"frames", "waits_per_frame",
-"uploads_per_frame", "h2d_bytes_per_frame", "d2h_bytes_per_frame", "needed_bytes_per_frame", "batches",
-"overlapped_batches"}}, "live": {TASK: {"d2h_bytes", "waits"}}}.
+Each part also counts the operations our code queues on the device outside the forwards ("ops": each a kernel
+launch on CUDA). --where prints, per task, the places in our code that copy or wait, and those that queue the most
+operations. --json PATH writes {"image": {TASK: {"d2h_bytes", "answer_bytes", "waits", "launches"}}, "video": {TASK:
+{"frames", "waits_per_frame", "uploads_per_frame", "h2d_bytes_per_frame", "d2h_bytes_per_frame",
+"needed_bytes_per_frame", "batches", "overlapped_batches", "launches_per_frame"}}, "live": {TASK: {"d2h_bytes",
+"waits", "launches"}}}.
 """
 
 from __future__ import annotations
@@ -107,8 +109,8 @@ def image_figures(ctx, task: str, where: bool) -> dict:
         out = run_task(ctx, LoadedImage(rgb, rgb.shape[:2]), task=TASKS[task], run_dir=Path(folder))
         answer = ledger.answer_bytes(rgb.size, out.files)  # the render: one RGB uint8 picture
     if where:
-        print(f"-- image {task}\n{book.table()}")
-    return {"d2h_bytes": book.bytes("d2h"), "answer_bytes": answer, "waits": book.waits}
+        print(f"-- image {task}\n{book.table()}\n{book.launch_table()}")
+    return {"d2h_bytes": book.bytes("d2h"), "answer_bytes": answer, "waits": book.waits, "launches": book.launches}
 
 
 def write_clip(path: Path, frames: int) -> None:
@@ -136,7 +138,7 @@ def video_figures(key: str, clip: Path, task: str, frames: int, where: bool) -> 
     with tempfile.TemporaryDirectory() as folder, ledger.recording() as book:
         out = process_video(clip, name, key, folder, batch_size=8, limits=VideoLimits(max_side=WIDTH), **options)
     if where:
-        print(f"-- video {task}\n{book.table()}")
+        print(f"-- video {task}\n{book.table()}\n{book.launch_table()}")
     n = out.frames
     batches, overlapped = book.overlapped()
     needed = HEIGHT * WIDTH * 3
@@ -145,7 +147,8 @@ def video_figures(key: str, clip: Path, task: str, frames: int, where: bool) -> 
     return {"frames": n, "waits_per_frame": round(book.waits / n, 3),
             "uploads_per_frame": round(book.uploads(HEIGHT * WIDTH) / n, 3),
             "h2d_bytes_per_frame": book.bytes("h2d") // n, "d2h_bytes_per_frame": book.bytes("d2h") // n,
-            "needed_bytes_per_frame": needed, "batches": batches, "overlapped_batches": overlapped}
+            "needed_bytes_per_frame": needed, "batches": batches, "overlapped_batches": overlapped,
+            "launches_per_frame": round(book.launches / n, 1)}
 
 
 def live_figures(ctx, task: str, where: bool) -> dict:
@@ -158,8 +161,8 @@ def live_figures(ctx, task: str, where: bool) -> dict:
     with ledger.recording() as book:  # the second is the one counted
         live_frame(ctx, scene_frame(1)[0], TASKS[task])
     if where:
-        print(f"-- live {task}\n{book.table()}")
-    return {"d2h_bytes": book.bytes("d2h"), "waits": book.waits}
+        print(f"-- live {task}\n{book.table()}\n{book.launch_table()}")
+    return {"d2h_bytes": book.bytes("d2h"), "waits": book.waits, "launches": book.launches}
 
 
 def main() -> None:
@@ -203,20 +206,21 @@ def main() -> None:
     print(f"transfer ledger, {args.device} ({'counted' if 'cuda' in args.device else 'the CUDA road simulated'}), "
           f"{WIDTH}x{HEIGHT}, stand-ins, {time.perf_counter() - started:.0f} s")
     if figures["image"]:
-        print(f"{'image':10}{'d2h MB':>10}{'answer MB':>11}{'waits':>7}")
+        print(f"{'image':10}{'d2h MB':>10}{'answer MB':>11}{'waits':>7}{'ops':>7}")
     for task, f in figures["image"].items():
-        print(f"{task:10}{f['d2h_bytes'] / 1e6:10.2f}{f['answer_bytes'] / 1e6:11.2f}{f['waits']:7d}")
+        print(f"{task:10}{f['d2h_bytes'] / 1e6:10.2f}{f['answer_bytes'] / 1e6:11.2f}{f['waits']:7d}{f['launches']:7d}")
     if figures["live"]:
-        print(f"{'live':10}{'d2h MB':>10}{'waits':>18}")
+        print(f"{'live':10}{'d2h MB':>10}{'waits':>18}{'ops':>7}")
     for task, f in figures["live"].items():
-        print(f"{task:10}{f['d2h_bytes'] / 1e6:10.2f}{f['waits']:18d}")
+        print(f"{task:10}{f['d2h_bytes'] / 1e6:10.2f}{f['waits']:18d}{f['launches']:7d}")
     if figures["video"]:
         print(f"{'video':10}{'frames':>7}{'waits/fr':>9}{'uploads/fr':>11}{'h2d MB/fr':>10}{'d2h MB/fr':>10}"
-              f"{'needed MB/fr':>13}{'overlapped':>12}")
+              f"{'needed MB/fr':>13}{'overlapped':>12}{'ops/fr':>8}")
     for task, f in figures["video"].items():
         print(f"{task:10}{f['frames']:7d}{f['waits_per_frame']:9.3f}{f['uploads_per_frame']:11.2f}"
               f"{f['h2d_bytes_per_frame'] / 1e6:10.2f}{f['d2h_bytes_per_frame'] / 1e6:10.2f}"
-              f"{f['needed_bytes_per_frame'] / 1e6:13.2f}{f['overlapped_batches']:>7d}/{f['batches']}")
+              f"{f['needed_bytes_per_frame'] / 1e6:13.2f}{f['overlapped_batches']:>7d}/{f['batches']:<4}"
+              f"{f['launches_per_frame']:8.1f}")
     if args.json is not None:
         args.json.write_text(json.dumps(figures, indent=1))
 

@@ -16,6 +16,8 @@ What it records (`Event.kind`):
   were uploaded starts one; a second model on the same frames, the flip test's mirrored forward and the person
   detector do not);
 - "join": the queuing thread waiting for the post-processing worker of batch `batch` (overlap.py).
+Apart from the events, `Ledger.launched` counts by place the operations queued on the device outside the forwards
+(anything on a device tensor but metadata and views: each at least one kernel launch on CUDA, host time).
 Each with the place in our code that caused it and the thread ("queue": the one that queues forwards, or
 "worker").
 

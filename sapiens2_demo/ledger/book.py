@@ -39,6 +39,7 @@ class Ledger:
     _frames: set = field(default_factory=set)  # the host addresses of this batch's frames
     _pending: set = field(default_factory=set)  # and of those uploaded since, for the next batch
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    launched: dict = field(default_factory=dict)  # (where, thread) -> operations queued on the device there
 
     def add(self, event: Event) -> Event:
         ident = threading.get_ident()
@@ -51,7 +52,26 @@ class Ledger:
             self.events.append(event)
         return event
 
+    def launch(self, what: str) -> None:
+        """An operation queued on the device outside the model forwards (each one at least a kernel launch on CUDA:
+        host time a GPU waits for when the host falls behind)."""
+        ident = threading.get_ident()
+        where = _caller()
+        with self._lock:
+            queue = self._queue_thread is None or ident == self._queue_thread
+            key = (where, "queue" if queue else "worker")
+            self.launched[key] = self.launched.get(key, 0) + 1
+
     # -- reading -------------------------------------------------------------------------------------------
+    @property
+    def launches(self) -> int:
+        return sum(self.launched.values())
+
+    def launch_table(self, rows: int = 12) -> str:
+        """The places in our code that queue the most operations on the device."""
+        top = sorted(self.launched.items(), key=lambda item: -item[1])[:rows]
+        return "\n".join(f"ops  x{n:<6} {thread:6} {where}" for (where, thread), n in top)
+
     def of(self, kind: str) -> list[Event]:
         return [e for e in self.events if e.kind == kind]
 
@@ -84,7 +104,7 @@ class Ledger:
         batches, overlapped = self.overlapped()
         return {"forwards": len(self.of("forward")), "batches": batches, "overlapped_batches": overlapped,
                 "waits": self.waits, "h2d": len(self.of("h2d")), "h2d_bytes": self.bytes("h2d"),
-                "d2h": len(self.of("d2h")), "d2h_bytes": self.bytes("d2h")}
+                "d2h": len(self.of("d2h")), "d2h_bytes": self.bytes("d2h"), "launches": self.launches}
 
     def table(self) -> str:
         """The waits and copies grouped by place in our code (most first): where to look."""

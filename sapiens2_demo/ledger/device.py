@@ -91,6 +91,8 @@ def _torch_subclass():
                 book.add(Event("wait", name, batch=batch, wait=True))
             if name == "new_tensor":
                 book.add(Event("h2d", name, 0, "", (), wait=True, batch=batch))
+            if _launches(name, args):
+                book.launch(name)
             for t in tensors:  # a host tensor met here would have been uploaded (CUDA refuses mixed devices)
                 if not isinstance(t, DeviceTensor) and t.ndim > 0 and t.device.type == "cpu":
                     book.copy_in_once(t)
@@ -99,6 +101,31 @@ def _torch_subclass():
             return out
 
     return DeviceTensor
+
+
+# what launches no kernel on CUDA: reading a tensor's metadata, or a view of its memory
+METADATA = {"__get__", "__set__", "size", "dim", "numel", "nelement", "stride", "storage_offset", "is_contiguous",
+            "element_size", "data_ptr", "__len__", "__repr__", "__format__", "__hash__", "is_floating_point",
+            "is_complex", "get_device", "is_pinned", "untyped_storage", "__reduce_ex__", "__getstate__", "__setstate__",
+            "__deepcopy__", "as_subclass", "__iter__", "dim_order", "has_names", "__dlpack_device__"}
+VIEWS = {"view", "view_as", "permute", "transpose", "t", "unsqueeze", "squeeze", "expand", "expand_as", "unbind",
+         "split", "chunk", "narrow", "select", "as_strided", "movedim", "unflatten", "detach", "diagonal", "unfold"}
+COPIES_UNLESS_CONTIGUOUS = {"reshape", "flatten", "contiguous"}  # views of a contiguous tensor, copies otherwise
+
+
+def _launches(name: str, args) -> bool:
+    """Whether an operation on a device tensor launches work on the device: anything but metadata and views
+    (indexing with a tensor gathers; plain slices are views)."""
+    if name in METADATA or name in VIEWS:
+        return False
+    if name in COPIES_UNLESS_CONTIGUOUS:
+        return not args[0].is_contiguous()
+    if name == "__getitem__":
+        import torch
+
+        index = args[1] if len(args) > 1 else None
+        return any(isinstance(i, torch.Tensor) for i in (index if isinstance(index, tuple) else (index,)))
+    return True
 
 
 def _mark(out, batch: int) -> None:

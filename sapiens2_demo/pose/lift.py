@@ -143,43 +143,68 @@ def sample_on_device(points, mask, cx, cy, *, window: int = 5, max_spread: float
     None), at the (M,) long pixel tensors `cx`, `cy` there (`_centres`': -1 = not available): an (M, 4) float32 tensor
     there, per keypoint its median point (NaN where not available) and 1.0 where available. The same float64 steps as
     the host's (a sort, then the quantiles' interpolation), so its answer is the host's to the bit."""
+    return _sample_frames([points], [mask], [len(cx)], cx, cy, window=window, max_spread=max_spread)
+
+
+def _sample_frames(pointmaps: list, masks: list, rows: list[int], cx, cy, *, window: int = 5,
+                   max_spread: float = 0.1):
+    """`sample_on_device` of several frames of one size in one pass: rows[f] of the keypoints `cx`, `cy` are frame f's,
+    in order. Only what reads a frame's own maps runs per frame (its valid map, three gathers); the rest, a sort and
+    the quantiles, runs once for all (on CUDA each operation is a kernel launch: ~90 a frame became ~10)."""
     import torch
 
-    height, width = int(points.shape[0]), int(points.shape[1])
-    device = points.device
-    valid_map = torch.isfinite(points).all(dim=2) & (points[..., 2] > 0)
-    if mask is not None:
-        valid_map = valid_map & mask
-    inside = cx >= 0
-    available = inside & valid_map[cy.clamp(0, height - 1), cx.clamp(0, width - 1)]
-
+    height, width = int(pointmaps[0].shape[0]), int(pointmaps[0].shape[1])
+    device = pointmaps[0].device
     offsets = torch.arange(-window, window + 1, device=device)
     offset_y, offset_x = (grid.reshape(-1) for grid in torch.meshgrid(offsets, offsets, indexing="ij"))  # np.mgrid's
     sample_x, sample_y = cx[:, None] + offset_x[None], cy[:, None] + offset_y[None]
     in_image = (sample_x >= 0) & (sample_x < width) & (sample_y >= 0) & (sample_y < height)
     sx, sy = sample_x.clamp(0, width - 1), sample_y.clamp(0, height - 1)
-    sample_ok = in_image & valid_map[sy, sx]
+    px, py = cx.clamp(0, width - 1), cy.clamp(0, height - 1)
+    own, ok, picked, first = [], [], [], 0
+    for points, mask, n in zip(pointmaps, masks, rows):
+        valid_map = torch.isfinite(points).all(dim=2) & (points[..., 2] > 0)
+        if mask is not None:
+            valid_map = valid_map & mask
+        take = slice(first, first + n)
+        own.append(valid_map[py[take], px[take]])
+        ok.append(valid_map[sy[take], sx[take]])
+        picked.append(points[sy[take], sx[take]])
+        first += n
+    available = (cx >= 0) & _joined(own)
+    sample_ok = in_image & _joined(ok)
     valid_count = sample_ok.sum(dim=1)
     available &= valid_count >= MIN_VALID_FRACTION * in_image.sum(dim=1).clamp_min(1)
 
-    samples = points[sy, sx].double().masked_fill_(~sample_ok[..., None], float("inf")).sort(dim=1).values
-    spread = _quantile_on_device(samples[..., 2], valid_count, 0.75) - \
-        _quantile_on_device(samples[..., 2], valid_count, 0.25)
+    samples = _joined(picked).double().masked_fill_(~sample_ok[..., None], float("inf")).sort(dim=1).values
+    quartiles = _quartiles_on_device(samples, valid_count)  # (M, 3 quantiles, 3 axes)
+    spread = quartiles[:, 2, 2] - quartiles[:, 0, 2]
     available &= spread <= max_spread  # a wider spread means the window straddles a depth jump
-    median = torch.stack([_quantile_on_device(samples[..., axis], valid_count, 0.5) for axis in range(3)], dim=1)
-    lifted = torch.where(available[:, None], median.float(), float("nan"))
+    lifted = torch.where(available[:, None], quartiles[:, 1].float(), float("nan"))
     return torch.cat([lifted, available[:, None].float()], dim=1)
 
 
-def _quantile_on_device(sorted_rows, counts, q: float):
-    """`_quantile` in torch, float64: rows with no valid value give an arbitrary number (they are not available)."""
+def _joined(parts: list):
     import torch
 
-    position = (counts - 1).double() * q
+    return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+
+def _quartiles_on_device(sorted_rows, counts):
+    """`_quantile` in torch, float64, at 0.25, 0.5 and 0.75 of each axis of (M, S, 3) rows sorted per axis -> (M, 3, 3):
+    the same float64 steps per value as the host's, for every quantile and axis in one gather; rows with no valid
+    value give an arbitrary number (they are not available)."""
+    import torch
+
+    last = counts - 1
+    steps = last.double()
+    position = torch.stack([steps * 0.25, steps * 0.5, steps * 0.75], dim=1)  # (M, 3)
     below = position.floor().long().clamp_min(0)
-    above = torch.minimum(below + 1, (counts - 1).clamp_min(0))
-    low, high = sorted_rows.gather(1, below[:, None])[:, 0], sorted_rows.gather(1, above[:, None])[:, 0]
-    return low + (high - low) * (position - below)
+    above = torch.minimum(below + 1, last.clamp_min(0)[:, None])
+    axes = sorted_rows.shape[2]
+    low = sorted_rows.gather(1, below[:, :, None].expand(-1, -1, axes))
+    high = sorted_rows.gather(1, above[:, :, None].expand(-1, -1, axes))
+    return low + (high - low) * (position - below)[:, :, None]
 
 
 def nobody_lifted() -> Pose3DResult:
@@ -205,9 +230,10 @@ def lift_on_device(poses: list[PoseResult], pointmaps: list, masks: list, *, min
         up = up.pin_memory()
     centres = ledger.to_device(up, pointmaps[busy[0]].device, non_blocking=True).long()
     ends = np.cumsum([p.shape[1] for p in pixels])
-    sampled = [sample_on_device(pointmaps[i], masks[i], *centres[:, end - p.shape[1]:end])
-               for i, p, end in zip(busy, pixels, ends)]
-    host = torch.cat(sampled).cpu().numpy()  # the one copy back
+    sampled = [_sample_frames([pointmaps[i] for i in run], [masks[i] for i in run], [pixels[k].shape[1] for k in run_k],
+                              *centres[:, ends[run_k[0]] - pixels[run_k[0]].shape[1]:ends[run_k[-1]]])
+               for run, run_k in _runs_of_one_size(busy, pointmaps)]
+    host = _joined(sampled).cpu().numpy()  # the one copy back
     for i, p, end in zip(busy, pixels, ends):
         lifted[i] = lifted_from(poses[i], host[end - p.shape[1]:end])
     return lifted
@@ -218,21 +244,40 @@ def sample_people_on_device(keypoints, scores, counts: list[int], pointmaps: lis
     """`lift_on_device`'s sampling from the keypoints where they are, before they cross: the (C, K, 2) float32 image
     keypoints and (C, K) scores of every frame's people in order (`counts` a frame) in each frame's (H, W, 3) pointmap
     and (H, W) mask -> an (M, 4) tensor there, `sample_on_device`'s answer for every keypoint of every frame with
-    people, in order (`lifted_from_sampled` reads it)."""
+    people, in order (`lifted_from_sampled` reads it). Frames of one size (a video's) in one pass."""
     import torch
 
-    parts, first = [], 0
-    for n, pointmap, mask in zip(counts, pointmaps, masks):
-        if n:
-            height, width = pointmap.shape[:2]
-            xy, sure = keypoints[first:first + n].reshape(-1, 2), scores[first:first + n].reshape(-1)
-            finite = torch.isfinite(xy).all(dim=1)  # then _centres' steps: rounded (half to even), clipped, cast
-            centre = torch.where(finite[:, None], xy.double(), -1.0).round().clamp(-1, max(height, width)).long()
-            cx, cy = centre[:, 0], centre[:, 1]
-            usable = finite & (cx >= 0) & (cx < width) & (cy >= 0) & (cy < height) & (sure >= min_score)
-            parts.append(sample_on_device(pointmap, mask, torch.where(usable, cx, -1), torch.where(usable, cy, -1)))
-        first += n
-    return torch.cat(parts) if parts else torch.zeros((0, 4), device=keypoints.device)
+    busy = [i for i, n in enumerate(counts) if n]
+    if not busy:
+        return torch.zeros((0, 4), device=keypoints.device)
+    keypoints_per_person = int(keypoints.shape[1])
+    firsts = np.cumsum([0, *counts])
+    parts = []
+    for run, _ in _runs_of_one_size(busy, pointmaps):
+        height, width = pointmaps[run[0]].shape[:2]
+        take = slice(int(firsts[run[0]]), int(firsts[run[-1] + 1]))  # the run's frames are consecutive: their people
+        xy, sure = keypoints[take].reshape(-1, 2), scores[take].reshape(-1)
+        finite = torch.isfinite(xy).all(dim=1)  # then _centres' steps: rounded (half to even), clipped, cast
+        centre = torch.where(finite[:, None], xy.double(), -1.0).round().clamp(-1, max(height, width)).long()
+        cx, cy = centre[:, 0], centre[:, 1]
+        usable = finite & (cx >= 0) & (cx < width) & (cy >= 0) & (cy < height) & (sure >= min_score)
+        parts.append(_sample_frames([pointmaps[i] for i in run], [masks[i] for i in run],
+                                    [counts[i] * keypoints_per_person for i in run],
+                                    torch.where(usable, cx, -1), torch.where(usable, cy, -1)))
+    return _joined(parts)
+
+
+def _runs_of_one_size(frames: list[int], pointmaps: list):
+    """`frames` (indices into pointmaps, in order) in runs of neighbours in that list with maps of one size: (the run's
+    frame indices, their positions in `frames`). A video's frames make one run."""
+    run: list[int] = []
+    for k, i in enumerate(frames):
+        if run and tuple(pointmaps[i].shape[:2]) != tuple(pointmaps[frames[run[-1]]].shape[:2]):
+            yield [frames[j] for j in run], run
+            run = []
+        run.append(k)
+    if run:
+        yield [frames[j] for j in run], run
 
 
 def lifted_from_sampled(poses: list[PoseResult], sampled: np.ndarray) -> list[Pose3DResult]:

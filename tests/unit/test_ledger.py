@@ -119,3 +119,22 @@ def test_a_cuda_synchronize_is_a_wait(monkeypatch):
                                                                 ("wait", "event.synchronize", True)]
     torch.cuda.synchronize()
     assert calls[-1] == "device" and len(book.events) == 2  # off again
+
+
+def test_it_counts_the_operations_queued_on_the_device_not_views_or_host_work():
+    """Each operation on a device tensor is at least one kernel launch on CUDA (host time the device may wait for);
+    views, metadata and host tensors' operations launch nothing there."""
+    host = torch.ones(4, 6)
+    with ledger.recording() as book:
+        on = ledger.on_device(torch.ones(4, 6))
+        host * 2 + 1  # the host's: not counted
+        view = on.reshape(24)[2:5].unsqueeze(0)  # views (a plain slice too) and metadata: no launch
+        assert on.permute(1, 0).shape == (6, 4) and on.dim() == 2 and view.numel() == 3
+        assert book.launches == 0
+        summed = (on * 2).sum()  # two launches
+        picked = on[torch.tensor([0, 2])]  # a gather: one, and the index crosses
+        copied = on.permute(1, 0).reshape(24)  # not a view of a transposed tensor: a copy, one
+        assert summed.shape == () and picked.shape == (2, 6) and copied.shape == (24,)
+    assert book.launches == 4, book.launch_table()
+    assert book.summary()["launches"] == 4
+    assert all(where.startswith("?") or "test_ledger" not in where for where, _ in book.launched)  # our code only

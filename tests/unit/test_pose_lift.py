@@ -203,6 +203,56 @@ def test_the_lift_from_keypoints_still_on_the_device_is_the_hosts():
         np.testing.assert_array_equal(device.scores, host.scores)
 
 
+def hard_map(seed: int, height: int = HEIGHT, width: int = WIDTH) -> np.ndarray:
+    """The hard map above (a depth step, noise, holes), of its own seed and size."""
+    rng = np.random.default_rng(seed)
+    points = plane_points(lambda u: np.where(u < WIDTH // 2, 2.0 + 0.1 * seed, 2.6) + 0.001 * u)[:height, :width]
+    points = points + rng.normal(0, 0.02, points.shape).astype(np.float32)
+    points[rng.random((height, width)) < 0.5, 2] = np.nan
+    return points
+
+
+def test_each_frame_of_a_batch_is_lifted_in_its_own_map():
+    """The device lifts sample a batch's frames in one pass (pose.lift._sample_frames): each frame's keypoints still
+    read its own pointmap and mask, across frames with nobody and frames of another size (a run of their own)."""
+    import torch
+
+    from sapiens2_demo.pose.lift import lift_on_device, lifted_from_sampled, sample_people_on_device
+
+    rng = np.random.default_rng(6)
+    small = (150, 250)
+    maps = [hard_map(0), None, hard_map(1), hard_map(2, *small), hard_map(3)]
+    masks = [np.ones((HEIGHT, WIDTH), bool), None, None, np.ones(small, bool), np.ones((HEIGHT, WIDTH), bool)]
+    masks[0][100:160, 10:120] = False
+    masks[3][:40] = False
+    poses = []
+    for points in maps:
+        people = 0 if points is None else int(rng.integers(1, 4))
+        pixels = rng.uniform(-10, [WIDTH + 10, HEIGHT + 10], (people, NUM_KEYPOINTS, 2))
+        pose = pose_at(pixels, scores=rng.uniform(0, 1, (people, NUM_KEYPOINTS)))
+        pose.boxes = np.tile(np.array([[0, 0, WIDTH / 2, HEIGHT]], np.float32), (people, 1))
+        if points is not None:
+            pose.image_size = points.shape[:2]
+        poses.append(pose)
+    host = [None if points is None else lift_keypoints(pose, pointmap(points, mask))
+            for pose, points, mask in zip(poses, maps, masks)]
+    device_maps = [torch.from_numpy(points if points is not None else hard_map(9)) for points in maps]
+    device_masks = [None if mask is None else torch.from_numpy(mask) for mask in masks]
+    lifted = lift_on_device(poses, device_maps, device_masks)
+    keypoints = torch.from_numpy(np.concatenate([np.asarray(p.keypoints, np.float32) for p in poses]))
+    sure = torch.from_numpy(np.concatenate([np.asarray(p.keypoint_scores, np.float32) for p in poses]))
+    sampled = sample_people_on_device(keypoints, sure, [p.num_people for p in poses], device_maps, device_masks)
+    before_crossing = lifted_from_sampled(poses, sampled.numpy())
+    for expected, one, other in zip(host, lifted, before_crossing):
+        if expected is None:
+            assert one.points.shape == other.points.shape == (0, NUM_KEYPOINTS, 3)
+            continue
+        assert 0.1 < expected.available.mean() < 0.9  # both kinds
+        for got in (one, other):
+            np.testing.assert_array_equal(got.available, expected.available)
+            np.testing.assert_array_equal(got.points, expected.points)
+
+
 def test_heatmap_to_image_on_the_device_is_the_hosts_to_the_bit():
     import torch
 
