@@ -5,23 +5,28 @@
 #   device run: bash benchmarks/gpu_session.sh     (carry: [".whl"], the wheels GPU.md lists)
 # Limits in seconds: VIDEO_S (default 240), REQUESTS_S (90), PROFILE_S (120); TASKS (pose,seg,normal,pointmap),
 # PROFILE_TASKS (pose,seg). A fresh machine costs 1-2 minutes to start and every full-size model compiles once.
+# A dry run here, before a lease (every command's flags and plumbing, on tiny checkpoints, a minute or two):
+#   INSTALL=0 PY=.venv/bin/python DEVICE=cpu FULL=0 FRAMES=8 bash benchmarks/gpu_session.sh
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gpu_session}; mkdir -p "$OUT"
-if ls .whl/*.whl > /dev/null 2>&1; then
+PY=${PY:-python3}  # the lent machine's Python; here: PY=.venv/bin/python
+if [ "${INSTALL:-1}" = 1 ] && ls .whl/*.whl > /dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir .whl/*.whl > "$OUT/install.txt" 2>&1 \
     || { echo "install failed"; tail -20 "$OUT/install.txt"; exit 1; }
 fi
 export HF_HUB_OFFLINE=1 YOLO_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False SAPIENS2_COMPILE=on PYTHONPATH=$PWD
-nvidia-smi -L; nproc
+DEVICE=${DEVICE:-cuda}; FRAMES=${FRAMES:-96}
+if [ "${FULL:-1}" = 1 ]; then FULLSIZE=--fullsize; SIZES=full; else FULLSIZE=; SIZES=tiny; fi
+command -v nvidia-smi > /dev/null && nvidia-smi -L; nproc
 run() {  # name, limit, command...: the log under $OUT, its tail here
   local name=$1 limit=$2; shift 2
   timeout "$limit" "$@" > "$OUT/$name.txt" 2>&1
   echo "== $name rc=$?"; grep -v "Loading weights\|Writing model\|^wrote " "$OUT/$name.txt" | tail -"${TAIL:-40}"
 }
-run video "${VIDEO_S:-240}" python3 benchmarks/bench_video.py --device cuda --fullsize --frames 96 \
+run video "${VIDEO_S:-240}" $PY benchmarks/bench_video.py --device "$DEVICE" $FULLSIZE --frames "$FRAMES" \
   --tasks "${TASKS:-pose,seg,normal,pointmap}" --no-sequential --breakdown
-run requests "${REQUESTS_S:-90}" python3 benchmarks/bench_gpu.py --device cuda --sizes full --compile --skip-app \
+run requests "${REQUESTS_S:-90}" $PY benchmarks/bench_gpu.py --device "$DEVICE" --sizes "$SIZES" --compile --skip-app \
   --skip-video --tasks pose --repeat 3 --forward-repeat 5
-run profile "${PROFILE_S:-120}" python3 benchmarks/profile_video.py --device cuda --fullsize \
+run profile "${PROFILE_S:-120}" $PY benchmarks/profile_video.py --device "$DEVICE" $FULLSIZE --frames "$FRAMES" \
   --tasks "${PROFILE_TASKS:-pose,seg}"
