@@ -38,16 +38,31 @@ def crop_people(loaded: LoadedModel, images: list, owners: list[int], boxes_xyxy
     scale_x, scale_y, center_x, center_y, half_w, half_h = (p[:, None, None] for p in params.unbind(-1))
     in_x = grid_x / scale_x + center_x - half_w   # the order of crop_and_resize's terms: the same float32 sums
     in_y = grid_y / scale_y + center_y - half_h
-    pixels = ledger.on_device(torch.empty(len(owners), 3, out_h, out_w, dtype=torch.float32, device=device))
+    sizes = {_size(images[i]) for i in set(owners)}
+    # frames of one size (a video's): every crop's sampling grid at once, the same float32 steps as one run's
+    whole = _grid(in_x, in_y, *sizes.pop()) if len(sizes) == 1 else None
+    pixels = []
     for start, stop in _runs(owners, bilinear):  # crops of one frame and one mode, next to each other
         image = _as_chw_float(images[owners[start]], device)
-        h, w = image.shape[-2:]
-        grid = torch.stack([2.0 * in_x[start:stop] / (w - 1) - 1.0, 2.0 * in_y[start:stop] / (h - 1) - 1.0], dim=-1)
-        pixels[start:stop] = F.grid_sample(image[None].expand(stop - start, -1, -1, -1), grid,
-                                           mode="bilinear" if bilinear[start] else "bicubic", padding_mode="zeros",
-                                           align_corners=True)
+        grid = whole[start:stop] if whole is not None else _grid(in_x[start:stop], in_y[start:stop], *_size(image))
+        pixels.append(F.grid_sample(image[None].expand(stop - start, -1, -1, -1), grid,
+                                    mode="bilinear" if bilinear[start] else "bicubic", padding_mode="zeros",
+                                    align_corners=True))
+    pixels = pixels[0] if len(pixels) == 1 else torch.cat(pixels)
     mean, std = _normalisation(loaded.processor, device)
     return ledger.on_device(pixels.sub_(mean).div_(std).to(dtype=loaded.dtype), ledger.batch_mark())
+
+
+def _size(image) -> tuple[int, int]:
+    """(H, W) of an RGB (H, W, 3) array or an uploaded (3, H, W) tensor."""
+    return tuple(image.shape[:2]) if isinstance(image, np.ndarray) else tuple(image.shape[-2:])
+
+
+def _grid(in_x, in_y, h: int, w: int):
+    """grid_sample's (N, out_h, out_w, 2) grid from the sampling positions in an (h, w) image's pixels."""
+    import torch
+
+    return torch.stack([2.0 * in_x / (w - 1) - 1.0, 2.0 * in_y / (h - 1) - 1.0], dim=-1)
 
 
 _NORMALISATION: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # processor -> {device: (mean, std)}

@@ -37,6 +37,11 @@ def test_crops_equal_the_processor(pose_model, person_image):
     assert np.array_equal(ours.numpy(), theirs.numpy())
     uploaded = crop_people(pose_model, upload(frames, "cpu"), owners, boxes)  # the device road's tensors
     assert np.array_equal(uploaded.numpy(), theirs.numpy())
+    # frames of two sizes (an API batch): each run's grid from its own frame's size
+    frames[1] = np.ascontiguousarray(frames[1][40:, :-30])
+    theirs = preprocess(pose_model, frames, "pose", [xyxy_to_xywh(boxes[:2]), xyxy_to_xywh(boxes[2:])])
+    for given in (frames, upload(frames, "cpu")):
+        assert np.array_equal(crop_people(pose_model, given, owners, boxes).numpy(), theirs.numpy())
 
 
 def test_modes_are_decided_per_crop():
