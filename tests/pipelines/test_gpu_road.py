@@ -40,9 +40,10 @@ CEILINGS = {
                             "background_image": np.full((50, 80, 3), (200, 30, 90), np.uint8)}, 0.125, 1.05, 1.0),
 }
 # operations queued on the device a frame outside the forwards (each a kernel launch on CUDA: host time), on this
-# clip: pose 47.5, mocap 74.4 (201 when its lift sampled frame by frame), body parts 13.1, steady normals 64.9, steady
-# depth 77.0, matting 16.1; a loop over frames or people that comes back adds tens a frame
-OPS_PER_FRAME = {"pose": 60, "mocap": 95, "seg": 17, "normal": 85, "pointmap": 100, "matting": 21}
+# clip: pose 40.5, mocap 67.3 (201 when its lift sampled frame by frame, 74.4 when the crops' grids were made frame by
+# frame), body parts 13.1, steady normals 64.9, steady depth 77.0, matting 16.1; a loop over frames or people that
+# comes back adds tens a frame
+OPS_PER_FRAME = {"pose": 52, "mocap": 87, "seg": 17, "normal": 85, "pointmap": 100, "matting": 21}
 FRAMES, WIDTH, HEIGHT = 24, 160, 120
 
 
