@@ -138,19 +138,15 @@ def _lifted(pose, keypoints, scores, lifted, available, max_depth_gap) -> Pose3D
 # The keypoints' pixels cross up (8 bytes a keypoint, without waiting), the windows are read there, and only each
 # keypoint's point and availability cross back (16 bytes): not the 25 MB pointmap of a 1080p frame.
 
-def sample_on_device(points, mask, cx, cy, *, window: int = 5, max_spread: float = 0.1):
-    """`lift_keypoints`' sampling where the (H, W, 3) float32 `points` tensor is (`mask`: (H, W) bool tensor there, or
-    None), at the (M,) long pixel tensors `cx`, `cy` there (`_centres`': -1 = not available): an (M, 4) float32 tensor
-    there, per keypoint its median point (NaN where not available) and 1.0 where available. The same float64 steps as
-    the host's (a sort, then the quantiles' interpolation), so its answer is the host's to the bit."""
-    return _sample_frames([points], [mask], [len(cx)], cx, cy, window=window, max_spread=max_spread)
-
-
 def _sample_frames(pointmaps: list, masks: list, rows: list[int], cx, cy, *, window: int = 5,
                    max_spread: float = 0.1):
-    """`sample_on_device` of several frames of one size in one pass: rows[f] of the keypoints `cx`, `cy` are frame f's,
-    in order. Only what reads a frame's own maps runs per frame (its valid map, three gathers); the rest, a sort and
-    the quantiles, runs once for all (on CUDA each operation is a kernel launch: ~90 a frame became ~10)."""
+    """`lift_keypoints`' sampling where the frames' (H, W, 3) float32 pointmap tensors are (`masks`: (H, W) bool tensors
+    there, or None), for frames of one size in one pass: the (M,) long pixel tensors `cx`, `cy` there (`_centres`':
+    -1 = not available) hold rows[f] keypoints of frame f, in order. -> an (M, 4) float32 tensor there, per keypoint
+    its median point (NaN where not available) and 1.0 where available. The same float64 steps as the host's (a sort,
+    then the quantiles' interpolation), so its answer is the host's to the bit. Only what reads a frame's own maps
+    runs per frame (its valid map, three gathers); the sort and the quantiles run once for all (on CUDA each
+    operation is a kernel launch: ~90 a frame became ~10)."""
     import torch
 
     height, width = int(pointmaps[0].shape[0]), int(pointmaps[0].shape[1])
@@ -216,7 +212,7 @@ def nobody_lifted() -> Pose3DResult:
 def lift_on_device(poses: list[PoseResult], pointmaps: list, masks: list, *, min_score: float = 0.3
                    ) -> list[Pose3DResult]:
     """`lift_keypoints` of each pose in its frame's (H, W, 3) pointmap and (H, W) bool mask tensors, where they are:
-    every frame's keypoints' pixels up in one copy (pinned, without waiting), sampled there (`sample_on_device`), the
+    every frame's keypoints' pixels up in one copy (pinned, without waiting), sampled there (`_sample_frames`), the
     answers back in one copy (`nobody_lifted` for a frame with nobody)."""
     import torch
 
@@ -243,7 +239,7 @@ def sample_people_on_device(keypoints, scores, counts: list[int], pointmaps: lis
                             min_score: float = 0.3):
     """`lift_on_device`'s sampling from the keypoints where they are, before they cross: the (C, K, 2) float32 image
     keypoints and (C, K) scores of every frame's people in order (`counts` a frame) in each frame's (H, W, 3) pointmap
-    and (H, W) mask -> an (M, 4) tensor there, `sample_on_device`'s answer for every keypoint of every frame with
+    and (H, W) mask -> an (M, 4) tensor there, `_sample_frames`' answer for every keypoint of every frame with
     people, in order (`lifted_from_sampled` reads it). Frames of one size (a video's) in one pass."""
     import torch
 
@@ -295,7 +291,7 @@ def lifted_from_sampled(poses: list[PoseResult], sampled: np.ndarray) -> list[Po
 
 def lifted_from(pose: PoseResult, sampled: np.ndarray, *, max_depth_gap: float | None = MAX_DEPTH_GAP
                 ) -> Pose3DResult:
-    """`sample_on_device`'s (M, 4) answer for `pose`, copied back, as `lift_keypoints` gives it."""
+    """`_sample_frames`' (M, 4) answer for `pose`, copied back, as `lift_keypoints` gives it."""
     keypoints, scores, _, _ = _centres(pose, tuple(pose.image_size), 0.0)
     sampled = np.asarray(sampled, np.float32).reshape(-1, 4)
     return _lifted(pose, keypoints, scores, sampled[:, :3].copy(), sampled[:, 3] > 0.5, max_depth_gap)
