@@ -52,7 +52,7 @@ class Ledger:
             self.events.append(event)
         return event
 
-    def launch(self, what: str) -> None:
+    def launch(self) -> None:
         """An operation queued on the device outside the model forwards (each one at least a kernel launch on CUDA:
         host time a GPU waits for when the host falls behind)."""
         ident = threading.get_ident()

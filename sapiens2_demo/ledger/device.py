@@ -92,7 +92,7 @@ def _torch_subclass():
             if name == "new_tensor":
                 book.add(Event("h2d", name, 0, "", (), wait=True, batch=batch))
             if _launches(name, args):
-                book.launch(name)
+                book.launch()
             for t in tensors:  # a host tensor met here would have been uploaded (CUDA refuses mixed devices)
                 if not isinstance(t, DeviceTensor) and t.ndim > 0 and t.device.type == "cpu":
                     book.copy_in_once(t)

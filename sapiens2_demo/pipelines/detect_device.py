@@ -45,7 +45,7 @@ def _queued(images, manager, score_threshold, nms_iou, max_people, classes):
     letterbox = letterboxes[len({image.shape for image in images}) == 1]  # predict's rule, below
     # Its letterbox, on the host as in predict. predict reads numpy images as BGR and turns its letterboxed copy to
     # RGB; the letterbox treats channels alike (a resize per channel, grey padding), so letterboxing our RGB frames
-    # gives the same RGB input without the two channel flips (a 1080p frame's flipped copy cost 15x the letterbox)
+    # gives the same RGB input without the two channel flips (a 1080p frame's flipped copy cost 16x the letterbox)
     boxed = np.stack([letterbox(image=np.ascontiguousarray(image)) for image in images])  # no copy of a video frame
     side = boxed.shape[1:3]
     with loaded.lock, torch.inference_mode():

@@ -226,9 +226,10 @@ def lift_on_device(poses: list[PoseResult], pointmaps: list, masks: list, *, min
         up = up.pin_memory()
     centres = ledger.to_device(up, pointmaps[busy[0]].device, non_blocking=True).long()
     ends = np.cumsum([p.shape[1] for p in pixels])
-    sampled = [_sample_frames([pointmaps[i] for i in run], [masks[i] for i in run], [pixels[k].shape[1] for k in run_k],
-                              *centres[:, ends[run_k[0]] - pixels[run_k[0]].shape[1]:ends[run_k[-1]]])
-               for run, run_k in _runs_of_one_size(busy, pointmaps)]
+    starts = ends - [p.shape[1] for p in pixels]
+    sampled = [_sample_frames([pointmaps[i] for i in run], [masks[i] for i in run], [pixels[k].shape[1] for k in ks],
+                              *centres[:, starts[ks[0]]:ends[ks[-1]]])  # the run's keypoints, one after another
+               for run, ks in _runs_of_one_size(busy, pointmaps)]
     host = _joined(sampled).cpu().numpy()  # the one copy back
     for i, p, end in zip(busy, pixels, ends):
         lifted[i] = lifted_from(poses[i], host[end - p.shape[1]:end])
@@ -251,7 +252,7 @@ def sample_people_on_device(keypoints, scores, counts: list[int], pointmaps: lis
     parts = []
     for run, _ in _runs_of_one_size(busy, pointmaps):
         height, width = pointmaps[run[0]].shape[:2]
-        take = slice(int(firsts[run[0]]), int(firsts[run[-1] + 1]))  # the run's frames are consecutive: their people
+        take = slice(int(firsts[run[0]]), int(firsts[run[-1] + 1]))  # its frames' people (any frame between has nobody)
         xy, sure = keypoints[take].reshape(-1, 2), scores[take].reshape(-1)
         finite = torch.isfinite(xy).all(dim=1)  # then _centres' steps: rounded (half to even), clipped, cast
         centre = torch.where(finite[:, None], xy.double(), -1.0).round().clamp(-1, max(height, width)).long()
