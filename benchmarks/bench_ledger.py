@@ -24,8 +24,9 @@ Each part also counts the operations our code queues on the device outside the f
 launch on CUDA). --where prints, per task, the places in our code that copy or wait, and those that queue the most
 operations. --json PATH writes {"image": {TASK: {"d2h_bytes", "answer_bytes", "waits", "launches"}}, "video": {TASK:
 {"frames", "waits_per_frame", "uploads_per_frame", "h2d_bytes_per_frame", "d2h_bytes_per_frame",
-"needed_bytes_per_frame", "batches", "overlapped_batches", "launches_per_frame"}}, "live": {TASK: {"d2h_bytes",
-"waits", "launches"}}}.
+"needed_bytes_per_frame", "batches", "overlapped_batches", "launches_per_frame", "queue_launches_per_frame"}},
+"live": {TASK: {"d2h_bytes", "waits", "launches"}}}: "queue" counts the operations of the thread that queues the
+forwards (each delays the next forward), the rest run beside them in the post-processing worker.
 """
 
 from __future__ import annotations
@@ -148,7 +149,8 @@ def video_figures(key: str, clip: Path, task: str, frames: int, where: bool) -> 
             "uploads_per_frame": round(book.uploads(HEIGHT * WIDTH) / n, 3),
             "h2d_bytes_per_frame": book.bytes("h2d") // n, "d2h_bytes_per_frame": book.bytes("d2h") // n,
             "needed_bytes_per_frame": needed, "batches": batches, "overlapped_batches": overlapped,
-            "launches_per_frame": round(book.launches / n, 1)}
+            "launches_per_frame": round(book.launches / n, 1),
+            "queue_launches_per_frame": round(book.launches_on("queue") / n, 1)}
 
 
 def live_figures(ctx, task: str, where: bool) -> dict:
@@ -215,12 +217,12 @@ def main() -> None:
         print(f"{task:10}{f['d2h_bytes'] / 1e6:10.2f}{f['waits']:18d}{f['launches']:7d}")
     if figures["video"]:
         print(f"{'video':10}{'frames':>7}{'waits/fr':>9}{'uploads/fr':>11}{'h2d MB/fr':>10}{'d2h MB/fr':>10}"
-              f"{'needed MB/fr':>13}{'overlapped':>12}{'ops/fr':>8}")
+              f"{'needed MB/fr':>13}{'overlapped':>12}{'ops/fr':>8}{'queue':>7}")
     for task, f in figures["video"].items():
         print(f"{task:10}{f['frames']:7d}{f['waits_per_frame']:9.3f}{f['uploads_per_frame']:11.2f}"
               f"{f['h2d_bytes_per_frame'] / 1e6:10.2f}{f['d2h_bytes_per_frame'] / 1e6:10.2f}"
               f"{f['needed_bytes_per_frame'] / 1e6:13.2f}{f['overlapped_batches']:>7d}/{f['batches']:<4}"
-              f"{f['launches_per_frame']:8.1f}")
+              f"{f['launches_per_frame']:8.1f}{f['queue_launches_per_frame']:7.1f}")
     if args.json is not None:
         args.json.write_text(json.dumps(figures, indent=1))
 

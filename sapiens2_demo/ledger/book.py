@@ -67,6 +67,10 @@ class Ledger:
     def launches(self) -> int:
         return sum(self.launched.values())
 
+    def launches_on(self, thread: str) -> int:
+        """Those queued by one thread: "queue" (the one queuing forwards: each delays the next forward) or "worker"."""
+        return sum(n for (_, on), n in self.launched.items() if on == thread)
+
     def launch_table(self, rows: int = 12) -> str:
         """The places in our code that queue the most operations on the device."""
         top = sorted(self.launched.items(), key=lambda item: -item[1])[:rows]

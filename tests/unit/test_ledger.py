@@ -136,5 +136,12 @@ def test_it_counts_the_operations_queued_on_the_device_not_views_or_host_work():
         copied = on.permute(1, 0).reshape(24)  # not a view of a transposed tensor: a copy, one
         assert summed.shape == () and picked.shape == (2, 6) and copied.shape == (24,)
     assert book.launches == 4, book.launch_table()
-    assert book.summary()["launches"] == 4
+    assert book.summary()["launches"] == 4 and book.launches_on("queue") == 4 and book.launches_on("worker") == 0
+    with ledger.recording() as book:
+        maps = ledger.forward("model", {"out": torch.ones(2, 3)})  # this thread queues the forwards
+        worker = threading.Thread(target=lambda: maps["out"] * 2)  # post-processing beside them
+        worker.start()
+        worker.join()
+        maps["out"] + 1
+    assert (book.launches_on("queue"), book.launches_on("worker")) == (1, 1)
     assert all(where.startswith("?") or "test_ledger" not in where for where, _ in book.launched)  # our code only
