@@ -20,20 +20,18 @@ from .matting import cover_resize
 from .parts import palette
 
 
+# The colour tables and constants below are uploaded once per device from pinned memory (`ledger.upload_once`): a
+# copy from pageable memory would wait for everything queued on the device, in a process's first video.
 @lru_cache(maxsize=4)
 def _palette_lut(device: str):
-    import torch
-
-    lut = torch.zeros(256, 3, dtype=torch.float32)
-    lut[:len(palette())] = torch.from_numpy(palette().astype("float32"))
-    return lut.to(device)
+    lut = np.zeros((256, 3), np.float32)
+    lut[:len(palette())] = palette().astype("float32")
+    return ledger.upload_once(lut, device)
 
 
 @lru_cache(maxsize=4)
 def _colormap_lut(name: str, device: str):
-    import torch
-
-    return torch.from_numpy(colormap_lut(name).copy()).to(device)
+    return ledger.upload_once(colormap_lut(name).copy(), device)
 
 
 def _hwc(image):
@@ -165,21 +163,15 @@ def read_depth_bounds(raw: np.ndarray) -> DepthBounds:
 
 @lru_cache(maxsize=4)
 def _limits(device: str):
-    import torch
-
-    return torch.tensor([NEAR_LIMIT_M, FAR_LIMIT_M], dtype=torch.float64).to(device)
+    return ledger.upload_once(np.array([NEAR_LIMIT_M, FAR_LIMIT_M], np.float64), device)
 
 
 @lru_cache(maxsize=4)
 def _quantiles(device: str):
     """PERCENTILES / 100 as float64 on the device, uploaded once (not a small pageable copy a frame)."""
-    import torch
-
-    return (torch.tensor(PERCENTILES, dtype=torch.float64) / 100).to(device)
+    return ledger.upload_once(np.asarray(PERCENTILES, np.float64) / 100, device)
 
 
 @lru_cache(maxsize=8)
 def _grey(colour: tuple, device: str):
-    import torch
-
-    return torch.tensor(colour, dtype=torch.uint8).to(device)
+    return ledger.upload_once(np.array(colour, np.uint8), device)

@@ -139,6 +139,21 @@ def test_the_ledgers_ceilings_hold_on_a_video(name, clip, short_clip, key):
     assert overlapped == 2, book.table()
 
 
+def test_the_colour_tables_go_up_once_without_a_wait(short_clip, key):
+    """The device drawing's colour tables and constants (render/on_device.py) cross once per process from pinned
+    memory: a process's first video waits for none of them (from pageable memory each waited for the device)."""
+    from sapiens2_demo.render import on_device
+
+    for table in (on_device._palette_lut, on_device._colormap_lut, on_device._limits, on_device._quantiles,
+                  on_device._grey):
+        table.cache_clear()
+    with tempfile.TemporaryDirectory() as folder, ledger.recording() as book:
+        for task, options in (("segment", {}), ("pointmap", {"temporal_smoothing": True})):
+            process_video(short_clip, task, key, folder, batch_size=2, chunk_size=4, **options)
+    tables = [e for e in book.of("h2d") if "on_device.py" in e.where]
+    assert len(tables) >= 4 and not any(e.wait for e in tables), book.table()
+
+
 @pytest.mark.parametrize("task,options", [("normals", {"remove_background": True}), ("pointmap", {}),
                                           ("pose", {"boxes": "[[30, 10, 300, 290]]"})])
 def test_recording_changes_no_answer(key, frames, device_road, monkeypatch, task, options):
