@@ -34,10 +34,50 @@ _STATE: dict[str, tuple] = {}  # manager key -> (ModelManager, SegmentationCache
 
 
 def register(manager: ModelManager, seg_cache=None) -> str:
-    """Make a manager reachable from GPU calls by a picklable key."""
+    """Make a manager reachable from GPU calls by a picklable key. On ZeroGPU, also imports what the calls import
+    (`import_before_forks`)."""
     key = f"manager-{id(manager):x}"
     _STATE[key] = (manager, seg_cache)
+    if CROSSES_PROCESSES:
+        import_before_forks()
     return key
+
+
+# What a GPU call and the threads beside it (a video's writer, the other requests) import inside functions.
+FORK_IMPORTS = ("numpy.ma", "cv2", "av", "av.video.reformatter", "PIL.Image", "matplotlib.cm", "matplotlib.colors",
+                "trimesh", "torch", "torch.nn.functional", "torchvision.ops", "torchvision.transforms.v2.functional",
+                "transformers", "transformers.models.sapiens2.modeling_sapiens2",
+                "transformers.models.sapiens2.image_processing_sapiens2", "ultralytics", "ultralytics.data.augment",
+                "ultralytics.engine.results", "ultralytics.trackers.byte_tracker", "ultralytics.trackers.bot_sort",
+                "ultralytics.utils.checks", "lap")
+FORK_LAYERS = ("tasks", "export", "render", "pipelines", "pose", "media", "models")  # ours, below this module
+_IMPORTED_BEFORE_FORKS = []
+
+
+def import_before_forks() -> None:
+    """On ZeroGPU each call runs in a worker forked from this process, and a fork copies, held, the import lock of
+    any module another thread is importing at that moment: the worker then hangs on its first import of that
+    module (seen: a video's writer thread importing PIL's plugins while the next chunk's call forked; the worker,
+    loading its model, imported transformers, which imports PIL). So what the calls and the threads beside them
+    import inside functions is imported here, once, before any request (and no worker imports it again)."""
+    import importlib
+    import pkgutil
+
+    if _IMPORTED_BEFORE_FORKS:
+        return
+    for name in FORK_IMPORTS:
+        try:
+            importlib.import_module(name)
+        except ImportError:  # an optional package (lap: ultralytics' tracker's)
+            log.info("not imported before forks: %s", name)
+    import PIL.Image
+
+    PIL.Image.init()  # its format plugins, which it loads on the first save otherwise
+    for layer in FORK_LAYERS:
+        package = importlib.import_module(f"{__package__}.{layer}")
+        for module in pkgutil.iter_modules(package.__path__, f"{package.__name__}."):
+            importlib.import_module(module.name)
+    _IMPORTED_BEFORE_FORKS.append(True)
 
 
 def parse_preload(spec: str | None) -> list[tuple[str, str]]:

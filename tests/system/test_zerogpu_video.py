@@ -70,3 +70,37 @@ def test_chunked_zerogpu_video_equals_the_local_one(tiny_dir, clip, tmp_path):
         with zipfile.ZipFile(next(f for f in files if f.endswith("body_parts_labels.zip"))) as zf:
             outputs[where] = {name: zf.read(name) for name in zf.namelist()}
     assert len(outputs["local"]) == FRAMES and outputs["zerogpu"] == outputs["local"]
+
+
+THREAD_IMPORTS = """
+import json, sys, threading
+imported = []
+sys.addaudithook(lambda event, args: imported.append((threading.current_thread().name, args[0]))
+                 if event == "import" and threading.current_thread() is not threading.main_thread() else None)
+from sapiens2_demo import gpu
+from sapiens2_demo.jobs.video import process_video
+from sapiens2_demo.models.manager import ModelManager
+tiny, clip, out = sys.argv[1:4]
+manager = ModelManager(checkpoint_dir=tiny, device="cpu", dtype="float32", detector=tiny + "/yolov8n-random.pt")
+key = gpu.register(manager)
+assert gpu.CROSSES_PROCESSES
+for task, options in (("pointmap", {"temporal_smoothing": True}), ("pose", {"motion_3d": True}), ("matting", {})):
+    process_video(clip, task, key, out + "/" + task, max_people=2, **options)
+print("IMPORTED", json.dumps(imported))
+"""
+
+
+def test_threads_beside_the_gpu_calls_import_nothing(tiny_dir, clip, tmp_path):
+    """Each ZeroGPU call forks this process; a module another thread is importing at that moment stays locked in
+    the worker, which hangs on its first import of it (a video's writer importing PIL's plugins and matplotlib
+    while the next chunk's call forked: its worker imported transformers, which imports PIL). `gpu.register`
+    imports on ZeroGPU what the calls and the threads import inside functions, so a video's threads import
+    nothing while calls fork."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "YOLO_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error",
+           "PYTHONPATH": f"{STAND_IN}{os.pathsep}{ROOT}"}
+    env.pop("SAPIENS2_NO_SPACES", None)
+    done = subprocess.run([sys.executable, "-c", THREAD_IMPORTS, str(tiny_dir), str(clip), str(tmp_path)], env=env,
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    imported = json.loads(done.stdout.split("IMPORTED ", 1)[1])
+    assert imported == [], imported[:40]
