@@ -50,7 +50,7 @@ FORK_IMPORTS = ("numpy.ma", "cv2", "av", "av.video.reformatter", "PIL.Image", "m
                 "transformers.models.sapiens2.image_processing_sapiens2", "ultralytics", "ultralytics.data.augment",
                 "ultralytics.engine.results", "ultralytics.trackers.byte_tracker", "ultralytics.trackers.bot_sort",
                 "ultralytics.utils.checks", "lap")
-FORK_LAYERS = ("tasks", "export", "render", "pipelines", "pose", "media", "models")  # ours, below this module
+NOT_IN_CALLS = ("ui", "cli", "batch", "jobs", "standins")  # ours above this module: the front doors and the jobs
 _IMPORTED_BEFORE_FORKS = []
 
 
@@ -73,10 +73,12 @@ def import_before_forks() -> None:
     import PIL.Image
 
     PIL.Image.init()  # its format plugins, which it loads on the first save otherwise
-    for layer in FORK_LAYERS:
-        package = importlib.import_module(f"{__package__}.{layer}")
-        for module in pkgutil.iter_modules(package.__path__, f"{package.__name__}."):
-            importlib.import_module(module.name)
+    for top in pkgutil.iter_modules(importlib.import_module(__package__).__path__, f"{__package__}."):
+        if top.name.rsplit(".", 1)[1] in NOT_IN_CALLS:
+            continue
+        module = importlib.import_module(top.name)
+        for inner in pkgutil.iter_modules(module.__path__, f"{top.name}.") if top.ispkg else ():
+            importlib.import_module(inner.name)
     _IMPORTED_BEFORE_FORKS.append(True)
 
 
