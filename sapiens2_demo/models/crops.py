@@ -15,7 +15,7 @@ import weakref
 import numpy as np
 
 from .. import ledger
-from .inference import input_size, upload
+from .inference import image_size, input_size, upload
 from .manager import LoadedModel
 
 PADDING = 1.25  # crop_and_resize's default: the box grown by a quarter for context, as the reference does
@@ -38,24 +38,19 @@ def crop_people(loaded: LoadedModel, images: list, owners: list[int], boxes_xyxy
     scale_x, scale_y, center_x, center_y, half_w, half_h = (p[:, None, None] for p in params.unbind(-1))
     in_x = grid_x / scale_x + center_x - half_w   # the order of crop_and_resize's terms: the same float32 sums
     in_y = grid_y / scale_y + center_y - half_h
-    sizes = {_size(images[i]) for i in set(owners)}
+    sizes = {image_size(images[i]) for i in set(owners)}
     # frames of one size (a video's): every crop's sampling grid at once, the same float32 steps as one run's
     whole = _grid(in_x, in_y, *sizes.pop()) if len(sizes) == 1 else None
     pixels = []
     for start, stop in _runs(owners, bilinear):  # crops of one frame and one mode, next to each other
         image = _as_chw_float(images[owners[start]], device)
-        grid = whole[start:stop] if whole is not None else _grid(in_x[start:stop], in_y[start:stop], *_size(image))
+        grid = whole[start:stop] if whole is not None else _grid(in_x[start:stop], in_y[start:stop], *image_size(image))
         pixels.append(F.grid_sample(image[None].expand(stop - start, -1, -1, -1), grid,
                                     mode="bilinear" if bilinear[start] else "bicubic", padding_mode="zeros",
                                     align_corners=True))
     pixels = pixels[0] if len(pixels) == 1 else torch.cat(pixels)
     mean, std = _normalisation(loaded.processor, device)
     return ledger.on_device(pixels.sub_(mean).div_(std).to(dtype=loaded.dtype), ledger.batch_mark())
-
-
-def _size(image) -> tuple[int, int]:
-    """(H, W) of an RGB (H, W, 3) array or an uploaded (3, H, W) tensor."""
-    return tuple(image.shape[:2]) if isinstance(image, np.ndarray) else tuple(image.shape[-2:])
 
 
 def _grid(in_x, in_y, h: int, w: int):

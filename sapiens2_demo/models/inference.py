@@ -65,6 +65,11 @@ def upload(frames: list[np.ndarray], device) -> list:
     return ledger.on_device([t.to(device, non_blocking=cuda).permute(2, 0, 1) for t in tensors], ledger.batch_mark())
 
 
+def image_size(image) -> tuple[int, int]:
+    """(H, W) of an RGB (H, W, 3) array or of `upload`'s (3, H, W) tensor."""
+    return tuple(image.shape[:2]) if isinstance(image, np.ndarray) else tuple(image.shape[-2:])
+
+
 def copy_back(tensor):
     """`tensor` on the host, waiting for it alone: on CUDA an asynchronous copy into pinned memory and a wait on an
     event after it (a copy into pageable memory crawls: 16.9 ms for a batch of eight drawn 720p frames on an H200

@@ -24,7 +24,7 @@ from functools import partial
 
 import numpy as np
 
-from ..models.inference import forward, input_size, preprocess, upload
+from ..models.inference import forward, image_size, input_size, preprocess, upload
 from ..models.manager import ModelManager
 from ..models.registry import checkpoint
 from ..results import NORMAL_CODE, UNIT_CODE, CodedMap, MattingResult, NormalsResult, PointmapResult, SegmentationResult
@@ -271,7 +271,7 @@ def _scales(outputs, count: int):
 
 def _sizes(frames) -> list[tuple[int, int]]:
     """(H, W) per frame: numpy (H, W, 3) images or `upload`'s (3, H, W) tensors."""
-    return [tuple(f.shape[:2]) if isinstance(f, np.ndarray) else tuple(f.shape[-2:]) for f in frames]
+    return [image_size(f) for f in frames]
 
 
 def _masks(masks, frames) -> list:

@@ -225,9 +225,10 @@ def lift_on_device(poses: list[PoseResult], pointmaps: list, masks: list, *, min
     if pointmaps[busy[0]].device.type == "cuda":  # a copy from pageable memory would wait for everything queued
         up = up.pin_memory()
     centres = ledger.to_device(up, pointmaps[busy[0]].device, non_blocking=True).long()
-    ends = np.cumsum([p.shape[1] for p in pixels])
-    starts = ends - [p.shape[1] for p in pixels]
-    sampled = [_sample_frames([pointmaps[i] for i in run], [masks[i] for i in run], [pixels[k].shape[1] for k in ks],
+    counts = [p.shape[1] for p in pixels]
+    ends = np.cumsum(counts)
+    starts = ends - counts
+    sampled = [_sample_frames([pointmaps[i] for i in run], [masks[i] for i in run], [counts[k] for k in ks],
                               *centres[:, starts[ks[0]]:ends[ks[-1]]])  # the run's keypoints, one after another
                for run, ks in _runs_of_one_size(busy, pointmaps)]
     host = _joined(sampled).cpu().numpy()  # the one copy back
