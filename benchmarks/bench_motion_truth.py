@@ -71,7 +71,7 @@ TARGETS = "clean <= 2 mm, noise <= 12, noise + faults <= 15, swap <= 2x baseline
 
 
 def missed(clip: str, m: dict) -> list[str]:
-    """The issue's targets (README "Motion you can trust") that one clip's figures miss."""
+    """The issue's targets (docs/motion.md) that one clip's figures miss."""
     checks = {"clean": m["mpjpe_clean_mm"] <= 2, "noise": m["mpjpe_noise_mm"] <= 12, "faults": m["mpjpe_mm"] <= 15,
               "swap": m["swap_error_mm"] <= 2 * m["baseline_error_mm"],
               "body jumps": m["body_jumps_90"] == 0 or clip in ("cross", "leave_return"),

@@ -90,7 +90,7 @@ def parse_export_args(argv: list[str]) -> argparse.Namespace:
         prog="python -m sapiens2_demo.cli export",
         description="Write a checkpoint as a model file that runs without this project: ONNX (onnxruntime) or an "
                     "AOTInductor package (.pt2, torch._inductor.aoti_load_package), batch dimension dynamic. "
-                    "The README's 'Model files' section has the pre- and post-processing the caller does.")
+                    "docs/compile.md ('Model files') has the pre- and post-processing the caller does.")
     parser.add_argument("--task", required=True, help="pose, seg, normal, pointmap, matting or features")
     parser.add_argument("--size", choices=SIZES, default=None, help="model size (default: the task's smallest)")
     parser.add_argument("--format", choices=("onnx", "aoti"), default="onnx")

@@ -40,7 +40,7 @@ TIME_BASE = Fraction(1, 90000)  # output tick: 1/90000 s keeps input timing to ~
 _IMAGE_DEMUXERS = ("image2", "gif", "ico", "apng")  # plus every "*_pipe" (jpeg_pipe, png_pipe, webp_pipe ...)
 # swscale's threads for a frame's colour conversion (RGB <-> YUV), on one converter kept for a whole video: PyAV makes a
 # new converter for every frame it is not given one for, and on a 16-core GPU machine that cost 6.7 ms a 720p frame,
-# as much as x264's encode (README "GPU and ZeroGPU")
+# as much as x264's encode (docs/gpu.md)
 SCALE_THREADS = min(os.cpu_count() or 1, 8)
 
 
@@ -324,7 +324,7 @@ class VideoSink:
         rate = Fraction(self.fps).limit_denominator(1001)
         video = self._out.add_stream(self.spec.encoder, rate=rate, options=codec_options)
         # frame and slice threads (PyAV's default for an encoder is slices only): x264 at 720p 17 against 25 ms a
-        # frame on 2 cores; on a GPU machine the encoder, not the model, bounds a video (README "GPU and ZeroGPU")
+        # frame on 2 cores; on a GPU machine the encoder, not the model, bounds a video (docs/gpu.md)
         video.thread_type = "AUTO"
         video.height, video.width = even_size(h, w) if self.spec.encoder == "libx264" else (h, w)
         video.pix_fmt = self.spec.pix_fmt

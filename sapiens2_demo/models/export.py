@@ -213,7 +213,7 @@ def export(loaded, fmt: str, output: str | Path, check: bool = True) -> ExportRe
     elif check:
         before = os.environ.get(CHECK_INPUTS_ENV)
         if fmt == "aoti" and before is None:
-            os.environ[CHECK_INPUTS_ENV] = "1"  # as the README's caller does: refuse other layouts
+            os.environ[CHECK_INPUTS_ENV] = "1"  # as docs/compile.md's caller does: refuse other layouts
         try:
             result.checks = check_file(result, module, loaded.device, loaded.dtype)
             result.non_contiguous = check_non_contiguous(result, module, loaded.device, loaded.dtype)

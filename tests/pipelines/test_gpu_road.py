@@ -2,8 +2,8 @@
 answers, and the transfer ledger's ceilings per task hold on a video (CUDA's batch of 8 and chunk of 16), so a
 copy or a wait that comes back fails here.
 
-The ceilings are benchmarks/bench_ledger.py's figures (96 frames at 1080p on the stand-ins, README "Transfer
-ledger") taken on this clip's batches, with a margin under one wait per batch (1/8 a frame): the counts depend on
+The ceilings are benchmarks/bench_ledger.py's figures (96 frames at 1080p on the stand-ins, docs/ledger.md's
+tables) taken on this clip's batches, with a margin under one wait per batch (1/8 a frame): the counts depend on
 the batches and the people, not on the frame size or the weights (this clip is 160x120, random weights, one
 person).
 An image answer's ceiling is the issue's target itself (bytes back <= 1.1x what the answer holds, at 1080p)."""
@@ -24,7 +24,7 @@ from tests.videos import make_video
 
 MARGIN = 0.1  # waits a frame: less than one more wait per batch of 8
 # task -> (video task, options, waits a frame, frame-sized uploads a frame, device->host bytes a frame / the drawn
-# frame's). The benchmark's figures on this clip's batches (README "Transfer ledger": seg, matting, steady normals
+# frame's). The benchmark's figures on this clip's batches (docs/ledger.md: seg, matting, steady normals
 # and depth 0.125 waits a frame over 96 frames, one a batch; pose 0.135: a batch's crops decoded in one copy, the next
 # chunk's person boxes riding in it, plus the first chunk's boxes; mocap too, its lifted points in the same copy): a
 # wait a batch more fails. Steady normals and depth are drawn on the device (the drawn frame is all that comes back);

@@ -3,7 +3,7 @@ Sapiens2Layer compiled by inductor) run for real on the stand-ins (tiny configs 
 float32 eager. The road is forced with mocked capabilities, so it is the same on any x86 CPU (emulated bf16 is
 only slower). One inductor compile serves every model here (same block width): tens of seconds.
 
-Fidelity thresholds (issue #28; the README's "On a CPU" table gives the measured values): body-part labels
+Fidelity thresholds (issue #28; docs/cpu.md's table gives the measured values): body-part labels
 >= 99 % equal, normals median angle <= 1 degree, depth median relative difference <= 1 %, matting alpha median
 |d| <= 0.01, keypoints median <= 0.5 px.
 """
@@ -66,7 +66,7 @@ def measured(road, reference, image) -> dict[str, float]:
 
 def test_bf16_compiled_road_keeps_the_stand_ins_outputs(bf16_road, standin_manager, scene):
     figures = measured(bf16_road, standin_manager, scene.image)
-    print(figures)  # the README's table
+    print(figures)  # docs/cpu.md's table
     for task in ("seg", "normal", "pointmap", "matting", "pose"):
         loaded = bf16_road.get(checkpoint(task, TASKS[task].sizes[0]))
         assert loaded.dtype == torch.bfloat16 and loaded.compiled.status == "compiled", (task, loaded.compiled)

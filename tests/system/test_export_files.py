@@ -1,7 +1,7 @@
 """`python -m sapiens2_demo.cli export` on the tiny seg and pose checkpoints: the ONNX file runs in onnxruntime
 and the AOTInductor package in `torch._inductor.aoti_load_package`, at batch 1 and 3 (the batch dimension is
-dynamic), with outputs within 1e-3 (relative to the output's range) of the eager fp32 model; and the README's
-model-file block runs as written beside those files.
+dynamic), with outputs within 1e-3 (relative to the output's range) of the eager fp32 model; and the model-file
+block of docs/compile.md runs as written beside those files.
 
 Slow: an AOTInductor package of a tiny model compiles its C++ for 40-120 s on a 2-core CPU (ONNX: ~10 s).
 """
@@ -50,7 +50,7 @@ def assert_close(ours, expected) -> None:
 @pytest.fixture(scope="module")
 def exported(tiny_dir, tmp_path_factory):
     """export(task, fmt) -> (file, what the command printed): each file written once per module (an AOTInductor
-    package compiles for minutes), in one folder, under the names the README's block uses (seg.onnx, pose.pt2)."""
+    package compiles for minutes), in one folder, under the names docs/compile.md's block uses (seg.onnx, pose.pt2)."""
     folder = tmp_path_factory.mktemp("exported")
     made = {}
 
@@ -95,13 +95,13 @@ def test_aoti_package_loads_and_runs(exported, eager, task):
 
 
 def readme_block() -> str:
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "compile.md").read_text()
     section = readme[readme.index("## Model files (ONNX, AOTInductor)"):]
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
 def test_the_readmes_block_runs_as_written_and_matches_eager(exported, tiny_dir):
-    """The README's model-file block, as written, in a process of its own (as a deployer runs it: the package
+    """docs/compile.md's model-file block, as written, in a process of its own (as a deployer runs it: the package
     reads AOTI_RUNTIME_CHECK_INPUTS at its first call) beside seg.onnx and pose.pt2: both answers within 1e-3 of
     the eager model on the block's own input; and the package refuses the transposed view the block used to pass
     (it read that as contiguous and answered wrongly, silently)."""

@@ -1,7 +1,7 @@
 """The motion-capture ground-truth harness's clips as tests (tests/motion_truth.py): each clip under noise and
 faults through the video job's after-model path, the motion read back from the written BVH (and motion.glb,
 which must agree with it), held under ceilings set from the measured after-figures (benchmarks/
-bench_motion_truth.py prints them; the README's "Motion capture" table): the figures are deterministic (seeded),
+bench_motion_truth.py prints them; docs/motion.md's table): the figures are deterministic (seeded),
 so the margins only absorb floating-point differences between CPUs."""
 
 import warnings
@@ -12,7 +12,7 @@ import pytest
 from tests.motion_truth import measure_run
 
 # clip: (MPJPE mm, swap-frame limb error as a multiple of the clip's baseline, body jumps > 90 degrees); measured
-# (seed 0): 9.4, 1.06; 9.4, 1.22; 6.3, 1.40; 10.6, 1.00; 9.4, 1.35; 11.2, 1.14 (seeds 0-4: README)
+# (seed 0): 9.4, 1.06; 9.4, 1.22; 6.3, 1.40; 10.6, 1.00; 9.4, 1.35; 11.2, 1.14 (seeds 0-4: docs/motion.md)
 CEILINGS = {"walk": (10.5, 1.2, 0), "turn": (10.2, 1.35, 0), "arms": (7.2, 1.5, 0), "sit": (11.2, 1.15, 0),
             "cross": (10.2, 1.45, 0), "leave_return": (12.0, 1.25, 0)}
 
