@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import traceback
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -72,6 +73,9 @@ def user_errors(task_title: str):
         log.info("%s: refused the input: %s", task_title, error)
         raise refuse(str(error), "cannot use this file") from None
     except (UnknownCheckpoint, ValueError) as error:
+        if not isinstance(error, UnknownCheckpoint) and not worded_here(error):  # a library's: a defect of ours
+            log.error("%s failed", task_title, exc_info=error)
+            raise refuse(FAILED, "failed") from None
         log.info("%s: refused the request: %s", task_title, error)
         raise refuse(str(error), "cannot run") from None
     except MemoryError:
@@ -83,8 +87,23 @@ def user_errors(task_title: str):
             raise refuse("The GPU ran out of memory. Try a smaller model size or a smaller image.",
                          "out of memory") from None
         log.exception("%s failed", task_title)
-        raise refuse("Something went wrong on the server; it has been logged. Try again, or another image; the "
-                     "other tabs keep working.", "failed") from None
+        raise refuse(FAILED, "failed") from None
+
+
+FAILED = ("Something went wrong on the server; it has been logged. Try again, or another image; the other tabs keep "
+          "working.")
+PACKAGE = Path(__file__).resolve().parents[1]
+
+
+def worded_here(error: BaseException) -> bool:
+    """Whether `error` comes from a raise statement of this package, a refusal worded for the visitor ("Box 1 is
+    inverted"), and not from inside a library (numpy's "Number of samples, -60, must be non-negative."): that one
+    is a defect of ours, logged with its traceback at ERROR, and the visitor told it is not their doing."""
+    frames = traceback.extract_tb(error.__traceback__)
+    if not frames:
+        return True
+    where = frames[-1]
+    return PACKAGE in Path(where.filename).resolve().parents and (where.line or "").lstrip().startswith("raise")
 
 
 def check_upload(path):
