@@ -53,7 +53,9 @@ def footer_text(ctx: AppContext) -> str:
 # gallery (height "auto") is capped at 55 % of the window by gradio and scrolls: its second row of renders and
 # their captions were cut off on a laptop's screen, so it takes the height its tiles need. An uploaded image is
 # shown at most 75 % of the window high: a tall one (60 x 4000) made the page 4000 px long; and an image or a
-# result at least 200 px high, centred: a wide one (3000 x 40) was an 8 px strip under its own toolbar buttons.
+# result at least 200 px high, centred: a wide one (3000 x 40) was an 8 px strip under its own toolbar buttons (and
+# a result's 4000 x 60 picture a 12 px strip under its label). A progress box (the Video tab's, under its button) is
+# empty and flat until a run shows its progress there.
 CSS = """
 [data-testid="status-tracker"]:has(> .error) { display: none !important; }
 [id$="-files"] .label-clear-button { display: none !important; }
@@ -63,6 +65,8 @@ a[data-testid="model3d-download-link"][href*="CARD_PREFIX"] { display: none !imp
 .image-frame img { max-height: 75vh; }
 .upload-container:has(> .image-frame img) { min-height: 200px; align-items: center; justify-content: center; }
 .slider-wrap { min-height: 200px; align-items: center; }
+.image-container > button:has(> .image-frame img) { min-height: 200px; align-items: center; justify-content: center; }
+.progress-box:has(> [data-testid="status-tracker"]:not(.hide)) { min-height: 80px !important; }
 [data-testid="toast-body"]:has([data-unplayable]):not(:has(.toast-message-item:not([data-unplayable]))) {
   display: none !important;
 }

@@ -104,10 +104,11 @@ DENSE_OPTIONS = "Normals, depth and matting options"
 
 
 def task_controls(pose_options, dense_options, remove_background, steady, raw_normals, colour_bar, matting_mode,
-                  colour, background_image) -> dict:
+                  colour, background_image, frame_exports, motion_viewer) -> dict:
     """The Video tab's task-specific controls, each with its rule (chosen task, matting background) -> shown: those
     the chosen task's spec names (`TaskSpec.controls`; the grid of every task: all but the colour bar, which the grid
-    has not), and a matting background's control only with that background."""
+    has not), a matting background's control only with that background, and the 3D-motion viewer with the pose
+    options (it shows what one of them makes). An option that would change nothing is not offered."""
     def names(chosen: str) -> set[str]:
         if chosen == ALL_TASKS:
             return {name for spec in tasks.specs(in_all=True) for name in spec.controls} - {"colour_bar"}
@@ -123,7 +124,8 @@ def task_controls(pose_options, dense_options, remove_background, steady, raw_no
             dense_options: needs("remove_background", "steady", "raw_normals", "colour_bar", "matting"),
             remove_background: needs("remove_background"), steady: needs("steady"), raw_normals: needs("raw_normals"),
             colour_bar: needs("colour_bar"), matting_mode: needs("matting"), colour: matting_with("colour"),
-            background_image: matting_with("image")}
+            background_image: matting_with("image"), frame_exports: needs("frame_exports"),
+            motion_viewer: needs("pose_options")}
 
 
 def build_video_tab(ctx) -> None:
@@ -219,6 +221,9 @@ def build_video_tab(ctx) -> None:
                 with gr.Row():
                     btn = gr.Button("Process video", variant="primary")
                     stop = gr.Button("Stop", variant="secondary", interactive=False)  # only while a video runs
+                # the run's progress beside the button that started it: with the options open, the result's panel
+                # (which shows it too) is off the screen
+                progress_box = gr.Markdown(elem_id="video-progress", elem_classes=["progress-box"])
                 gr.Markdown(f"<small>Limits: the first {limits.max_seconds:g} s are processed, frames are downscaled "
                             f"to {limits.max_side} px on the longest side, uploads up to "
                             f"{limits.max_bytes // 2**20} MB.</small>")
@@ -233,7 +238,7 @@ def build_video_tab(ctx) -> None:
         inputs = [clip, task, size, stride, det_thr, max_people, tracking, smoothing, min_cutoff, beta, fg, raw,
                   mode, colour, bg_img, exports, gr.Number(0, visible=False), every, motion, steady,
                   people, bar]  # the hidden number is batch_size: API only
-        shown = task_controls(pose_options, dense_options, fg, steady, raw, bar, mode, colour, bg_img)
+        shown = task_controls(pose_options, dense_options, fg, steady, raw, bar, mode, colour, bg_img, exports, viewer)
         for control, rule in shown.items():  # as the page opens
             control.visible = rule(task.value, mode.value)
         def show(chosen: str, background: str):
@@ -249,7 +254,7 @@ def build_video_tab(ctx) -> None:
         start = btn.click(lambda _clip: gr.update(interactive=True), clip, stop, validator=needs("a video"),
                           api_visibility="private", show_progress="hidden")
         event = start.success(video, inputs, [rendered, files, info], api_name="video", concurrency_id="video",
-                              show_progress_on=[rendered])
+                              show_progress_on=[progress_box, rendered])
         mcp.add_video_tool(ctx, inputs, video.__doc__, run_video)  # the MCP tool, on these inputs
         for finished in (event.then, event.failure):
             finished(lambda: gr.update(interactive=False), None, stop, api_visibility="private",
