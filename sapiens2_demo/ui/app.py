@@ -7,7 +7,7 @@ import gradio as gr
 
 from .. import tasks
 from ..jobs.image import AppContext
-from .common import session_of, task_tab
+from .common import STANDIN_NOTE, runs_stand_ins, session_of, task_tab
 from .features_tab import build_features_tab
 from .image_tabs import build_all_tab, build_task_tab, run_request
 from .live_tab import build_live_tab
@@ -42,9 +42,13 @@ def build_app(ctx: AppContext) -> gr.Blocks:
 
 
 def footer_text(ctx: AppContext) -> str:
-    """The road the models take here (chosen at start: --device, --dtype and --compile override it)."""
-    return (f"<small>Models run on {ctx.manager.road} (chosen for this machine; --device, --dtype and --compile "
-            "override it).</small>")
+    """The road the models take here (chosen at start: --device, --dtype and --compile override it), led on the
+    stand-ins by what they are."""
+    standins = (f"<strong>{STANDIN_NOTE}</strong>: this server runs the stand-ins of sapiens2_demo/standins (tiny "
+                "models trained on synthetic pictures), not Sapiens2's weights. " if runs_stand_ins(ctx.manager)
+                else "")
+    return (f"<small>{standins}Models run on {ctx.manager.road} (chosen for this machine; --device, --dtype and "
+            "--compile override it).</small>")
 
 
 # A failed run leaves the outputs as they were (or empty): the toast names the task and says what to do, so the
@@ -82,7 +86,7 @@ a[data-testid="model3d-download-link"][href*="CARD_PREFIX"] { display: none !imp
 #   browser may not preview is processed all the same), and the results are H.264, which every browser plays.
 PAGE_JS = """
 () => {
-  const names = {"Record": "Start webcam", "Stop Recording": "Stop webcam"};
+  const names = {"Record": "Start webcam", "Stop": "Stop webcam"};  // gradio's "audio.record" / "audio.stop"
   const UNPLAYABLE = "Video not playable";
   const rename = () => {
     const root = document.getElementById("live-camera");

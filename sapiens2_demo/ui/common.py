@@ -17,6 +17,7 @@ from ..media.image import ImageError, load_image
 from ..models.manager import CheckpointUnavailable
 from ..models.registry import ACCEPTABLE_USE, LICENSE_URL, TASKS, UnknownCheckpoint
 from ..results import TaskOutput
+from ..util import notes_markdown
 
 log = logging.getLogger(__name__)
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
@@ -106,6 +107,31 @@ def worded_here(error: BaseException) -> bool:
     return PACKAGE in Path(where.filename).resolve().parents and (where.line or "").lstrip().startswith("raise")
 
 
+# The stand-in builder (sapiens2_demo/standins) marks the checkpoint folder it writes with this file: their outputs
+# have the shapes of the real ones and nothing more, and a visitor must not take them for Sapiens2's estimates
+STANDIN_MARKER = "STANDINS.txt"
+STANDIN_NOTE = "Stand-in checkpoints: shapes, not estimates"
+
+
+def runs_stand_ins(manager) -> bool:
+    """Whether the manager's checkpoint folder is the stand-ins' (it holds their marker)."""
+    folder = getattr(manager, "checkpoint_dir", None)
+    return folder is not None and (Path(folder) / STANDIN_MARKER).is_file()
+
+
+def answer_notes(ctx, notes: list[str]) -> list[str]:
+    """An answer's notes, led by the stand-in note on stand-ins (every answer: the page, the API, MCP)."""
+    if not runs_stand_ins(ctx.manager):
+        return list(notes)
+    return [f"{STANDIN_NOTE} (this server runs the stand-ins of sapiens2_demo/standins, not Sapiens2's weights).",
+            *notes]
+
+
+def answer_markdown(ctx, notes: list[str]) -> str:
+    """answer_notes as the bullet list every tab answers with (util.notes_markdown)."""
+    return notes_markdown(answer_notes(ctx, notes))
+
+
 def check_upload(path):
     """An upload's quick check (the image input's upload event): a file we cannot read is cleared at once,
     with a warning that says why, instead of showing a broken picture until a run fails."""
@@ -120,17 +146,29 @@ def check_upload(path):
     return gr.skip()
 
 
-def needs(what: str):
+EXAMPLES_AT = "pick an example at the bottom of this tab"  # an image tab's examples: under both columns
+
+
+def needs(what: str, examples: str = EXAMPLES_AT):
     """A Run button's validator: without its first input (`what`: "an image", "a video") the run does not start,
-    and that input's box says what to do, in place of a red "Error" toast. gradio runs it as the event is
-    queued (API callers get the message as a ValidationError); one gr.validate per input of the event."""
-    message = f"Upload {what} first: drop a file here, or click an example below."
+    and that input's box says what to do (`examples`: where this tab's examples are: on a laptop an image tab's
+    are below the first screen, so "below" was not enough), in place of a red "Error" toast. gradio runs it as the
+    event is queued (API callers get the message as a ValidationError); one gr.validate per input of the event."""
+    message = f"Upload {what} first: drop a file here, or {examples}."
 
     def validate(first, *others):
         checks = [gr.validate(first is not None, message)] + [gr.validate(True, "")] * len(others)
         return checks[0] if not others else tuple(checks)  # one input: gradio takes the value itself
 
     return validate
+
+
+def cleared_by(source, outputs: list) -> None:
+    """A new input (an upload, an example, the input cleared) empties `outputs`: the results of the previous input
+    never stand beside it, as they did when its run failed."""
+    count = len(outputs)
+    source.change(lambda: [None] * count if count > 1 else None, None, outputs, api_visibility="private",
+                  show_progress="hidden", queue=False)
 
 
 def note() -> None:

@@ -17,9 +17,20 @@ from ..jobs.video import ALL as ALL_TASKS
 from ..jobs.video import DETECT_EVERY, VideoJob, VideoLimits, default_batch_size
 from ..media.image import load_image
 from ..media.video import VideoError, probe
-from ..util import notes_markdown
 from . import mcp
-from .common import ASSETS, ImageUpload, check_upload, needs, note, notes_output, session_of, user_errors
+from .common import (
+    ASSETS,
+    ImageUpload,
+    answer_markdown,
+    check_upload,
+    cleared_by,
+    needs,
+    note,
+    notes_output,
+    session_of,
+    user_errors,
+)
+from .image_tabs import card_on_new_input
 from .sizes import size_menu
 from .viewers import SHOWN_MODELS, fill_after, model_viewer
 
@@ -96,7 +107,7 @@ def run_video(ctx, video, task: str = DEFAULT_TASK, size: str = "0.4b", stride: 
     motion = next((str(path) for path in out.files if path.name == "motion.glb"), None)
     SHOWN_MODELS.put(session_of(request), "video", motion)
     notes = out.notes + load_notes(ctx, since, job.jobs())  # "compiled at load in N s": its own loads' notes
-    yield str(out.video), [str(path) for path in out.files], notes_markdown(notes)
+    yield str(out.video), [str(path) for path in out.files], answer_markdown(ctx, notes)
 
 
 STOPPED = "- Stopped: the run was cancelled and its partial files removed."
@@ -251,7 +262,7 @@ def build_video_tab(ctx) -> None:
             trigger(show, [task, mode], list(shown), api_visibility="private", show_progress="hidden", queue=False)
         # Stop is on only while a run is under way: the empty-input check stops a run before it starts (the video
         # box says what to do), and gradio 6.31's page runs no .then step after a failed one, so .failure too
-        start = btn.click(lambda _clip: gr.update(interactive=True), clip, stop, validator=needs("a video"),
+        start = btn.click(lambda _clip: gr.update(interactive=True), clip, stop, validator=needs("a video", "pick an example clip under Task"),
                           api_visibility="private", show_progress="hidden")
         event = start.success(video, inputs, [rendered, files, info], api_name="video", concurrency_id="video",
                               show_progress_on=[progress_box, rendered])
@@ -260,5 +271,7 @@ def build_video_tab(ctx) -> None:
             finished(lambda: gr.update(interactive=False), None, stop, api_visibility="private",
                      show_progress="hidden", queue=False)
         fill_after(event, "video", viewer)  # the motion the run recorded, in a step of its own (see viewers.py)
+        cleared_by(clip, [rendered, files, info])
+        card_on_new_input(clip, viewer)
         stop.click(lambda: (gr.update(interactive=False), STOPPED), None, [stop, info], cancels=[event],
                    api_visibility="private", queue=False)
