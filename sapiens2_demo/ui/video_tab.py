@@ -110,6 +110,10 @@ def run_video(ctx, video, task: str = DEFAULT_TASK, size: str = "0.4b", stride: 
     yield str(out.video), [str(path) for path in out.files], answer_markdown(ctx, notes)
 
 
+# The 3D-motion viewer is hidden with visible="hidden" (on the page, not shown), never False: gradio 6.31 takes a
+# component with visible=False off the page, and a Model3D put back later drew nothing (its canvas code is loaded
+# once, at page load: ui/viewers.py)
+MOTION_VIEWER_HIDDEN = "hidden"
 STOPPED = "- Stopped: the run was cancelled and its partial files removed."
 DENSE_OPTIONS = "Normals, depth and matting options"
 
@@ -251,9 +255,11 @@ def build_video_tab(ctx) -> None:
                   people, bar]  # the hidden number is batch_size: API only
         shown = task_controls(pose_options, dense_options, fg, steady, raw, bar, mode, colour, bg_img, exports, viewer)
         for control, rule in shown.items():  # as the page opens
-            control.visible = rule(task.value, mode.value)
+            control.visible = rule(task.value, mode.value) or (MOTION_VIEWER_HIDDEN if control is viewer else False)
         def show(chosen: str, background: str):
             updates = [gr.update(visible=rule(chosen, background)) for rule in shown.values()]
+            motion = updates[list(shown).index(viewer)]
+            motion["visible"] = motion["visible"] or MOTION_VIEWER_HIDDEN
             updates[list(shown).index(dense_options)]["label"] = (  # one task's box is named for it
                 f"{tasks.get(chosen).short} options" if chosen != ALL_TASKS else DENSE_OPTIONS)
             return updates
