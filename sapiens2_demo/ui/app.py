@@ -70,7 +70,9 @@ a[data-testid="model3d-download-link"][href*="CARD_PREFIX"] { display: none !imp
 .upload-container:has(> .image-frame img) { min-height: 200px; align-items: center; justify-content: center; }
 .slider-wrap { min-height: 200px; align-items: center; }
 .image-container > button:has(> .image-frame img) { min-height: 200px; align-items: center; justify-content: center; }
-.progress-box:has(> [data-testid="status-tracker"]:not(.hide)) { min-height: 80px !important; }
+.progress-box:has(> [data-testid="status-tracker"]:not(.hide)):not(:has(> [data-testid="status-tracker"] > .error)) {
+  min-height: 80px !important;
+}
 [data-testid="toast-body"]:has([data-unplayable]):not(:has(.toast-message-item:not([data-unplayable]))) {
   display: none !important;
 }
