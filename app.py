@@ -69,6 +69,12 @@ def create_app(args: argparse.Namespace):
     budget = int(args.model_budget_gb * 2**30) if args.model_budget_gb else None
     manager = ModelManager(checkpoint_dir=args.checkpoint_dir, device=args.device, dtype=args.dtype,
                            memory_budget_bytes=budget, detector=args.detector, compile=args.compile)
+    from sapiens2_demo.ui.common import STANDIN_MARKER, STANDIN_NOTE, runs_stand_ins
+
+    if runs_stand_ins(manager):  # the operator reads it too: the page's footer and every answer say it
+        logging.getLogger("sapiens2_demo.app").warning(
+            "%s: %s holds %s, the stand-ins of sapiens2_demo/standins, not Sapiens2's weights; the page and every "
+            "answer say so.", STANDIN_NOTE.lower(), manager.checkpoint_dir, STANDIN_MARKER)
     from sapiens2_demo import gpu
 
     gpu.use_ahead_of_time(manager)  # ZeroGPU: compiled ahead of time after the preload, not at each load

@@ -42,7 +42,8 @@ def run(inputs: list[str], output: str | Path, options: BatchOptions, *, engine:
         else:
             complete.append(Record(str(item.path), "skipped", found, None, 0.0, list(options.tasks)))
     videos = sum(item.kind == "video" for item in items)
-    print(f"{len(items)} inputs ({len(items) - videos} images, {videos} videos), {len(complete)} already "
+    print(f"{counted(len(items), 'input')} ({counted(len(items) - videos, 'image')}, {counted(videos, 'video')}), "
+          f"{len(complete)} already "
           f"complete; tasks {', '.join(options.tasks)}; engine {engine}; outputs in {output_dir}",
           file=stream or sys.stderr, flush=True)
     for record in complete:
@@ -59,3 +60,8 @@ def run(inputs: list[str], output: str | Path, options: BatchOptions, *, engine:
     finally:
         summary = progress.close()
     return summary
+
+
+def counted(number: int, thing: str) -> str:
+    """"1 video", "2 videos", "0 videos"."""
+    return f"{number} {thing}{'' if number == 1 else 's'}"

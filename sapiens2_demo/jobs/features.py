@@ -89,7 +89,7 @@ def run_features(ctx: AppContext, image: LoadedImage, image2: LoadedImage | None
         files += write_features(result, picture, run_dir, prefix="features" if k == 0 else "features2")
 
     (h, w), (patch_h, patch_w) = results[0].grid_hw, results[0].patch_size_px
-    notes.append(f"Patch grid {h}x{w} (one patch = {patch_h:.1f}x{patch_w:.1f} image pixels); "
+    notes.append(f"Patch grid {w} wide x {h} tall (one patch = {patch_w:.1f} px wide x {patch_h:.1f} px tall); "
                  f"CLS embedding of {results[0].embedding.size} values.")
     notes.append("Colours: the first 3 PCA components of the patch features as RGB"
                  + (", one PCA for both images (same colour = similar features)." if image2 is not None else "."))

@@ -142,6 +142,7 @@ def _format_metres(value: float) -> str:
 
 TILE_LABEL_SHARE = 1 / 19  # a gallery tile's labels: this share of the tile's longer side
 TILE_BAR_WIDTH = 4.6  # a tile's colour bar is this many label heights wide
+MAX_LABELS_PER_HEIGHT = 5  # a bar's labels are at most 1/5 of its height: the strip keeps about half of it
 
 
 @lru_cache(maxsize=16)
@@ -160,7 +161,9 @@ def depth_colorbar(bounds: DepthBounds, height: int, width: int | None = None, c
     from PIL import Image, ImageDraw, ImageFont
 
     height = max(int(height), 64)
-    fontsize = float(fontsize or np.clip(height / 30.0, 7.0, 40.0))
+    # labels at most a fifth of the height: a tile's labels follow its width, and a wide picture's (1920x300) left
+    # no room for the strip
+    fontsize = min(float(fontsize or np.clip(height / 30.0, 7.0, 40.0)), height / MAX_LABELS_PER_HEIGHT)
     width = int(width or round(fontsize * (TILE_BAR_WIDTH if tile else 6.5)))
     if tile:
         top, bottom = round(fontsize * 1.9), height - max(round(fontsize * 0.8), round(height * 0.15))

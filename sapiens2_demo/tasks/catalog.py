@@ -166,7 +166,7 @@ register(TaskSpec(
              Option("show_names", False, "Write class names on the parts")),
     renderer=segment_renderer, present=present.present_segment, export=task_files.export_segment,
     files=("body_parts_labels.png", "body_parts_colors.png"), video_export=on_request(video_files.LabelsVideoExport),
-    live=True, in_all=True, button="Segment body parts", outputs=("slider", "legend"),
+    live=True, in_all=True, button="Segment body parts", outputs=("slider", "legend"), controls=("frame_exports",),
     result_label="Image / body parts", files_label="Downloads (class-id PNG, colour PNG)",
     description="Body-part segmentation of the people in an image: 29 classes (face, hair, arms, hands, legs, "
                 "clothing...). Gives the input and the coloured overlay, a legend of the classes present with their "
@@ -187,7 +187,7 @@ register(TaskSpec(
     video_export=normals_video_export, live=True, in_all=True,
     button="Estimate normals", outputs=("slider",), result_label="Image / normals",
     files_label="Downloads (16- or 8-bit PNG; normals.npy with raw data)",
-    controls=("remove_background", "steady", "raw_normals"),  # the Video and Live tabs' controls for it
+    controls=("remove_background", "steady", "raw_normals", "frame_exports"),  # the Video and Live tabs' controls
     description="Surface normals of the people in an image (one unit vector per pixel, camera frame). Gives the "
                 "input and the normal map as colours and the normals as a 16- or 8-bit PNG; with raw_data, also "
                 "as .npy (float32)."))
@@ -212,7 +212,7 @@ register(TaskSpec(
     viewer_card=("The person's 3D surface appears here", "after a run; then drag to turn it, scroll to zoom"),
     model3d_files=("person_mesh.glb", "person.glb"),  # the mesh; the cloud when no face is left
     files_label="Downloads (surface mesh .glb, depth PNG mm; with raw data: .npy m, point cloud .ply / .glb)",
-    controls=("remove_background", "steady", "colour_bar"),  # the Video and Live tabs' controls for it
+    controls=("remove_background", "steady", "colour_bar", "frame_exports"),  # the Video and Live tabs' controls for it
     description="Metric depth and 3D shape of the people in an image (a pointmap: one 3D point per pixel). Gives "
                 "the input and the depth as colours with a scale in metres, a coloured 3D surface mesh "
                 "(person_mesh.glb) and the depth as a PNG in millimetres; with raw_data, also the depth as .npy in "
@@ -229,7 +229,7 @@ register(TaskSpec(
     files=("matting_rgba.png", "matting_alpha.png"), video_export=on_request(video_files.MattingVideoExport), in_all=True,
     button="Cut out the people", outputs=("slider",), result_label="Image / composite",
     files_label="Downloads (RGBA PNG, alpha PNG)",
-    controls=("matting",),  # the Video and Live tabs' controls for it
+    controls=("matting", "frame_exports"),  # the Video and Live tabs' controls for it
     description="Cuts the people out of an image (alpha matting). Gives the input and the people composited over a "
                 "colour, an image or transparency, the cut-out as an RGBA PNG and the alpha matte as a PNG."))
 

@@ -100,7 +100,8 @@ class TaskSpec:
     video: bool = True  # runs on videos
     live: bool = False  # offered in the Live tab
     # the Video and Live tabs' controls that apply to it, shown only when it is chosen: "pose_options",
-    # "remove_background", "steady", "raw_normals", "colour_bar", "matting" (the matting background)
+    # "remove_background", "steady", "raw_normals", "colour_bar", "matting" (the matting background), "frame_exports"
+    # (its video_export writes per-frame downloads on request)
     controls: tuple[str, ...] = ()
     in_all: bool = False  # part of "all" (the All-tasks tab, `--tasks all`, the video grid)
     button: str = "Run"

@@ -7,7 +7,7 @@ import gradio as gr
 
 from .. import tasks
 from ..jobs.image import AppContext
-from .common import session_of, task_tab
+from .common import STANDIN_NOTE, runs_stand_ins, session_of, task_tab
 from .features_tab import build_features_tab
 from .image_tabs import build_all_tab, build_task_tab, run_request
 from .live_tab import build_live_tab
@@ -42,9 +42,13 @@ def build_app(ctx: AppContext) -> gr.Blocks:
 
 
 def footer_text(ctx: AppContext) -> str:
-    """The road the models take here (chosen at start: --device, --dtype and --compile override it)."""
-    return (f"<small>Models run on {ctx.manager.road} (chosen for this machine; --device, --dtype and --compile "
-            "override it).</small>")
+    """The road the models take here (chosen at start: --device, --dtype and --compile override it), led on the
+    stand-ins by what they are."""
+    standins = (f"<strong>{STANDIN_NOTE}</strong>: this server runs the stand-ins of sapiens2_demo/standins (tiny "
+                "models trained on synthetic pictures), not Sapiens2's weights. " if runs_stand_ins(ctx.manager)
+                else "")
+    return (f"<small>{standins}Models run on {ctx.manager.road} (chosen for this machine; --device, --dtype and "
+            "--compile override it).</small>")
 
 
 # A failed run leaves the outputs as they were (or empty): the toast names the task and says what to do, so the
@@ -53,7 +57,9 @@ def footer_text(ctx: AppContext) -> str:
 # gallery (height "auto") is capped at 55 % of the window by gradio and scrolls: its second row of renders and
 # their captions were cut off on a laptop's screen, so it takes the height its tiles need. An uploaded image is
 # shown at most 75 % of the window high: a tall one (60 x 4000) made the page 4000 px long; and an image or a
-# result at least 200 px high, centred: a wide one (3000 x 40) was an 8 px strip under its own toolbar buttons.
+# result at least 200 px high, centred: a wide one (3000 x 40) was an 8 px strip under its own toolbar buttons (and
+# a result's 4000 x 60 picture a 12 px strip under its label). A progress box (the Video tab's, under its button) is
+# empty and flat until a run shows its progress there.
 CSS = """
 [data-testid="status-tracker"]:has(> .error) { display: none !important; }
 [id$="-files"] .label-clear-button { display: none !important; }
@@ -63,6 +69,10 @@ a[data-testid="model3d-download-link"][href*="CARD_PREFIX"] { display: none !imp
 .image-frame img { max-height: 75vh; }
 .upload-container:has(> .image-frame img) { min-height: 200px; align-items: center; justify-content: center; }
 .slider-wrap { min-height: 200px; align-items: center; }
+.image-container > button:has(> .image-frame img) { min-height: 200px; align-items: center; justify-content: center; }
+.progress-box:has(> [data-testid="status-tracker"]:not(.hide)):not(:has(> [data-testid="status-tracker"] > .error)) {
+  min-height: 80px !important;
+}
 [data-testid="toast-body"]:has([data-unplayable]):not(:has(.toast-message-item:not([data-unplayable]))) {
   display: none !important;
 }
@@ -78,7 +88,7 @@ a[data-testid="model3d-download-link"][href*="CARD_PREFIX"] { display: none !imp
 #   browser may not preview is processed all the same), and the results are H.264, which every browser plays.
 PAGE_JS = """
 () => {
-  const names = {"Record": "Start webcam", "Stop Recording": "Stop webcam"};
+  const names = {"Record": "Start webcam", "Stop": "Stop webcam"};  // gradio's "audio.record" / "audio.stop"
   const UNPLAYABLE = "Video not playable";
   const rename = () => {
     const root = document.getElementById("live-camera");

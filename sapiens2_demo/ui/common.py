@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import traceback
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -16,6 +17,7 @@ from ..media.image import ImageError, load_image
 from ..models.manager import CheckpointUnavailable
 from ..models.registry import ACCEPTABLE_USE, LICENSE_URL, TASKS, UnknownCheckpoint
 from ..results import TaskOutput
+from ..util import notes_markdown
 
 log = logging.getLogger(__name__)
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
@@ -72,6 +74,9 @@ def user_errors(task_title: str):
         log.info("%s: refused the input: %s", task_title, error)
         raise refuse(str(error), "cannot use this file") from None
     except (UnknownCheckpoint, ValueError) as error:
+        if not isinstance(error, UnknownCheckpoint) and not worded_here(error):  # a library's: a defect of ours
+            log.error("%s failed", task_title, exc_info=error)
+            raise refuse(FAILED, "failed") from None
         log.info("%s: refused the request: %s", task_title, error)
         raise refuse(str(error), "cannot run") from None
     except MemoryError:
@@ -83,8 +88,48 @@ def user_errors(task_title: str):
             raise refuse("The GPU ran out of memory. Try a smaller model size or a smaller image.",
                          "out of memory") from None
         log.exception("%s failed", task_title)
-        raise refuse("Something went wrong on the server; it has been logged. Try again, or another image; the "
-                     "other tabs keep working.", "failed") from None
+        raise refuse(FAILED, "failed") from None
+
+
+FAILED = ("Something went wrong on the server; it has been logged. Try again, or another image; the other tabs keep "
+          "working.")
+PACKAGE = Path(__file__).resolve().parents[1]
+
+
+def worded_here(error: BaseException) -> bool:
+    """Whether `error` comes from a raise statement of this package, a refusal worded for the visitor ("Box 1 is
+    inverted"), and not from inside a library (numpy's "Number of samples, -60, must be non-negative."): that one
+    is a defect of ours, logged with its traceback at ERROR, and the visitor told it is not their doing."""
+    frames = traceback.extract_tb(error.__traceback__)
+    if not frames:
+        return True
+    where = frames[-1]
+    return PACKAGE in Path(where.filename).resolve().parents and (where.line or "").lstrip().startswith("raise")
+
+
+# The stand-in builder (sapiens2_demo/standins) marks the checkpoint folder it writes with this file: their outputs
+# have the shapes of the real ones and nothing more, and a visitor must not take them for Sapiens2's estimates
+STANDIN_MARKER = "STANDINS.txt"
+STANDIN_NOTE = "Stand-in checkpoints: shapes, not estimates"
+
+
+def runs_stand_ins(manager) -> bool:
+    """Whether the manager's checkpoint folder is the stand-ins' (it holds their marker)."""
+    folder = getattr(manager, "checkpoint_dir", None)
+    return folder is not None and (Path(folder) / STANDIN_MARKER).is_file()
+
+
+def answer_notes(ctx, notes: list[str]) -> list[str]:
+    """An answer's notes, led by the stand-in note on stand-ins (every answer: the page, the API, MCP)."""
+    if not runs_stand_ins(ctx.manager):
+        return list(notes)
+    return [f"{STANDIN_NOTE} (this server runs the stand-ins of sapiens2_demo/standins, not Sapiens2's weights).",
+            *notes]
+
+
+def answer_markdown(ctx, notes: list[str]) -> str:
+    """answer_notes as the bullet list every tab answers with (util.notes_markdown)."""
+    return notes_markdown(answer_notes(ctx, notes))
 
 
 def check_upload(path):
@@ -101,17 +146,29 @@ def check_upload(path):
     return gr.skip()
 
 
-def needs(what: str):
+EXAMPLES_AT = "pick an example at the bottom of this tab"  # an image tab's examples: under both columns
+
+
+def needs(what: str, examples: str = EXAMPLES_AT):
     """A Run button's validator: without its first input (`what`: "an image", "a video") the run does not start,
-    and that input's box says what to do, in place of a red "Error" toast. gradio runs it as the event is
-    queued (API callers get the message as a ValidationError); one gr.validate per input of the event."""
-    message = f"Upload {what} first: drop a file here, or click an example below."
+    and that input's box says what to do (`examples`: where this tab's examples are: on a laptop an image tab's
+    are below the first screen, so "below" was not enough), in place of a red "Error" toast. gradio runs it as the
+    event is queued (API callers get the message as a ValidationError); one gr.validate per input of the event."""
+    message = f"Upload {what} first: drop a file here, or {examples}."
 
     def validate(first, *others):
         checks = [gr.validate(first is not None, message)] + [gr.validate(True, "")] * len(others)
         return checks[0] if not others else tuple(checks)  # one input: gradio takes the value itself
 
     return validate
+
+
+def cleared_by(source, outputs: list) -> None:
+    """A new input (an upload, an example, the input cleared) empties `outputs`: the results of the previous input
+    never stand beside it, as they did when its run failed."""
+    count = len(outputs)
+    source.change(lambda: [None] * count if count > 1 else None, None, outputs, api_visibility="private",
+                  show_progress="hidden", queue=False)
 
 
 def note() -> None:

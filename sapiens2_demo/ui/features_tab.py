@@ -8,7 +8,6 @@ from collections.abc import Callable
 from .. import tasks
 from ..jobs.features import load_second_image, run_features
 from ..jobs.image import AppContext
-from ..util import notes_markdown
 
 
 def build_features_tab(ctx: AppContext, task_tab, run) -> Callable:
@@ -21,7 +20,7 @@ def build_features_tab(ctx: AppContext, task_tab, run) -> Callable:
     Returns the endpoint's handler."""
     import gradio as gr
 
-    from .common import ImageUpload, check_upload, needs, user_errors
+    from .common import ImageUpload, answer_markdown, check_upload, cleared_by, needs, user_errors
     from .sizes import size_menu
 
     def features(image, image2=None, size: str = "0.4b", use_mask: bool = True,
@@ -46,7 +45,7 @@ def build_features_tab(ctx: AppContext, task_tab, run) -> Callable:
         out = run("Features", run_features, image, request, progress, image2=second, size=size,
                   use_mask=bool(use_mask))
         pair2 = (out.gallery[0][0], out.gallery[1][0]) if out.gallery else None
-        return out.before_after, pair2, out.similarity, [str(p) for p in out.files], notes_markdown(out.notes)
+        return out.before_after, pair2, out.similarity, [str(p) for p in out.files], answer_markdown(ctx, out.notes)
 
     with task_tab("Features", "features") as tab:
         with tab.inputs:
@@ -68,6 +67,8 @@ def build_features_tab(ctx: AppContext, task_tab, run) -> Callable:
             files = gr.File(label="Downloads (CLS embedding .npy, patch features .npy, PCA PNG)",
                             file_count="multiple", interactive=False, elem_id="features-files")
         image2.upload(check_upload, image2, image2, api_visibility="private", show_progress="hidden")
+        for picture in (tab.img, image2):  # either picture's change: the results were of the pictures before
+            cleared_by(picture, [slider, slider2, similarity, files, tab.info])
         image2.change(lambda second: [gr.update(visible=second is not None)] * 2, image2, [slider2, similarity],
                       api_visibility="private", show_progress="hidden")
         btn.click(features, [tab.img, image2, size_dropdown, use_mask],

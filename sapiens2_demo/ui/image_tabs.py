@@ -20,11 +20,20 @@ import gradio as gr
 from .. import tasks
 from ..jobs import image as image_jobs
 from ..media.image import ImageError, load_image
-from ..util import notes_markdown
 from . import mcp
-from .common import ImageUpload, as_display_files, check_upload, needs, session_of, task_tab, user_errors
+from .common import (
+    ImageUpload,
+    answer_markdown,
+    as_display_files,
+    check_upload,
+    cleared_by,
+    needs,
+    session_of,
+    task_tab,
+    user_errors,
+)
 from .sizes import size_menu
-from .viewers import SHOWN_MODELS, fill_after, model_viewer
+from .viewers import SHOWN_MODELS, fill_after, model_viewer, shown
 
 
 def stream_request(ctx, title: str, stream, image, request, progress, **kwargs):
@@ -114,7 +123,7 @@ def make_handler(ctx, spec, stream: bool = True):
                                   task=spec.name, **chosen):
             SHOWN_MODELS.put(session_of(request), spec.name, str(out.model3d) if out.model3d else None)
             yield (*[result_value(kind, out) for kind in spec.outputs], [str(p) for p in out.files],
-                   notes_markdown(out.notes))
+                   answer_markdown(ctx, out.notes))
 
     kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
     defaults = {"size": spec.default_size(), **spec.defaults(ctx.manager.device)}
@@ -224,8 +233,16 @@ def build_task_tab(ctx, spec) -> None:
         names = [o.name for o in spec.options]
         names = (["size"] if len(spec.sizes) > 1 else []) + names
         mcp.add_tool(ctx, spec, inputs, names, endpoint_doc(spec, names, mcp.IMAGE_INPUT, mcp.RETURNS))
+        cleared_by(tab.img, outputs)
         if viewer is not None:  # the model the run recorded, in a step of its own (see viewers.py)
             fill_after(event, spec.name, viewer)
+            card_on_new_input(tab.img, viewer)
+
+
+def card_on_new_input(source, viewer) -> None:
+    """A new input puts `viewer`'s card back: the previous input's model never stands beside it (see cleared_by)."""
+    card = viewer.value["path"]
+    source.change(lambda: shown(card), None, viewer, api_visibility="private", show_progress="hidden", queue=False)
 
 
 def build_all_tab(ctx) -> None:
@@ -242,7 +259,7 @@ def build_all_tab(ctx) -> None:
             notes (Markdown)
         """
         for out in stream_request(ctx, "All tasks", image_jobs.stream_all, image, request, progress, size=size):
-            yield out.gallery, (str(out.files[0]) if out.files else None), notes_markdown(out.notes)
+            yield out.gallery, (str(out.files[0]) if out.files else None), answer_markdown(ctx, out.notes)
 
     with task_tab("All tasks", "all", scales=(1, 2)) as tab:
         with tab.inputs:
@@ -255,6 +272,7 @@ def build_all_tab(ctx) -> None:
                                  elem_id="all-output")  # contain: the depth tile keeps its colour bar
             files = gr.File(label="Download everything (.zip)", interactive=False, elem_id="all-files")
     outputs = [gallery, files, tab.info]
+    cleared_by(tab.img, outputs)
     btn.click(all_tasks, [tab.img, size], outputs, api_name="all_tab", api_visibility="private", concurrency_id="all",
               validator=needs("an image"))
     gr.on([], last_answer(all_tasks), [tab.img, size], outputs, api_name="all", concurrency_id="all")  # API, MCP

@@ -35,7 +35,7 @@ import gradio as gr
 
 from ..jobs import image as image_jobs
 from ..media.image import ImageError, load_image
-from .common import user_errors
+from .common import answer_notes, user_errors
 
 RENDER_SIDE = 1024  # the image content's long side: enough to look at, small in an agent's context
 ENDPOINT_PREFIX = "mcp_"
@@ -71,7 +71,7 @@ def tool_handler(ctx, spec, names: list[str], doc: str):
             loaded = load_image(image)
             run_dir = agent_folder(ctx)
             out = image_jobs.run_task(ctx, loaded, task=spec.name, run_dir=run_dir, progress=progress, **chosen)
-            return answer(spec.name, out, run_dir)
+            return answer(ctx, spec.name, out, run_dir)
 
     kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
     defaults = {"size": spec.default_size(), **spec.defaults()}
@@ -95,10 +95,10 @@ def agent_folder(ctx) -> Path:
     return ctx.outputs.new_run_dir(agent_session())
 
 
-def answer(task: str, out, run_dir: Path) -> tuple[str, str, list[str]]:
+def answer(ctx, task: str, out, run_dir: Path) -> tuple[str, str, list[str]]:
     """A TaskOutput as the tools' three outputs: the render's file, the JSON summary with the notes, the files."""
     render = write_render(out.main, run_dir)
-    summary = {"task": task, **out.summary, "notes": [TAG.sub("", note) for note in out.notes]}
+    summary = {"task": task, **out.summary, "notes": [TAG.sub("", note) for note in answer_notes(ctx, out.notes)]}
     return str(render), json.dumps(summary, ensure_ascii=False), [str(path) for path in out.files]
 
 
@@ -123,7 +123,7 @@ def add_features_tool(ctx, inputs: list, doc: str, family: str) -> None:
             run_dir = agent_folder(ctx)
             out = run_features(ctx, loaded, second, run_dir=run_dir, progress=progress, size=size,
                                use_mask=bool(use_mask))
-            return answer("features", out, run_dir)
+            return answer(ctx, "features", out, run_dir)
 
     features.__doc__ = doc
     outputs = [gr.Image(type="filepath", format="jpeg", visible=False), gr.Textbox(visible=False),

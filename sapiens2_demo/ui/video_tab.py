@@ -17,9 +17,20 @@ from ..jobs.video import ALL as ALL_TASKS
 from ..jobs.video import DETECT_EVERY, VideoJob, VideoLimits, default_batch_size
 from ..media.image import load_image
 from ..media.video import VideoError, probe
-from ..util import notes_markdown
 from . import mcp
-from .common import ASSETS, ImageUpload, check_upload, needs, note, notes_output, session_of, user_errors
+from .common import (
+    ASSETS,
+    ImageUpload,
+    answer_markdown,
+    check_upload,
+    cleared_by,
+    needs,
+    note,
+    notes_output,
+    session_of,
+    user_errors,
+)
+from .image_tabs import card_on_new_input
 from .sizes import size_menu
 from .viewers import SHOWN_MODELS, fill_after, model_viewer
 
@@ -96,18 +107,23 @@ def run_video(ctx, video, task: str = DEFAULT_TASK, size: str = "0.4b", stride: 
     motion = next((str(path) for path in out.files if path.name == "motion.glb"), None)
     SHOWN_MODELS.put(session_of(request), "video", motion)
     notes = out.notes + load_notes(ctx, since, job.jobs())  # "compiled at load in N s": its own loads' notes
-    yield str(out.video), [str(path) for path in out.files], notes_markdown(notes)
+    yield str(out.video), [str(path) for path in out.files], answer_markdown(ctx, notes)
 
 
+# The 3D-motion viewer is hidden with visible="hidden" (on the page, not shown), never False: gradio 6.31 takes a
+# component with visible=False off the page, and a Model3D put back later drew nothing (its canvas code is loaded
+# once, at page load: ui/viewers.py)
+MOTION_VIEWER_HIDDEN = "hidden"
 STOPPED = "- Stopped: the run was cancelled and its partial files removed."
 DENSE_OPTIONS = "Normals, depth and matting options"
 
 
 def task_controls(pose_options, dense_options, remove_background, steady, raw_normals, colour_bar, matting_mode,
-                  colour, background_image) -> dict:
+                  colour, background_image, frame_exports, motion_viewer) -> dict:
     """The Video tab's task-specific controls, each with its rule (chosen task, matting background) -> shown: those
     the chosen task's spec names (`TaskSpec.controls`; the grid of every task: all but the colour bar, which the grid
-    has not), and a matting background's control only with that background."""
+    has not), a matting background's control only with that background, and the 3D-motion viewer with the pose
+    options (it shows what one of them makes). An option that would change nothing is not offered."""
     def names(chosen: str) -> set[str]:
         if chosen == ALL_TASKS:
             return {name for spec in tasks.specs(in_all=True) for name in spec.controls} - {"colour_bar"}
@@ -123,7 +139,8 @@ def task_controls(pose_options, dense_options, remove_background, steady, raw_no
             dense_options: needs("remove_background", "steady", "raw_normals", "colour_bar", "matting"),
             remove_background: needs("remove_background"), steady: needs("steady"), raw_normals: needs("raw_normals"),
             colour_bar: needs("colour_bar"), matting_mode: needs("matting"), colour: matting_with("colour"),
-            background_image: matting_with("image")}
+            background_image: matting_with("image"), frame_exports: needs("frame_exports"),
+            motion_viewer: needs("pose_options")}
 
 
 def build_video_tab(ctx) -> None:
@@ -219,6 +236,9 @@ def build_video_tab(ctx) -> None:
                 with gr.Row():
                     btn = gr.Button("Process video", variant="primary")
                     stop = gr.Button("Stop", variant="secondary", interactive=False)  # only while a video runs
+                # the run's progress beside the button that started it: with the options open, the result's panel
+                # (which shows it too) is off the screen
+                progress_box = gr.Markdown(elem_id="video-progress", elem_classes=["progress-box"])
                 gr.Markdown(f"<small>Limits: the first {limits.max_seconds:g} s are processed, frames are downscaled "
                             f"to {limits.max_side} px on the longest side, uploads up to "
                             f"{limits.max_bytes // 2**20} MB.</small>")
@@ -233,11 +253,13 @@ def build_video_tab(ctx) -> None:
         inputs = [clip, task, size, stride, det_thr, max_people, tracking, smoothing, min_cutoff, beta, fg, raw,
                   mode, colour, bg_img, exports, gr.Number(0, visible=False), every, motion, steady,
                   people, bar]  # the hidden number is batch_size: API only
-        shown = task_controls(pose_options, dense_options, fg, steady, raw, bar, mode, colour, bg_img)
+        shown = task_controls(pose_options, dense_options, fg, steady, raw, bar, mode, colour, bg_img, exports, viewer)
         for control, rule in shown.items():  # as the page opens
-            control.visible = rule(task.value, mode.value)
+            control.visible = rule(task.value, mode.value) or (MOTION_VIEWER_HIDDEN if control is viewer else False)
         def show(chosen: str, background: str):
             updates = [gr.update(visible=rule(chosen, background)) for rule in shown.values()]
+            motion = updates[list(shown).index(viewer)]
+            motion["visible"] = motion["visible"] or MOTION_VIEWER_HIDDEN
             updates[list(shown).index(dense_options)]["label"] = (  # one task's box is named for it
                 f"{tasks.get(chosen).short} options" if chosen != ALL_TASKS else DENSE_OPTIONS)
             return updates
@@ -246,14 +268,16 @@ def build_video_tab(ctx) -> None:
             trigger(show, [task, mode], list(shown), api_visibility="private", show_progress="hidden", queue=False)
         # Stop is on only while a run is under way: the empty-input check stops a run before it starts (the video
         # box says what to do), and gradio 6.31's page runs no .then step after a failed one, so .failure too
-        start = btn.click(lambda _clip: gr.update(interactive=True), clip, stop, validator=needs("a video"),
+        start = btn.click(lambda _clip: gr.update(interactive=True), clip, stop, validator=needs("a video", "pick an example clip under Task"),
                           api_visibility="private", show_progress="hidden")
         event = start.success(video, inputs, [rendered, files, info], api_name="video", concurrency_id="video",
-                              show_progress_on=[rendered])
+                              show_progress_on=[progress_box, rendered])
         mcp.add_video_tool(ctx, inputs, video.__doc__, run_video)  # the MCP tool, on these inputs
         for finished in (event.then, event.failure):
             finished(lambda: gr.update(interactive=False), None, stop, api_visibility="private",
                      show_progress="hidden", queue=False)
         fill_after(event, "video", viewer)  # the motion the run recorded, in a step of its own (see viewers.py)
+        cleared_by(clip, [rendered, files, info])
+        card_on_new_input(clip, viewer)
         stop.click(lambda: (gr.update(interactive=False), STOPPED), None, [stop, info], cancels=[event],
                    api_visibility="private", queue=False)

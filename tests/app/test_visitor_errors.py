@@ -151,6 +151,7 @@ def test_a_run_without_its_input_says_what_to_do():
 
     missing, size = needs("an image")(None, "0.4b")
     assert missing["is_valid"] is False and size["is_valid"] is True
-    assert missing["message"] == "Upload an image first: drop a file here, or click an example below."
+    assert missing["message"] == "Upload an image first: drop a file here, or pick an example at the bottom of this tab."
     assert all(check["is_valid"] for check in needs("an image")("photo.jpg", "0.4b"))
-    assert needs("a video")(None)["message"].startswith("Upload a video first")  # one input: the check itself
+    assert needs("a video", "pick an example clip under Task")(None)["message"] == (  # one input: the check itself
+        "Upload a video first: drop a file here, or pick an example clip under Task.")

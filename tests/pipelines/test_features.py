@@ -279,7 +279,7 @@ def test_run_features_one_image_with_the_person_mask(ctx, person_image, tmp_path
     rows, cols = pixel_cells(person_image.shape[:2], (16, 12))
     person = np.broadcast_to(cols < 4, person_image.shape[:2])  # patch columns 0-3 are the person's
     assert (after[~person] == 0).all() and after[person].any(axis=-1).mean() > 0.9
-    assert "Patch grid 16x12" in " ".join(out.notes)
+    assert "Patch grid 12 wide x 16 tall (one patch = 42.7 px wide x 32.0 px tall)" in " ".join(out.notes)
 
 
 def test_the_0_1b_backbone_is_offered_and_runs_with_the_0_4b_body_parts(ctx, person_image, tiny_dir, tmp_path):

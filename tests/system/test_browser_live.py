@@ -51,7 +51,7 @@ def test_live_tab_streams_the_fake_camera(app_server, tmp_path):
             page.screenshot(path=str(shots / "live.png"), full_page=True)
 
             capture = panel.locator("button[aria-label='capture photo']")
-            assert capture.inner_text().strip() == "Stop"
+            assert capture.inner_text().strip() == "Stop webcam"  # gradio's own "Stop", named by the page
             capture.click()  # the same button stops the stream
             frames = int(re.search(r"(\d+) shown", stats_text(page)).group(1))
             page.wait_for_timeout(1500)

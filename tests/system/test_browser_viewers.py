@@ -72,13 +72,18 @@ def test_no_downloads_box_offers_an_upload(page):
 
 
 def test_a_run_without_an_image_says_what_to_do(page, shots):
-    """Run with no image: no run and no red "Error" toast; the image box itself says what to do."""
+    """Run with no image: no run and no red "Error" toast; the image box itself says what to do, and where the
+    examples are: at the bottom of the tab, under both columns, off the first screen ("click an example below"
+    sent a visitor looking under the image)."""
     page.get_by_role("tab", name="Matting", exact=True).click()
     panel = page.locator("#tab-matting")
     assert panel.locator("[data-testid=image] img").count() == 0  # nothing uploaded in this tab yet
     panel.get_by_role("button", name="Cut out the people").click()
-    panel.get_by_text("Upload an image first: drop a file here, or click an example below.").wait_for(
+    panel.get_by_text("Upload an image first: drop a file here, or pick an example at the bottom of this tab.").wait_for(
         state="visible", timeout=30_000)
+    examples = panel.get_by_text("Examples", exact=True).first.bounding_box()
+    columns = panel.locator(".row").first.bounding_box()
+    assert examples["y"] >= columns["y"] + columns["height"] - 1, (examples, columns)  # under both columns
     page.wait_for_timeout(1000)  # a run would have failed by now
     assert page.locator(".toast-body.error").count() == 0
     page.screenshot(path=str(shots / "empty_run.png"))

@@ -186,7 +186,9 @@ def test_missing_checkpoint_stops_the_run_with_its_name(data, tmp_path, capsys):
     code = cli.main(["--input", str(data / "people" / "hopper.png"), "--output", str(out), "--tasks", "seg",
                      "--checkpoint-dir", str(tmp_path / "empty"), "--device", "cpu", "-q"])
     assert code == 2
-    assert "Could not load facebook/sapiens2-seg-0.4b" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "Could not load facebook/sapiens2-seg-0.4b" in err
+    assert "1 input (1 image, 0 videos), 0 already complete" in err  # plurals as written ("1 inputs" was)
     assert read_manifest(out / "manifest.jsonl") == []  # not a failure of the input: nothing recorded
 
 
