@@ -33,6 +33,7 @@ from ..render.normals import normals_to_rgb
 from ..render.parts import colorize_labels
 from ..results import MattingResult, NormalsResult, PointmapResult, SegmentationResult, resolve_mask
 from ..util import in_parallel, target, write_png
+from .bounds import gltf_bounds, remember
 from .pointcloud import DEFAULT_MAX_POINTS, glb_bytes, person_points, to_trimesh
 
 DEPTH_PNG_MAX_MM = 65535
@@ -150,7 +151,7 @@ def write_glb(result: PointmapResult, image: np.ndarray, folder, mask: np.ndarra
     path = target(folder, name)
     cloud = _cloud(result, image, mask, max_points) if cloud is None else cloud
     path.write_bytes(glb_bytes(cloud))
-    return path
+    return remember(path, gltf_bounds(cloud.points))  # the 3D viewer frames it from these (export/bounds.py)
 
 
 def write_point_cloud(result: PointmapResult, image: np.ndarray, folder, mask: np.ndarray | None = None,
