@@ -82,17 +82,17 @@ def write_normals_png(result: NormalsResult, folder, bits: int = 8, mask: np.nda
     if bits not in (8, 16):
         raise ValueError("bits must be 8 or 16")
     path = target(folder, name or ("normals.png" if bits == 8 else "normals16.png"))
-    normals = np.asarray(result.normals, dtype=np.float32)
-    mask = resolve_mask(result, mask, normals.shape[:2])
     coded = result.normal_codes
-    if bits == 8:
-        encoded = normals_to_rgb(normals)
-    elif coded is not None:  # a light answer's normals are this file's codes (results.NORMAL_CODE)
-        encoded = coded.codes
+    if bits == 16 and coded is not None:  # a light answer's normals are this file's codes (results.NORMAL_CODE):
+        encoded = coded.codes  # written as they are, never decoded here
+    elif bits == 8:
+        encoded = normals_to_rgb(np.asarray(result.normals, dtype=np.float32))
     else:  # one OpenCV pass: (n + 1) * 32767.5 rounded and saturated (numpy's five took ~60 ms at 1080p)
         import cv2
 
+        normals = np.asarray(result.normals, dtype=np.float32)
         encoded = cv2.addWeighted(normals, 32767.5, normals, 0.0, 32767.5, dtype=cv2.CV_16U)
+    mask = resolve_mask(result, mask, encoded.shape[:2])
     if mask is not None:
         import cv2
 

@@ -4,6 +4,7 @@ then the complete answer; every file (downloads and the display copies gradio is
 import os
 import sys
 import threading
+import time
 import zipfile
 from collections import Counter
 from pathlib import Path
@@ -106,3 +107,23 @@ def test_the_render_does_not_wait_for_the_downloads(ctx, monkeypatch, stream, kw
     shown_first.set()
     [complete] = list(steps)
     assert complete.files and not watchdog_fired.is_set()
+
+
+@pytest.mark.parametrize("task", ["normals", "matting", "pointmap"])
+def test_each_coded_map_is_decoded_once_while_the_render_and_the_writers_read_it(ctx, monkeypatch, task):
+    """A light answer's maps come as their files' codes; the render and the writers (threads, at once) share one
+    decode of each. Each decode is slowed down so that both readers reach it together."""
+    from sapiens2_demo import results
+
+    decoded = Counter()
+    decode = results.CodedMap.decode
+
+    def slow_decode(self):
+        decoded[id(self.codes)] += 1
+        time.sleep(0.3)
+        return decode(self)
+
+    monkeypatch.setattr(results.CodedMap, "decode", slow_decode)
+    *_, complete = image_jobs.stream_task(ctx, load_image(ASSETS / "astronaut.jpg"), task=task,
+                                          run_dir=ctx.outputs.new_run_dir("s"))
+    assert complete.files and all(count == 1 for count in decoded.values()), decoded

@@ -1,0 +1,73 @@
+"""A light answer's maps drawn from their codes (issue 37: a map decoded once): the same bytes as the decoded
+float path, without decoding them in the renderer."""
+
+import numpy as np
+import pytest
+
+from sapiens2_demo import results
+from sapiens2_demo.render.matting import MattingAnnotator
+from sapiens2_demo.render.normals import NormalsAnnotator
+from sapiens2_demo.results import NORMAL_CODE, UNIT_CODE, CodedMap, MattingResult, NormalsResult
+
+RNG = np.random.default_rng(0)
+H, W = 120, 160
+IMAGE = RNG.integers(0, 256, (H, W, 3), dtype=np.uint8)
+
+
+def no_decoding(monkeypatch):
+    def refuse(self):
+        raise AssertionError("the renderer decoded a coded map")
+
+    monkeypatch.setattr(results.CodedMap, "decode", refuse)
+
+
+@pytest.mark.parametrize("background", ["black", "image"])
+@pytest.mark.parametrize("masked", [False, True])
+def test_normals_drawn_from_their_codes_are_the_decoded_drawing(monkeypatch, background, masked):
+    normals = RNG.normal(size=(H, W, 3)).astype(np.float32)
+    normals /= np.linalg.norm(normals, axis=-1, keepdims=True)
+    codes = np.rint((normals + 1) * 32767.5).astype(np.uint16)
+    mask = RNG.random((H, W)) > 0.3 if masked else None
+    expected = NormalsAnnotator(background).annotate(IMAGE, NormalsResult(CodedMap(codes, *NORMAL_CODE).decode(),
+                                                                          mask=mask))
+    no_decoding(monkeypatch)
+    drawn = NormalsAnnotator(background).annotate(IMAGE, NormalsResult(CodedMap(codes, *NORMAL_CODE), mask=mask))
+    np.testing.assert_array_equal(drawn, expected)
+
+
+@pytest.mark.parametrize("annotator", [MattingAnnotator("colour", "#00b140"), MattingAnnotator("colour", "#ffffff"),
+                                       MattingAnnotator("image", image=RNG.integers(0, 256, (90, 300, 3), np.uint8))])
+def test_matting_composited_from_its_codes_is_the_decoded_composite(monkeypatch, annotator):
+    alpha = RNG.integers(0, 256, (H, W), dtype=np.uint8)
+    alpha[:10] = 0
+    alpha[-10:] = 255
+    foreground = (RNG.random((H, W, 3)) * alpha[..., None]).astype(np.uint8)
+    decoded = MattingResult(CodedMap(alpha, *UNIT_CODE).decode(), CodedMap(foreground, *UNIT_CODE).decode())
+    expected = annotator.annotate(IMAGE, decoded)
+    no_decoding(monkeypatch)
+    drawn = annotator.annotate(IMAGE, MattingResult(CodedMap(alpha, *UNIT_CODE), CodedMap(foreground, *UNIT_CODE)))
+    np.testing.assert_array_equal(drawn, expected)
+
+
+def test_two_threads_reading_a_coded_map_at_once_share_one_decode(monkeypatch):
+    import threading
+    import time
+
+    calls = []
+    decode = results.CodedMap.decode
+
+    def slow(self):
+        calls.append(1)
+        time.sleep(0.2)  # both readers arrive while the first decodes
+        return decode(self)
+
+    monkeypatch.setattr(results.CodedMap, "decode", slow)
+    codes = RNG.integers(0, 65536, (H, W, 3), dtype=np.uint16)
+    result = NormalsResult(CodedMap(codes, *NORMAL_CODE))
+    seen = []
+    readers = [threading.Thread(target=lambda: seen.append(result.normals)) for _ in range(2)]
+    for reader in readers:
+        reader.start()
+    for reader in readers:
+        reader.join()
+    assert len(calls) == 1 and seen[0] is seen[1]
