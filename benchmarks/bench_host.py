@@ -13,10 +13,13 @@ Image (the 1920x1080 astronaut, bench_endpoints.make_image), per task in this pr
 - shown / complete: the job's first and last yield (jobs.image.stream_task / stream_all) after the forward,
   plus the display copies gradio is handed (ui.common.as_display_files): the host's part of the answer;
 - render: the task's presenter alone (tasks.present); display: the display copies alone;
-- files: each download's completion, ms after its writing began (the file's mtime), and all of them together.
-Then through gradio (bench_endpoints' apps and client; --no-gradio skips it): seconds beyond gradio's echo floor
-until the render is on the client (shown) and until the answer is complete, each call right after an echo call;
-"gradio's part" is that complete-beyond-floor less our in-process host + forward time (by difference).
+- files: each download's completion, ms after its writing began (the file's mtime), and all of them together;
+- CPU: the same stages in this process's CPU time (all its threads), which other processes' load moves far less
+  than wall time; request CPU: from the start of the request to its complete answer, the forward included.
+Then through gradio as the page calls it (PageCalls: upload, queue/join, the event stream; the tabs' streamed events
+are private, out of gradio_client's reach; --no-gradio skips it), against an echo app's generator event, each call
+right after an echo call: ms beyond gradio's echo floor until the render reaches the caller (shown) and until the
+answer is complete; "gradio part" is that complete-beyond-floor less our in-process host + forward time.
 Targets (issue 37, stand-ins, 1080p, this 2-core CPU): complete <= 0.2 s beyond the floor (/all <= 0.8 s), shown
 <= 0.1 s beyond it.
 
@@ -24,7 +27,8 @@ Video (a 1280x720 clip of the astronaut panning, bench_video.make_clip --content
 our `/video` path (bench_video.measure_ours, the Video tab's defaults), of its forwards (bench_video.StageClock),
 the host = ours - forwards, and the I/O floor (bench_video.measure_floor: decode + encode of the same frames with
 the same encoder settings; the mean of one run just before and one just after ours). The stages (decode,
-preprocess, draw, encode, exports) are per thread and overlap. Target: host <= 1.2x the floor for every task.
+preprocess, draw, encode, exports) are per thread and overlap; CPU floor / CPU ours: this process's CPU time per
+frame (ours includes the forwards). Target: host <= 1.2x the floor for every task.
 
 The machine is shared: compare ratios measured in one run, never absolute times across runs; the CPU and the
 load average (start and end) are printed and written into the JSON.
@@ -33,6 +37,7 @@ load average (start and end) are printed and written into the JSON.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -108,14 +113,15 @@ def one_request(ctx, loaded, path: str, task: str, run_dir: Path) -> dict:
     kwargs = {} if task == "all" else {"task": task}
     saved: dict = {}
     with ForwardClock() as clock:
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         shown = None
         for out in stream(ctx, loaded, run_dir=run_dir, **kwargs):
             as_display_files(out, run_dir, loaded, path, saved)
             if shown is None:
                 shown = time.perf_counter() - started
-        complete = time.perf_counter() - started
-    return {"forward": clock.seconds, "shown": shown - clock.seconds, "complete": complete - clock.seconds}
+        complete, cpu = time.perf_counter() - started, time.process_time() - cpu
+    return {"forward": clock.seconds, "shown": shown - clock.seconds, "complete": complete - clock.seconds,
+            "request_cpu": cpu}
 
 
 def stage_times(ctx, loaded, task: str, work: Path) -> dict:
@@ -131,18 +137,19 @@ def stage_times(ctx, loaded, task: str, work: Path) -> dict:
     job = image_jobs.make_job(ctx, spec.name, None, {})
     image_jobs.ask_light_answer(spec, job, chosen)
     [result] = image_jobs.infer(ctx, [loaded.rgb], [job])[0]
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     out = spec.present(loaded, result, **chosen)
-    render = time.perf_counter() - started
-    started = time.perf_counter()
+    render, render_cpu = time.perf_counter() - started, time.process_time() - cpu
+    started, cpu = time.perf_counter(), time.process_time()
     as_display_files(out, work, loaded, None)
-    display = time.perf_counter() - started
+    display, display_cpu = time.perf_counter() - started, time.process_time() - cpu
     folder = work / "files"
-    started, wall = time.perf_counter(), time.time()
+    started, wall, cpu = time.perf_counter(), time.time(), time.process_time()
     spec.finish(TaskOutput(), loaded.rgb, result, folder, **chosen)
-    files_s = time.perf_counter() - started
+    files_s, files_cpu = time.perf_counter() - started, time.process_time() - cpu
     each = {p.name: max(0.0, p.stat().st_mtime - wall) for p in folder.iterdir() if p.is_file()}
-    return {"render": render, "display": display, "files": files_s, "each": each}
+    return {"render": render, "display": display, "files": files_s, "each": each, "render_cpu": render_cpu,
+            "display_cpu": display_cpu, "files_cpu": files_cpu}
 
 
 def bench_image(kind: str, ckpts: Path, image: str, reps: int, task_names, work: Path) -> dict:
@@ -157,10 +164,11 @@ def bench_image(kind: str, ckpts: Path, image: str, reps: int, task_names, work:
     for task in [*task_names, "all"]:
         one_request(ctx, loaded, image, task, work / f"{kind}_{task}_warm")  # models load, first calls
         runs = [one_request(ctx, loaded, image, task, work / f"{kind}_{task}_{i}") for i in range(reps)]
-        row = {key: ms(statistics.median(run[key] for run in runs)) for key in ("forward", "shown", "complete")}
+        row = {key: ms(statistics.median(run[key] for run in runs))
+               for key in ("forward", "shown", "complete", "request_cpu")}
         if task != "all":
             stages = [stage_times(ctx, loaded, task, work / f"{kind}_{task}_stages_{i}") for i in range(reps)]
-            for key in ("render", "display", "files"):
+            for key in ("render", "display", "files", "render_cpu", "display_cpu", "files_cpu"):
                 row[key] = ms(statistics.median(stage[key] for stage in stages))
             row["each_file"] = {name: ms(statistics.median(stage["each"].get(name, 0.0) for stage in stages))
                                 for name in sorted(stages[0]["each"])}
@@ -282,26 +290,29 @@ def bench_video(kind: str, ckpts: Path, frames: int, task_names, work: Path) -> 
         name = VIDEO_NAMES[task]
         bv.load_models(manager, name)
         bv.measure_ours(warm, name, manager, work / f"warm_{kind}_{name}")
+        cpu = time.process_time()
         count, before = bv.measure_floor(clip, work / f"floor_{name}.mp4")
+        floor_cpu, cpu = time.process_time() - cpu, time.process_time()
         clock = bv.StageClock().install()
         try:
             done, seconds = bv.measure_ours(clip, name, manager, work / f"ours_{kind}_{name}")
         finally:
             clock.remove()
+        ours_cpu, cpu = time.process_time() - cpu, time.process_time()
         _, after = bv.measure_floor(clip, work / f"floor_{name}.mp4")
+        floor_cpu = (floor_cpu + time.process_time() - cpu) / 2
         per = max(done, 1)
         stages = {}
         for stage, prefixes in STAGES.items():
             prefixes = (prefixes,) if isinstance(prefixes, str) else prefixes
             stages[stage] = ms(sum(v for label, v in clock.seconds.items() if label.startswith(prefixes)) / per)
-        stages["postprocess"] = round(stages.pop("gpu call") - stages["preprocess"] - stages["forward"]
-                                      - stages["detector"], 1)  # what the GPU call spends besides those (main)
         floor = ms((before + after) / 2 / max(count, 1))
         ours = ms(seconds / per)
         host = round(ours - stages["forward"] - stages["detector"], 1)
         videos = sorted((work / f"ours_{kind}_{name}").rglob("*.mp4"))
         figures[task] = {"floor_ms": floor, "ours_ms": ours, "host_ms": host, "host_vs_floor": round(host / floor, 2),
-                         "stages_ms": stages, "frames": done,
+                         "stages_ms": stages, "frames": done, "floor_cpu_ms": ms(floor_cpu / max(count, 1)),
+                         "ours_cpu_ms": ms(ours_cpu / per),
                          "video_kb": round(videos[0].stat().st_size / 1024) if videos else None,
                          "floor_kb": round((work / f"floor_{name}.mp4").stat().st_size / 1024)}
         print(f"  [{kind}] video {task}: {figures[task]}  (load {be.load_average()})", file=sys.stderr, flush=True)
@@ -314,13 +325,15 @@ def print_report(report: dict) -> None:
     print(f"{m['cpu']}, {m['cpus']} CPUs; load (1/5/15 min) at the start {m['load']}, at the end {report['load_end']}")
     for kind, image in report.get("image", {}).items():
         print(f"\nimage 1920x1080, {kind} checkpoints: host ms outside the forwards (medians of {report['reps']})")
-        print(f"{'task':9} {'forward':>8} {'shown':>7} {'complete':>9} {'render':>7} {'display':>8} {'files':>7}  "
-              "each file (done after ms)")
+        print(f"{'task':9} {'forward':>8} {'shown':>7} {'complete':>9} {'CPU':>6} {'render':>7} {'display':>8} "
+              f"{'files':>7} {'CPU: render':>12} {'display':>8} {'files':>6}  each file (done after ms)")
+        nan = float("nan")
         for task, row in image.items():
             each = ", ".join(f"{name} {value:g}" for name, value in row.get("each_file", {}).items())
             print(f"/{task:8} {row['forward']:8.1f} {row['shown']:7.1f} {row['complete']:9.1f} "
-                  f"{row.get('render', float('nan')):7.1f} {row.get('display', float('nan')):8.1f} "
-                  f"{row.get('files', float('nan')):7.1f}  {each}")
+                  f"{row.get('request_cpu', nan):6.0f} {row.get('render', nan):7.1f} {row.get('display', nan):8.1f} "
+                  f"{row.get('files', nan):7.1f} {row.get('render_cpu', nan):12.0f} {row.get('display_cpu', nan):8.0f} "
+                  f"{row.get('files_cpu', nan):6.0f}  {each}")
     for kind, rows in report.get("gradio", {}).items():
         print(f"\nthrough gradio (the tab's streamed endpoint), {kind} checkpoints: ms beyond gradio's echo floor")
         print(f"{'endpoint':9} {'floor':>6} {'shown':>7} {'target':>7} {'complete':>9} {'best':>6} {'target':>7} "
@@ -335,12 +348,13 @@ def print_report(report: dict) -> None:
                   f"{'met' if row['complete_beyond'] <= 1000 * target else 'MISSED':>7} {part:12.0f}")
     for kind, rows in report.get("video", {}).items():
         print(f"\nvideo 1280x720 (photo panning), {kind} checkpoints: ms per frame; host = ours - forwards")
-        print(f"{'task':9} {'floor':>6} {'ours':>6} {'host':>6} {'host/floor':>10} {'met':>6} {'kB':>6} {'floor kB':>8}"
-              "  stages (per thread, overlapping)")
+        print(f"{'task':9} {'floor':>6} {'ours':>6} {'host':>6} {'host/floor':>10} {'met':>6} {'CPU floor':>9} "
+              f"{'CPU ours':>8} {'kB':>6} {'floor kB':>8}  stages (per thread, overlapping)")
         for task, row in rows.items():
             stages = ", ".join(f"{k} {v:g}" for k, v in row["stages_ms"].items())
             print(f"{task:9} {row['floor_ms']:6.1f} {row['ours_ms']:6.1f} {row['host_ms']:6.1f} "
                   f"{row['host_vs_floor']:10.2f} {'met' if row['host_vs_floor'] <= TARGET_VIDEO else 'MISSED':>6} "
+                  f"{row.get('floor_cpu_ms', 0):9.1f} {row.get('ours_cpu_ms', 0):8.1f} "
                   f"{row['video_kb'] or 0:6d} {row['floor_kb']:8d}  {stages}")
 
 
@@ -363,7 +377,7 @@ def main() -> None:
     bv.quiet_transformers()
     task_names = [t.strip() for t in args.tasks.split(",") if t.strip()]
     report = {"machine": machine(), "reps": args.reps, "root": str(root), "image": {}, "gradio": {}, "video": {}}
-    with tempfile.TemporaryDirectory(prefix="bench_host_") as tmp:
+    with tempfile.TemporaryDirectory(prefix="bench_host_") as tmp, contextlib.redirect_stdout(sys.stderr):
         work = Path(tmp)
         image = str(be.make_image(work / "astronaut_1080p.jpg"))
         for kind in [k.strip() for k in args.kinds.split(",") if k.strip()]:
