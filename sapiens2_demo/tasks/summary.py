@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..results import FeaturesResult, MattingResult, NormalsResult, PointmapResult, PoseResult, SegmentationResult
+from ..results import (
+    FeaturesResult,
+    MattingResult,
+    NormalsResult,
+    PointmapResult,
+    PoseResult,
+    SegmentationResult,
+    codes_of,
+)
 
 KEYPOINT_THRESHOLD = 0.3  # the drawing's default: a keypoint scored above it is "visible"
 
@@ -31,21 +39,43 @@ def summarize(result, image_hw: tuple[int, int]) -> dict:
     elif isinstance(result, NormalsResult):
         summary.update(person_percent=_percent(result.mask, pixels))
     elif isinstance(result, PointmapResult):
-        from ..render.depth import valid_depth
-
-        depth = result.depth.astype(np.float32)
-        values = depth[valid_depth(depth, result.mask)]
         summary.update(person_percent=_percent(result.mask, pixels),
                        focal_length_px_at_model_input=round(float(result.focal_length), 1))
-        if values.size:
-            low, median, high = np.percentile(values, (1, 50, 99))
+        percentiles = _depth_percentiles(result, (1, 50, 99))
+        if percentiles is not None:
+            low, median, high = percentiles
             summary["depth_m"] = {"p1": round(float(low), 3), "median": round(float(median), 3),
                                   "p99": round(float(high), 3)}
     elif isinstance(result, MattingResult):
-        summary.update(person_percent=round(100 * float((result.alpha > 0.5).mean()), 2))
+        coded = codes_of(result, "alpha")  # a light answer's codes: v > 0.5 is code >= 128, no decode
+        above = result.alpha > 0.5 if coded is None else coded.codes >= 128
+        summary.update(person_percent=round(100 * float(np.count_nonzero(above)) / max(above.size, 1), 2))
     elif isinstance(result, FeaturesResult):
         summary.update(embedding_size=int(result.embedding.shape[0]), patch_grid=list(result.patches.shape[:2]))
     return summary
+
+
+def _depth_percentiles(result: PointmapResult, q) -> np.ndarray | None:
+    """np.percentile (linear) of the valid depths in metres, or None when there is none. A light answer's
+    millimetres are counted (a histogram of 65536 bins) rather than decoded and partially sorted: its order
+    statistics are those of the decoded map (decoding is monotone), read from the running count."""
+    if result.points is None and result.depth_mm is not None:
+        millimetres = result.depth_mm if result.mask is None else np.where(result.mask, result.depth_mm, 0)
+        counts = np.bincount(millimetres.ravel(), minlength=65536)
+        counts[0] = 0  # 0: invalid or background
+        running = np.cumsum(counts)
+        total = int(running[-1])
+        if not total:
+            return None
+        ranks = np.asarray(q, dtype=np.float64) / 100 * (total - 1)
+        below, above = np.floor(ranks).astype(np.int64), np.ceil(ranks).astype(np.int64)
+        low, high = (np.searchsorted(running, k, side="right").astype(np.float64) for k in (below, above))
+        return (low + (high - low) * (ranks - below)) * 0.001
+    from ..render.depth import valid_depth
+
+    depth = result.depth.astype(np.float32)
+    values = depth[valid_depth(depth, result.mask)]
+    return np.percentile(values, q) if values.size else None
 
 
 def _percent(mask, pixels: int):

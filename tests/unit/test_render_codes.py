@@ -71,3 +71,21 @@ def test_two_threads_reading_a_coded_map_at_once_share_one_decode(monkeypatch):
     for reader in readers:
         reader.join()
     assert len(calls) == 1 and seen[0] is seen[1]
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_a_light_depth_summary_counts_its_millimetres_without_decoding(monkeypatch, masked):
+    from sapiens2_demo.render.depth import valid_depth
+    from sapiens2_demo.results import DEPTH_MM, PointmapResult
+    from sapiens2_demo.tasks.summary import summarize
+
+    millimetres = RNG.integers(0, 7000, (H, W)).astype(np.uint16)
+    millimetres[:5] = 0
+    mask = RNG.random((H, W)) > 0.4 if masked else None
+    depth = CodedMap(millimetres, DEPTH_MM).decode()
+    expected = np.percentile(depth[valid_depth(depth, mask)], (1, 50, 99))
+    no_decoding(monkeypatch)
+    light = PointmapResult(points=None, scale=1.0, focal_length=500.0, mask=mask, depth_mm=millimetres)
+    summary = summarize(light, (H, W))["depth_m"]
+    # the same order statistics, to the summary's 3 decimals (1 mm: a rounding either side of a half)
+    np.testing.assert_allclose([summary["p1"], summary["median"], summary["p99"]], np.round(expected, 3), atol=1.5e-3)
