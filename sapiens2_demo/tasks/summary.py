@@ -41,7 +41,9 @@ def summarize(result, image_hw: tuple[int, int]) -> dict:
     elif isinstance(result, PointmapResult):
         summary.update(person_percent=_percent(result.mask, pixels),
                        focal_length_px_at_model_input=round(float(result.focal_length), 1))
-        percentiles = _depth_percentiles(result, (1, 50, 99))
+        from ..render.depth import depth_percentiles
+
+        percentiles = depth_percentiles(result, (1, 50, 99), result.mask)
         if percentiles is not None:
             low, median, high = percentiles
             summary["depth_m"] = {"p1": round(float(low), 3), "median": round(float(median), 3),
@@ -53,29 +55,6 @@ def summarize(result, image_hw: tuple[int, int]) -> dict:
     elif isinstance(result, FeaturesResult):
         summary.update(embedding_size=int(result.embedding.shape[0]), patch_grid=list(result.patches.shape[:2]))
     return summary
-
-
-def _depth_percentiles(result: PointmapResult, q) -> np.ndarray | None:
-    """np.percentile (linear) of the valid depths in metres, or None when there is none. A light answer's
-    millimetres are counted (a histogram of 65536 bins) rather than decoded and partially sorted: its order
-    statistics are those of the decoded map (decoding is monotone), read from the running count."""
-    if result.points is None and result.depth_mm is not None:
-        millimetres = result.depth_mm if result.mask is None else np.where(result.mask, result.depth_mm, 0)
-        counts = np.bincount(millimetres.ravel(), minlength=65536)
-        counts[0] = 0  # 0: invalid or background
-        running = np.cumsum(counts)
-        total = int(running[-1])
-        if not total:
-            return None
-        ranks = np.asarray(q, dtype=np.float64) / 100 * (total - 1)
-        below, above = np.floor(ranks).astype(np.int64), np.ceil(ranks).astype(np.int64)
-        low, high = (np.searchsorted(running, k, side="right").astype(np.float64) for k in (below, above))
-        return (low + (high - low) * (ranks - below)) * 0.001
-    from ..render.depth import valid_depth
-
-    depth = result.depth.astype(np.float32)
-    values = depth[valid_depth(depth, result.mask)]
-    return np.percentile(values, q) if values.size else None
 
 
 def _percent(mask, pixels: int):

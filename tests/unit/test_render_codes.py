@@ -89,3 +89,22 @@ def test_a_light_depth_summary_counts_its_millimetres_without_decoding(monkeypat
     summary = summarize(light, (H, W))["depth_m"]
     # the same order statistics, to the summary's 3 decimals (1 mm: a rounding either side of a half)
     np.testing.assert_allclose([summary["p1"], summary["median"], summary["p99"]], np.round(expected, 3), atol=1.5e-3)
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_a_light_depth_is_drawn_from_its_millimetres_as_from_the_decoded_map(monkeypatch, masked):
+    from sapiens2_demo.render.depth import DepthAnnotator, depth_bounds
+    from sapiens2_demo.results import DEPTH_MM, PointmapResult
+
+    millimetres = RNG.integers(0, 9000, (H, W)).astype(np.uint16)
+    millimetres[:7] = 0
+    mask = RNG.random((H, W)) > 0.4 if masked else None
+    depth = CodedMap(millimetres, DEPTH_MM).decode()
+    expected = DepthAnnotator().annotate(None, depth, mask=mask)
+    expected_bounds = depth_bounds(depth, mask)
+    no_decoding(monkeypatch)
+    light = PointmapResult(points=None, scale=1.0, focal_length=500.0, mask=mask, depth_mm=millimetres)
+    bounds = depth_bounds(light, mask)
+    assert bounds.near == pytest.approx(expected_bounds.near, rel=1e-6)
+    assert bounds.far == pytest.approx(expected_bounds.far, rel=1e-6)
+    np.testing.assert_array_equal(DepthAnnotator().annotate(None, light, bounds=expected_bounds), expected)
