@@ -181,11 +181,17 @@ def stream_all(ctx: AppContext, image: LoadedImage, *, run_dir: Path, progress=N
         writing = pool.submit(write_all)  # the files need only the results: written while the renders are drawn
         shown = LoadedImage(image.rgb, image.original_size, [])
         out = TaskOutput(gallery=[(image.rgb, "Input")], notes=list(image.notes) + load_notes(ctx, since, jobs))
+        def tile(spec, answer):
+            return spec.present(shown, answer[0], tile=True, **{**spec.defaults(ctx.manager.device), **spec.all_options})
+
+        # the tiles drawn in parallel threads (OpenCV and numpy's large passes release the GIL), in order
+        tiles = iter(in_parallel(*[functools.partial(tile, spec, answer) for spec, answer in zip(chosen, answers)
+                                   if not isinstance(answer, Exception)]))
         for spec, answer in zip(chosen, answers):
             if isinstance(answer, Exception):
                 out.notes.append(f"{spec.short}: {answer}")
                 continue
-            task_out = spec.present(shown, answer[0], tile=True, **{**spec.defaults(ctx.manager.device), **spec.all_options})
+            task_out = next(tiles)
             out.gallery.append((task_out.main, spec.short))
             out.notes.extend(f"{spec.short}: {note}" for note in task_out.notes)
         yield from _shown_then_complete(out, writing, complete)
