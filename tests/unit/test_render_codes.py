@@ -108,3 +108,16 @@ def test_a_light_depth_is_drawn_from_its_millimetres_as_from_the_decoded_map(mon
     assert bounds.near == pytest.approx(expected_bounds.near, rel=1e-6)
     assert bounds.far == pytest.approx(expected_bounds.far, rel=1e-6)
     np.testing.assert_array_equal(DepthAnnotator().annotate(None, light, bounds=expected_bounds), expected)
+
+
+def test_normals_to_rgb_keeps_the_rounding_of_its_formula():
+    """round(clip((n + 1) * 127.5, 0, 255)) in float32, as numpy computes it, over unit vectors and a sweep past
+    both ends (ties and saturation)."""
+    from sapiens2_demo.render.normals import normals_to_rgb
+
+    unit = RNG.normal(size=(200, 300, 3)).astype(np.float32)
+    unit /= np.linalg.norm(unit, axis=-1, keepdims=True)
+    sweep = np.linspace(-1.02, 1.02, 300_000, dtype=np.float32).reshape(-1, 1000, 3)
+    for normals in (unit, sweep):
+        scaled = (normals + np.float32(1)) * np.float32(127.5)
+        np.testing.assert_array_equal(normals_to_rgb(normals), np.rint(np.clip(scaled, 0, 255)).astype(np.uint8))
