@@ -121,3 +121,18 @@ def test_normals_to_rgb_keeps_the_rounding_of_its_formula():
     for normals in (unit, sweep):
         scaled = (normals + np.float32(1)) * np.float32(127.5)
         np.testing.assert_array_equal(normals_to_rgb(normals), np.rint(np.clip(scaled, 0, 255)).astype(np.uint8))
+
+
+@pytest.mark.parametrize("background", ["colour", "image"])
+def test_the_matting_composite_keeps_the_rounding_of_its_formula(background):
+    """round(clip(fg + (1 - alpha) * bg, 0, 1) * 255) in float32, as numpy computes it, with a foreground that
+    strays below 0 and above 1 (saturation) and alphas at both ends."""
+    alpha = RNG.random((H, W)).astype(np.float32)
+    alpha[:10], alpha[-10:] = 0, 1
+    foreground = (RNG.random((H, W, 3)).astype(np.float32) * 1.2 - 0.1) * alpha[..., None]
+    annotator = (MattingAnnotator("colour", "#00b140") if background == "colour"
+                 else MattingAnnotator("image", image=RNG.integers(0, 256, (90, 300, 3), np.uint8)))
+    behind = annotator.background_for((H, W))
+    expected = np.rint(np.clip(foreground + (np.float32(1) - alpha[..., None]) * behind, 0, 1) * np.float32(255))
+    drawn = annotator.annotate(IMAGE, MattingResult(alpha, foreground))
+    np.testing.assert_array_equal(drawn, expected.astype(np.uint8))
