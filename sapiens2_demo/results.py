@@ -5,6 +5,7 @@ Renderers and exporters read these and nothing else, so they never touch torch o
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,21 @@ UNIT_CODE = (1 / 255, 0.0)  # the 8-bit PNGs': round(v * 255) (matting's alpha a
 DEPTH_MM = 0.001  # depth_mm.png's millimetres: round(z * 1000) clipped to 1-65535, 0 = invalid
 
 
+_DECODING = threading.Lock()
+
+
+def _decoded_once(store: dict, key: str, coded: CodedMap) -> np.ndarray:
+    """store[key], decoded from `coded` by the first reader: an image request's render and its writers read the
+    same maps at once, in threads, and the second waits for the first's decode rather than making its own."""
+    decoded = store.get(key)
+    if decoded is None:
+        with _DECODING:
+            decoded = store.get(key)
+            if decoded is None:
+                decoded = store[key] = coded.decode()
+    return decoded
+
+
 class MapField:
     """A dataclass field for a float32 per-pixel map that may be given as a `CodedMap`: read, it is the float32
     map (decoded on the first read); `codes_of(result, name)` gives the codes."""
@@ -80,10 +96,7 @@ class MapField:
         value = obj.__dict__[self.slot]
         if not isinstance(value, CodedMap):
             return value
-        decoded = obj.__dict__.get(f"{self.slot}_decoded")
-        if decoded is None:  # (two readers at once may both decode: the same values)
-            decoded = obj.__dict__[f"{self.slot}_decoded"] = value.decode()
-        return decoded
+        return _decoded_once(obj.__dict__, f"{self.slot}_decoded", value)
 
     def __set__(self, obj, value) -> None:
         obj.__dict__[self.slot] = value
@@ -141,10 +154,7 @@ class PointmapResult:
         """(H, W) float32 metres: the points' z, or a light answer's millimetres (0 where invalid)."""
         if self.points is not None:
             return self.points[..., 2]
-        decoded = self.__dict__.get("_depth_decoded")
-        if decoded is None:
-            decoded = self.__dict__["_depth_decoded"] = CodedMap(self.depth_mm, DEPTH_MM).decode()
-        return decoded
+        return _decoded_once(self.__dict__, "_depth_decoded", CodedMap(self.depth_mm, DEPTH_MM))
 
     def __getstate__(self):
         return {k: v for k, v in self.__dict__.items() if k != "_depth_decoded"}

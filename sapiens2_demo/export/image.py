@@ -33,6 +33,7 @@ from ..render.normals import normals_to_rgb
 from ..render.parts import colorize_labels
 from ..results import MattingResult, NormalsResult, PointmapResult, SegmentationResult, resolve_mask
 from ..util import in_parallel, target, write_png
+from .bounds import gltf_bounds, remember
 from .pointcloud import DEFAULT_MAX_POINTS, glb_bytes, person_points, to_trimesh
 
 DEPTH_PNG_MAX_MM = 65535
@@ -81,17 +82,17 @@ def write_normals_png(result: NormalsResult, folder, bits: int = 8, mask: np.nda
     if bits not in (8, 16):
         raise ValueError("bits must be 8 or 16")
     path = target(folder, name or ("normals.png" if bits == 8 else "normals16.png"))
-    normals = np.asarray(result.normals, dtype=np.float32)
-    mask = resolve_mask(result, mask, normals.shape[:2])
     coded = result.normal_codes
-    if bits == 8:
-        encoded = normals_to_rgb(normals)
-    elif coded is not None:  # a light answer's normals are this file's codes (results.NORMAL_CODE)
-        encoded = coded.codes
+    if bits == 16 and coded is not None:  # a light answer's normals are this file's codes (results.NORMAL_CODE):
+        encoded = coded.codes  # written as they are, never decoded here
+    elif bits == 8:
+        encoded = normals_to_rgb(np.asarray(result.normals, dtype=np.float32))
     else:  # one OpenCV pass: (n + 1) * 32767.5 rounded and saturated (numpy's five took ~60 ms at 1080p)
         import cv2
 
+        normals = np.asarray(result.normals, dtype=np.float32)
         encoded = cv2.addWeighted(normals, 32767.5, normals, 0.0, 32767.5, dtype=cv2.CV_16U)
+    mask = resolve_mask(result, mask, encoded.shape[:2])
     if mask is not None:
         import cv2
 
@@ -150,7 +151,7 @@ def write_glb(result: PointmapResult, image: np.ndarray, folder, mask: np.ndarra
     path = target(folder, name)
     cloud = _cloud(result, image, mask, max_points) if cloud is None else cloud
     path.write_bytes(glb_bytes(cloud))
-    return path
+    return remember(path, gltf_bounds(cloud.points))  # the 3D viewer frames it from these (export/bounds.py)
 
 
 def write_point_cloud(result: PointmapResult, image: np.ndarray, folder, mask: np.ndarray | None = None,

@@ -37,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .bounds import remember
 from .image import NothingToExport
 from .pointcloud import to_gltf_frame
 
@@ -174,4 +175,4 @@ def write_mesh_glb(mesh, folder: str | Path, name: str = "person_mesh.glb") -> P
         os.replace(partial, path)  # a reader never sees a half-written file
     finally:
         partial.unlink(missing_ok=True)
-    return path
+    return remember(path, flipped.bounds)  # the 3D viewer frames it from these (export/bounds.py)

@@ -23,6 +23,7 @@ import numpy as np
 from ..pose.lift import Pose3DResult
 from ..pose.meta import FACE_START, keypoint_meta
 from ..util import atomic_write, target
+from .bounds import remember
 from .image import NothingToExport
 from .pointcloud import to_gltf_frame
 
@@ -155,4 +156,5 @@ def write_skeleton_glb(result: Pose3DResult, folder, bones: list[tuple[int, int]
     mesh = skeleton_mesh(result, bones)
     if mesh is None:
         raise NothingToExport("No body keypoint could be placed in 3D, so there is no 3D skeleton to save.")
-    return _write_atomically(target(folder, name), trimesh.Scene(mesh).export(file_type="glb"))
+    path = _write_atomically(target(folder, name), trimesh.Scene(mesh).export(file_type="glb"))
+    return remember(path, mesh.bounds)  # the 3D viewer frames it from these (export/bounds.py)

@@ -12,7 +12,6 @@ import time
 import zipfile
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -85,33 +84,19 @@ def infer(ctx: AppContext, frames: list, jobs: list, progress=None) -> list:
     return gpu.answers(ctx.manager_key, frames, jobs)
 
 
-# Downloads done within this many seconds after the render come with it in one update; later ones after it. A
-# second update costs the page a redraw (the tabs stream; the API endpoints take only the complete output).
-SHOW_WITHIN_S = 0.15
-_WRITE_S: dict[str, float] = {}  # per task (and "all"): how long after the render its downloads were done last time
-
-
-def _shown_then_complete(key: str, shown: TaskOutput, writing, complete) -> Iterator[TaskOutput]:
-    """Yield `complete(written)` alone when the writing (a future giving (written, the perf_counter when done))
-    ends within SHOW_WITHIN_S of now (the render is ready), else `shown` first; a task whose downloads came
-    late last time does not wait at all."""
-    ready = time.perf_counter()
-    wait = SHOW_WITHIN_S if _WRITE_S.get(key, 0.0) <= SHOW_WITHIN_S else 0.0
-    try:
-        written, done = writing.result(timeout=wait)
-    except FutureTimeout:
-        yield shown
-        written, done = writing.result()
-    _WRITE_S[key] = max(0.0, done - ready)
-    yield complete(written)
+def _shown_then_complete(shown: TaskOutput, writing, complete) -> Iterator[TaskOutput]:
+    """The render at once (`shown`: what the user looks at, no files yet), then `complete(written)` when the
+    writing (a future) is done: nothing the page shows waits for a download. Two updates always, so the page's
+    second one carries only the files and notes (the tabs skip the renders there, ui/image_tabs.py)."""
+    yield shown
+    yield complete(writing.result())
 
 
 def stream_task(ctx: AppContext, image: LoadedImage, *, task: str, run_dir: Path, progress=None,
                 size: str | None = None, **options) -> Iterator[TaskOutput]:
     """One task on one image: one GPU call, then the downloads written in a thread while the renders and
-    notes are made beside them. Downloads done within SHOW_WITHIN_S of the renders: one complete TaskOutput.
-    Slower ones: the renders are yielded first (what the user looks at; no files yet), then the complete output
-    (see _shown_then_complete)."""
+    notes are made beside them: the renders are yielded as soon as they exist (no files yet), then the complete
+    output when the downloads are written (see _shown_then_complete)."""
     spec = tasks.get(task)
     started, since = time.perf_counter(), ctx.manager.notes_mark()
     spec.check(options)
@@ -121,7 +106,7 @@ def stream_task(ctx: AppContext, image: LoadedImage, *, task: str, run_dir: Path
     [result] = infer(ctx, [image.rgb], [job], progress)[0]
 
     def write():  # on an output of its own: it gathers only the writers' files, notes and 3D view
-        return spec.finish(TaskOutput(), image.rgb, result, run_dir, **chosen), time.perf_counter()
+        return spec.finish(TaskOutput(), image.rgb, result, run_dir, **chosen)
 
     with ThreadPoolExecutor(max_workers=1) as pool:
         writing = pool.submit(write)  # the files need only the result: written while the renders are drawn
@@ -129,7 +114,7 @@ def stream_task(ctx: AppContext, image: LoadedImage, *, task: str, run_dir: Path
         shown.summary = summarize(result, image.rgb.shape[:2])
         shown.notes.append(took_note(spec.title, result, time.perf_counter() - started, ctx.manager.device))
         shown.notes.extend(load_notes(ctx, since, [job]))
-        yield from _shown_then_complete(spec.name, shown, writing, functools.partial(_completed, shown))
+        yield from _shown_then_complete(shown, writing, functools.partial(_completed, shown))
 
 
 def ask_light_answer(spec, job, options: dict, shared=frozenset()) -> None:
@@ -162,8 +147,7 @@ def stream_all(ctx: AppContext, image: LoadedImage, *, run_dir: Path, progress=N
                size: str = "0.4b") -> Iterator[TaskOutput]:
     """Every task of "all" on one image in one GPU call; the segmentation is computed once and shared (the
     cache). A task that fails (e.g. a missing checkpoint) is reported in the notes and the others go on.
-    Yields the gallery with every task's default downloads zipped; the gallery first when the zip is late (as
-    stream_task does)."""
+    Yields the gallery at once, then the same with every task's default downloads zipped (as stream_task does)."""
     chosen, since = tasks.specs(in_all=True), ctx.manager.notes_mark()
     if progress is not None:
         progress(0.05, desc="Running every task...")
@@ -184,7 +168,7 @@ def stream_all(ctx: AppContext, image: LoadedImage, *, run_dir: Path, progress=N
         with zipfile.ZipFile(archive, "w", zipfile.ZIP_STORED) as zf:  # PNG/GLB are compressed already
             for path in (path for written in finished for path in written.files):
                 zf.write(path, arcname=f"{path.parent.name}/{path.name}")
-        return (finished, archive), time.perf_counter()
+        return finished, archive
 
     def complete(written) -> TaskOutput:
         finished, archive = written
@@ -197,14 +181,20 @@ def stream_all(ctx: AppContext, image: LoadedImage, *, run_dir: Path, progress=N
         writing = pool.submit(write_all)  # the files need only the results: written while the renders are drawn
         shown = LoadedImage(image.rgb, image.original_size, [])
         out = TaskOutput(gallery=[(image.rgb, "Input")], notes=list(image.notes) + load_notes(ctx, since, jobs))
+        def tile(spec, answer):
+            return spec.present(shown, answer[0], tile=True, **{**spec.defaults(ctx.manager.device), **spec.all_options})
+
+        # the tiles drawn in parallel threads (OpenCV and numpy's large passes release the GIL), in order
+        tiles = iter(in_parallel(*[functools.partial(tile, spec, answer) for spec, answer in zip(chosen, answers)
+                                   if not isinstance(answer, Exception)]))
         for spec, answer in zip(chosen, answers):
             if isinstance(answer, Exception):
                 out.notes.append(f"{spec.short}: {answer}")
                 continue
-            task_out = spec.present(shown, answer[0], tile=True, **{**spec.defaults(ctx.manager.device), **spec.all_options})
+            task_out = next(tiles)
             out.gallery.append((task_out.main, spec.short))
             out.notes.extend(f"{spec.short}: {note}" for note in task_out.notes)
-        yield from _shown_then_complete("all", out, writing, complete)
+        yield from _shown_then_complete(out, writing, complete)
 
 
 def all_tasks(ctx: AppContext, image: LoadedImage, **kwargs) -> TaskOutput:

@@ -59,11 +59,29 @@ def depth_bounds(depth: PointmapResult | np.ndarray, mask: np.ndarray | None = N
 
     With no valid pixel the whole clamp range is used; equal bounds are widened slightly.
     """
-    depth = _depth_of(depth)
+    found = depth_percentiles(depth, PERCENTILES, mask)
+    return DepthBounds(NEAR_LIMIT_M, FAR_LIMIT_M) if found is None else clamped_bounds(*found)
+
+
+def depth_percentiles(result: PointmapResult | np.ndarray, q, mask: np.ndarray | None = None) -> np.ndarray | None:
+    """np.percentile (linear) of the valid depths in metres (inside `mask` when given), or None when none is.
+    A light answer's millimetres are counted (a histogram of 65536 bins) rather than decoded and partially sorted
+    (at 1080p 4.5 against 48 ms): its order statistics are those of the decoded map, decoding being monotone."""
+    if isinstance(result, PointmapResult) and result.points is None and result.depth_mm is not None:
+        mask = resolve_mask(None, mask, result.depth_mm.shape, use_result_mask=False)
+        millimetres = result.depth_mm if mask is None else np.where(mask, result.depth_mm, np.uint16(0))
+        counts = np.bincount(millimetres.ravel(), minlength=65536)
+        counts[0] = 0  # 0: invalid or background
+        running = np.cumsum(counts)
+        if not running[-1]:
+            return None
+        ranks = np.asarray(q, dtype=np.float64) / 100 * (int(running[-1]) - 1)
+        below, above = np.floor(ranks).astype(np.int64), np.ceil(ranks).astype(np.int64)
+        low, high = (np.searchsorted(running, k, side="right").astype(np.float64) for k in (below, above))
+        return (low + (high - low) * (ranks - below)) * 0.001
+    depth = _depth_of(result)
     values = depth[valid_depth(depth, mask)]
-    if values.size == 0:
-        return DepthBounds(NEAR_LIMIT_M, FAR_LIMIT_M)
-    return clamped_bounds(*np.percentile(values, PERCENTILES))
+    return np.percentile(values, q) if values.size else None
 
 
 def clamped_bounds(low: float, high: float) -> DepthBounds:
@@ -96,6 +114,16 @@ def colour_index(depth: np.ndarray, bounds: DepthBounds) -> np.ndarray:
         return np.nan_to_num(t, copy=False).astype(np.uint8)
 
 
+def _millimetre_colours(bounds: DepthBounds) -> np.ndarray:
+    """colour_index of every depth a light answer can hold: the 65536 millimetre codes in metres, computed as
+    results.CodedMap.decode computes them (float32 codes times float32 DEPTH_MM)."""
+    from ..results import DEPTH_MM
+
+    metres = np.arange(65536, dtype=np.float32)
+    metres *= np.float32(DEPTH_MM)
+    return colour_index(metres, bounds)
+
+
 class DepthAnnotator:
     """Inverse-depth colouring of a PointmapResult (or an (H, W) depth map in metres).
 
@@ -112,12 +140,22 @@ class DepthAnnotator:
 
         `bounds` defaults to `depth_bounds(depth, mask)`; pass them to share one scale across images.
         """
-        depth = _depth_of(result)
         if mask is None and isinstance(result, PointmapResult):
             mask = result.mask
-        valid = valid_depth(depth, mask)
-        bounds = bounds or depth_bounds(depth, mask)
-        out = cv2.LUT(cv2.merge([colour_index(depth, bounds)] * 3), colormap_lut(self.cmap)[:, None, :])
+        if isinstance(result, PointmapResult) and result.points is None and result.depth_mm is not None:
+            # a light answer: its millimetres index a table of every code's colour, no map decoded; the same
+            # per-pixel function of the same decoded values (results.CodedMap.decode), so the same bytes
+            millimetres = result.depth_mm
+            valid = resolve_mask(None, mask, millimetres.shape, use_result_mask=False)
+            valid = millimetres > 0 if valid is None else valid & (millimetres > 0)
+            bounds = bounds or depth_bounds(result, mask)
+            index = _millimetre_colours(bounds)[millimetres]
+        else:
+            depth = _depth_of(result)
+            valid = valid_depth(depth, mask)
+            bounds = bounds or depth_bounds(depth, mask)
+            index = colour_index(depth, bounds)
+        out = cv2.LUT(cv2.merge([index] * 3), colormap_lut(self.cmap)[:, None, :])
         # the background in one masked copy (a boolean-index assignment took ~20 ms at 1080p)
         cv2.copyTo(np.full_like(out, self.background), (~valid).view(np.uint8), out)
         return out

@@ -127,11 +127,46 @@ class MattingAnnotator:
         return np.asarray(self.colour, dtype=np.float32) / np.float32(255)
 
     def annotate(self, image: np.ndarray | None, result: MattingResult) -> np.ndarray:
-        background = self.background_for(result.alpha.shape)
-        if background is None:
+        if self.mode == TRANSPARENT:
             return rgba_cutout(image, result)
-        alpha = result.alpha[..., None].astype(np.float32)
-        return _to_uint8(result.foreground + (np.float32(1) - alpha) * background)
+        coded = _unit_codes(result)
+        if coded is not None:  # a light answer: composited from its uint8 codes, no map decoded
+            return _composite_codes(*coded, self)
+        return _composite(result.alpha, result.foreground, self.background_for(result.alpha.shape))
+
+
+def _composite(alpha: np.ndarray, foreground: np.ndarray, background: np.ndarray) -> np.ndarray:
+    """round(clip(fg + (1 - alpha) * bg, 0, 1) * 255) as uint8, the float32 arithmetic of numpy's seven passes
+    (~35 ms CPU at 1080p) in five, mostly OpenCV's (~20): the same products and sums, rounded to nearest."""
+    inverse = cv2.merge([np.float32(1) - np.asarray(alpha, dtype=np.float32)] * 3)
+    if background.ndim == 1:  # a colour: one constant per channel
+        behind = cv2.multiply(inverse, tuple(float(c) for c in background) + (0.0,))
+    else:
+        behind = cv2.multiply(inverse, np.asarray(background, dtype=np.float32))
+    total = cv2.add(np.asarray(foreground, dtype=np.float32), behind)
+    np.clip(total, np.float32(0), np.float32(1), out=total)
+    np.multiply(total, np.float32(255), out=total)
+    return cv2.convertScaleAbs(total)
+
+
+def _unit_codes(result: MattingResult):
+    """(alpha, foreground) as a light answer's uint8 codes (results.UNIT_CODE: v = code / 255), else None."""
+    alpha, foreground = codes_of(result, "alpha"), codes_of(result, "foreground")
+    unit = all(c is not None and c.codes.dtype == np.uint8 and c.offset == 0 and abs(c.step * 255 - 1) < 1e-9
+               for c in (alpha, foreground))
+    return (alpha.codes, foreground.codes) if unit else None
+
+
+def _composite_codes(alpha: np.ndarray, foreground: np.ndarray, annotator) -> np.ndarray:
+    """fg + (1 - alpha) * bg in uint8 codes, two OpenCV passes: fg8 + round((255 - a8) * bg8 / 255), saturated.
+    The float path's value is the same sum over 255 (fg8 an integer; (255 - a8) * bg8 / 255 is never within
+    1/510 of a tie), so both give the same bytes."""
+    inverse = cv2.merge([cv2.bitwise_not(alpha)] * 3)  # 255 - a8
+    if annotator.mode == "image":
+        behind = cv2.multiply(inverse, cover_resize(annotator.image, alpha.shape), scale=1 / 255)
+    else:
+        behind = cv2.multiply(inverse, np.full_like(inverse, annotator.colour), scale=1 / 255)
+    return cv2.add(foreground, behind)
 
 
 def alpha_image(result: MattingResult) -> np.ndarray:

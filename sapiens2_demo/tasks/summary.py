@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..results import FeaturesResult, MattingResult, NormalsResult, PointmapResult, PoseResult, SegmentationResult
+from ..results import (
+    FeaturesResult,
+    MattingResult,
+    NormalsResult,
+    PointmapResult,
+    PoseResult,
+    SegmentationResult,
+    codes_of,
+)
 
 KEYPOINT_THRESHOLD = 0.3  # the drawing's default: a keypoint scored above it is "visible"
 
@@ -31,18 +39,19 @@ def summarize(result, image_hw: tuple[int, int]) -> dict:
     elif isinstance(result, NormalsResult):
         summary.update(person_percent=_percent(result.mask, pixels))
     elif isinstance(result, PointmapResult):
-        from ..render.depth import valid_depth
-
-        depth = result.depth.astype(np.float32)
-        values = depth[valid_depth(depth, result.mask)]
         summary.update(person_percent=_percent(result.mask, pixels),
                        focal_length_px_at_model_input=round(float(result.focal_length), 1))
-        if values.size:
-            low, median, high = np.percentile(values, (1, 50, 99))
+        from ..render.depth import depth_percentiles
+
+        percentiles = depth_percentiles(result, (1, 50, 99), result.mask)
+        if percentiles is not None:
+            low, median, high = percentiles
             summary["depth_m"] = {"p1": round(float(low), 3), "median": round(float(median), 3),
                                   "p99": round(float(high), 3)}
     elif isinstance(result, MattingResult):
-        summary.update(person_percent=round(100 * float((result.alpha > 0.5).mean()), 2))
+        coded = codes_of(result, "alpha")  # a light answer's codes: v > 0.5 is code >= 128, no decode
+        above = result.alpha > 0.5 if coded is None else coded.codes >= 128
+        summary.update(person_percent=round(100 * float(np.count_nonzero(above)) / max(above.size, 1), 2))
     elif isinstance(result, FeaturesResult):
         summary.update(embedding_size=int(result.embedding.shape[0]), patch_grid=list(result.patches.shape[:2]))
     return summary

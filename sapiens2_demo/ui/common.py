@@ -226,9 +226,7 @@ def as_display_files(out: TaskOutput, run_dir: Path, loaded, upload: str | None,
     import dataclasses
     import functools
 
-    from PIL import Image
-
-    from ..util import in_parallel, write_png
+    from ..util import in_parallel, write_jpeg, write_png
 
     shown = run_dir / "shown"
     shown.mkdir(exist_ok=True)
@@ -246,7 +244,7 @@ def as_display_files(out: TaskOutput, run_dir: Path, loaded, upload: str | None,
         if path.suffix == ".png":
             write_png(path, array)
         else:
-            Image.fromarray(array).save(path, quality=DISPLAY_JPEG_QUALITY)
+            write_jpeg(path, array, DISPLAY_JPEG_QUALITY)
 
     in_parallel(*[functools.partial(write, key) for key in new])  # JPEG encoding releases the GIL
     saved.update({key: str(path) for key, path in paths.items()})

@@ -5,9 +5,10 @@ An endpoint's parameters are `image`, then `size` (when the task has more than o
 in order, each with its default, so gradio_client calls them by name: `client.predict(img, boxes=..., api_name=
 "/pose")`. The handler's signature is built from the options (gradio reads parameter names from it).
 
-A tab's button streams (the render first, the downloads when written); the named endpoint (API, MCP) answers once,
-complete: gradio_client fetches every file of every update of a streamed answer and then the final one again, so
-a second update would cost an API caller more than it gives (benchmarks/bench_endpoints.py --download-files).
+A tab's button streams (the render first, then the downloads when written, without the render again); the named
+endpoint (API, MCP) answers once, complete (the updates merged): gradio_client fetches every file of every update
+of a streamed answer and then the final one again, so a second update would cost an API caller more than it gives
+(benchmarks/bench_endpoints.py --download-files).
 """
 
 from __future__ import annotations
@@ -119,11 +120,12 @@ def make_handler(ctx, spec, stream: bool = True):
             for name in images:  # extra pictures (e.g. a background) go through the same loader
                 chosen[name] = load_image(chosen[name]).rgb if chosen.get(name) is not None else None
         # the render first, then the downloads: what the user looks at does not wait for the files
-        for out in stream_request(ctx, spec.title, image_jobs.stream_task, image, request, progress,
-                                  task=spec.name, **chosen):
+        for step, out in enumerate(stream_request(ctx, spec.title, image_jobs.stream_task, image, request,
+                                                  progress, task=spec.name, **chosen)):
             SHOWN_MODELS.put(session_of(request), spec.name, str(out.model3d) if out.model3d else None)
-            yield (*[result_value(kind, out) for kind in spec.outputs], [str(p) for p in out.files],
-                   answer_markdown(ctx, out.notes))
+            # the renders once: the second update carries the files and notes only (last_answer merges them)
+            renders = [gr.skip() if step and kind in RENDERS else result_value(kind, out) for kind in spec.outputs]
+            yield (*renders, [str(p) for p in out.files], answer_markdown(ctx, out.notes))
 
     kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
     defaults = {"size": spec.default_size(), **spec.defaults(ctx.manager.device)}
@@ -138,14 +140,25 @@ def make_handler(ctx, spec, stream: bool = True):
     return handler if stream else last_answer(handler)
 
 
+RENDERS = ("image", "slider", "legend")  # outputs the first update gives and the second skips
+
+
+def skipped(value) -> bool:
+    return isinstance(value, dict) and value == gr.skip()
+
+
 def last_answer(streamed):
-    """A function returning only the last update of the generator function `streamed` (its complete answer), with
-    its name, docstring and signature (gradio reads parameter names and the request's type hint from them)."""
+    """A function returning the complete answer of the generator function `streamed`: its updates merged (an
+    output a later update skips keeps the earlier value), with its name, docstring and signature (gradio reads
+    parameter names and the request's type hint from them)."""
 
     @functools.wraps(streamed)
     def complete(*args, **kwargs):
-        *_, last = streamed(*args, **kwargs)
-        return last
+        merged = None
+        for update in streamed(*args, **kwargs):
+            merged = update if merged is None else tuple(old if skipped(new) else new
+                                                         for old, new in zip(merged, update))
+        return merged
 
     return complete
 
@@ -258,8 +271,10 @@ def build_all_tab(ctx) -> None:
             a gallery of the renders (input first, captioned by task); one .zip of every task's downloads;
             notes (Markdown)
         """
-        for out in stream_request(ctx, "All tasks", image_jobs.stream_all, image, request, progress, size=size):
-            yield out.gallery, (str(out.files[0]) if out.files else None), answer_markdown(ctx, out.notes)
+        for step, out in enumerate(stream_request(ctx, "All tasks", image_jobs.stream_all, image, request,
+                                                  progress, size=size)):
+            yield (gr.skip() if step else out.gallery), (str(out.files[0]) if out.files else None), \
+                answer_markdown(ctx, out.notes)
 
     with task_tab("All tasks", "all", scales=(1, 2)) as tab:
         with tab.inputs:

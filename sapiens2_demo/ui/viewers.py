@@ -33,6 +33,7 @@ from pathlib import Path
 import gradio as gr
 import numpy as np
 
+from ..export.bounds import recorded as recorded_bounds
 from ..export.motion_gltf import read_animated_bounds
 from ..export.viewer_card import write_card_glb
 from .common import session_of
@@ -80,13 +81,16 @@ def framing(path) -> tuple[float, float, float] | None:
     """The viewer's camera for the model at `path` as gr.Model3D's camera_position (alpha, beta in degrees, radius):
     in front of it (the photo's own view: the glTF files face +z) and far enough that its bounds fit the canvas,
     whatever its shape; None when the file has no bounds to go by."""
-    import trimesh
+    bounds = recorded_bounds(path)  # our writers' own bounds: the file is not read back (export/bounds.py)
+    if bounds is None:
+        bounds = read_animated_bounds(path)  # an animation (motion.glb): what it covers while it plays
+    if bounds is None:
+        import trimesh
 
-    bounds = read_animated_bounds(path)  # an animation (motion.glb): what it covers while it plays
-    try:
-        bounds = trimesh.load(str(path), force="scene").bounds if bounds is None else bounds
-    except Exception:  # noqa: BLE001 - the viewer's own framing stays
-        return None
+        try:
+            bounds = trimesh.load(str(path), force="scene").bounds
+        except Exception:  # noqa: BLE001 - the viewer's own framing stays
+            return None
     if bounds is None or not np.isfinite(bounds).all():
         return None
     width, height, depth = (float(v) for v in bounds[1] - bounds[0])

@@ -307,10 +307,8 @@ def test_the_api_answers_once_complete_and_the_tab_shows_the_render_first(client
     event streams, the render first (nothing the user looks at waits for the files)."""
     from gradio_client import handle_file
 
-    from sapiens2_demo.jobs import image as image_jobs
     from sapiens2_demo.tasks.spec import TaskSpec
 
-    monkeypatch.setattr(image_jobs, "SHOW_WITHIN_S", 0.0)  # the app runs in this process: downloads always "slow"
     write_files = TaskSpec.write_files
 
     def slow(self, *args, **kwargs):  # the downloads are written beside the render: make them finish after it
@@ -349,12 +347,15 @@ def tab_steps(app_server, endpoint: str) -> list:
     return list(tab_event.fn(*call.args))
 
 
-def test_downloads_written_quickly_make_one_complete_update_in_the_tab(app_server, monkeypatch):
-    from sapiens2_demo.jobs import image as image_jobs
+def test_the_tab_shows_the_render_once_then_only_the_files(app_server):
+    """The render's update comes first; the second carries the downloads and skips the render and the legend (the
+    page draws them once)."""
+    import gradio as gr
 
-    monkeypatch.setattr(image_jobs, "SHOW_WITHIN_S", 60.0)
-    [(slider, legend, files, _)] = tab_steps(app_server, "/segment")
-    assert {Path(f).name for f in files} == {"body_parts_labels.png", "body_parts_colors.png"}
+    (slider, legend, files, _), (slider_again, legend_again, files_after, _) = tab_steps(app_server, "/segment")
+    assert slider is not None and legend and files == []
+    assert slider_again == gr.skip() and legend_again == gr.skip()
+    assert {Path(f).name for f in files_after} == {"body_parts_labels.png", "body_parts_colors.png"}
 
 
 def test_downloads_are_served_from_the_output_folder_not_copied(app_server):

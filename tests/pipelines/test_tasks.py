@@ -13,7 +13,6 @@ from sapiens2_demo.media.image import load_image
 from sapiens2_demo.models.registry import checkpoint
 from sapiens2_demo.pipelines import dense
 from sapiens2_demo.pipelines.dense import SegmentationCache
-from sapiens2_demo.tasks.spec import TaskSpec
 from tests.conftest import ASSETS, checkpoints_without
 
 
@@ -122,62 +121,28 @@ def test_all_tasks_reports_a_failing_task_and_keeps_the_rest(manager, tmp_path, 
     assert any("facebook/sapiens2-matting-1b" in note for note in out.notes)
 
 
-def test_an_image_request_waits_for_its_downloads_only_when_they_were_quick_last_time(ctx, monkeypatch):
-    image = load_image(ASSETS / "astronaut.jpg")
-    monkeypatch.setattr(image_jobs, "SHOW_WITHIN_S", 60.0)
-    monkeypatch.setattr(image_jobs, "_WRITE_S", {})
-    steps = list(image_jobs.stream_task(ctx, image, task="segment", run_dir=ctx.outputs.new_run_dir("s")))
-    assert len(steps) == 1 and len(steps[0].files) == 2  # waited: one complete answer
-    monkeypatch.setattr(image_jobs, "_WRITE_S", {"segment": 61.0})  # slow last time: show the render at once
-    write_files = TaskSpec.write_files
-
-    def slow(self, *args, **kwargs):  # written beside the render: make them finish after it
-        time.sleep(0.5)
-        return write_files(self, *args, **kwargs)
-
-    monkeypatch.setattr(TaskSpec, "write_files", slow)
-    shown, complete = image_jobs.stream_task(ctx, image, task="segment", run_dir=ctx.outputs.new_run_dir("s"))
-    assert shown.files == [] and shown.main is not None and len(complete.files) == 2
-
-
 def test_downloads_are_written_while_the_render_is_drawn(ctx, monkeypatch):
-    """The writers start right after the model: when they are done by the time the render is, the request
-    answers once, complete, even for a task that was slow last time."""
+    """The writers start right after the model: a render that takes long (here 2 s more) finds its downloads
+    written when it is shown (the answer first, the files after: the complete answer comes next)."""
     from sapiens2_demo import tasks
 
     spec = tasks.get("segment")
     present = spec.present
 
     def slow_present(*args, **kwargs):
-        time.sleep(0.5)
+        time.sleep(2.0)
         return present(*args, **kwargs)
 
-    monkeypatch.setattr(image_jobs, "_WRITE_S", {"segment": 61.0})
+    run_dir = ctx.outputs.new_run_dir("s")
     tasks.register(dataclasses.replace(spec, present=slow_present))
     try:
-        steps = list(image_jobs.stream_task(ctx, load_image(ASSETS / "astronaut.jpg"), task="segment",
-                                            run_dir=ctx.outputs.new_run_dir("s")))
+        steps = image_jobs.stream_task(ctx, load_image(ASSETS / "astronaut.jpg"), task="segment", run_dir=run_dir)
+        shown = next(steps)
+        written = sorted(path.name for path in run_dir.glob("*.png"))
+        complete = next(steps)
     finally:
         tasks.register(spec)
-    assert len(steps) == 1 and len(steps[0].files) == 2 and steps[0].main is not None
+    assert shown.main is not None and shown.files == [] and len(complete.files) == 2
+    assert written == ["body_parts_colors.png", "body_parts_labels.png"]
 
 
-def test_all_tasks_answer_once_when_the_zip_is_ready_with_the_gallery(ctx, monkeypatch):
-    """Each update costs an API client a fetch of every file in it: a zip done with the gallery comes in the same
-    update; a late one (late last time too) after the gallery."""
-    image = load_image(ASSETS / "astronaut.jpg")
-    monkeypatch.setattr(image_jobs, "SHOW_WITHIN_S", 60.0)
-    monkeypatch.setattr(image_jobs, "_WRITE_S", {})
-    steps = list(image_jobs.stream_all(ctx, image, run_dir=ctx.outputs.new_run_dir("s")))
-    assert len(steps) == 1 and zipfile.is_zipfile(steps[0].files[0]) and len(steps[0].gallery) == 6
-    monkeypatch.setattr(image_jobs, "_WRITE_S", {"all": 61.0})
-    write_files = TaskSpec.write_files
-
-    def slow(self, *args, **kwargs):
-        time.sleep(0.5)
-        return write_files(self, *args, **kwargs)
-
-    monkeypatch.setattr(TaskSpec, "write_files", slow)
-    shown, complete = image_jobs.stream_all(ctx, image, run_dir=ctx.outputs.new_run_dir("s"))
-    assert shown.files == [] and len(shown.gallery) == 6
-    assert zipfile.is_zipfile(complete.files[0]) and complete.gallery == shown.gallery

@@ -1,0 +1,399 @@
+"""The host's work around the forwards: per 1080p image request and per 720p video frame (a script, not a test).
+
+    HF_HUB_OFFLINE=1 YOLO_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False .venv/bin/python benchmarks/bench_host.py \
+        [--json] [--kinds tiny,standins] [--reps 5] [--frames 48] [--tasks pose,segment,normals,pointmap,matting]
+        [--no-gradio] [--no-video] [--no-image] [--root DIR]
+
+Two kinds of tiny checkpoints (the forward costs almost nothing on either: what is measured is the host):
+`tiny` (random weights, /tmp/sapiens2-tiny: every map is noise, the encoders' worst case) and `standins`
+(sapiens2_demo.standins.train.cached_standins: structured maps, as a real model's; built once, cached in /tmp).
+
+Image (the 1920x1080 astronaut, bench_endpoints.make_image), per task in this process, medians of --reps:
+- forward: the GPU call (jobs.image.infer: pre-processing, forwards, post-processing);
+- shown / complete: the job's first and last yield (jobs.image.stream_task / stream_all) after the forward,
+  plus the display copies gradio is handed (ui.common.as_display_files): the host's part of the answer;
+- render: the task's presenter alone (tasks.present); display: the display copies alone;
+- files: each download's completion, ms after its writing began (the file's mtime), and all of them together;
+- CPU: the same stages in this process's CPU time (all its threads), which other processes' load moves far less
+  than wall time; request CPU: from the start of the request to its complete answer, the forward included.
+Then through gradio as the page calls it (PageCalls: upload, queue/join, the event stream; the tabs' streamed events
+are private, out of gradio_client's reach; --no-gradio skips it), against an echo app's generator event, each call
+right after an echo call: ms beyond gradio's echo floor until the render reaches the caller (shown) and until the
+answer is complete; "gradio part" is that complete-beyond-floor less our in-process host + forward time.
+Targets (issue 37, stand-ins, 1080p, this 2-core CPU): complete <= 0.2 s beyond the floor (/all <= 0.8 s), shown
+<= 0.1 s beyond it.
+
+Video (a 1280x720 clip of the astronaut panning, bench_video.make_clip --content photo), per task: ms per frame of
+our `/video` path (bench_video.measure_ours, the Video tab's defaults), of its forwards (bench_video.StageClock),
+the host = ours - forwards, and the I/O floor (bench_video.measure_floor: decode + encode of the same frames with
+the same encoder settings; the mean of one run just before and one just after ours). The stages (decode,
+preprocess, draw, encode, exports) are per thread and overlap; CPU floor / CPU ours: this process's CPU time per
+frame (ours includes the forwards). Target: host <= 1.2x the floor for every task.
+
+The machine is shared: compare ratios measured in one run, never absolute times across runs; the CPU and the
+load average (start and end) are printed and written into the JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("YOLO_OFFLINE", "1")
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import bench_endpoints as be  # noqa: E402 - the 1080p input, the apps and the timed client calls
+import bench_video as bv  # noqa: E402 - the clip, the floor, our video path and its stage clock
+
+IMAGE_TASKS = ("pose", "segment", "normals", "pointmap", "matting")
+VIDEO_NAMES = {"pose": "pose", "segment": "seg", "normals": "normal", "pointmap": "pointmap", "matting": "matting"}
+TARGET_COMPLETE_S, TARGET_ALL_S, TARGET_SHOWN_S, TARGET_VIDEO = 0.2, 0.8, 0.1, 1.2
+
+
+def machine() -> dict:
+    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                  if line.startswith("model name")), "unknown CPU")
+    return {"cpu": model, "cpus": os.cpu_count(), "load": be.load_average()}
+
+
+def checkpoint_dir(kind: str) -> Path:
+    if kind == "tiny":
+        return be.tiny_checkpoints(be.DEFAULT_TINY)
+    from sapiens2_demo.standins.train import cached_standins
+
+    return cached_standins(log=lambda message: None)
+
+
+def ms(seconds: float) -> float:
+    return round(1000 * seconds, 1)
+
+
+# -- image: in this process ---------------------------------------------------------------------------------------
+class ForwardClock:
+    """Times jobs.image.infer (the GPU call) while installed."""
+
+    def __init__(self):
+        from sapiens2_demo.jobs import image as image_jobs
+
+        self.module, self.original, self.seconds = image_jobs, image_jobs.infer, 0.0
+
+    def __enter__(self):
+        def timed(*args, **kwargs):
+            started = time.perf_counter()
+            try:
+                return self.original(*args, **kwargs)
+            finally:
+                self.seconds += time.perf_counter() - started
+
+        self.module.infer = timed
+        return self
+
+    def __exit__(self, *exc):
+        self.module.infer = self.original
+
+
+def one_request(ctx, loaded, path: str, task: str, run_dir: Path) -> dict:
+    """One request through the job and the display copies, as the tab's handler makes it: seconds of the forward,
+    of the host until the render is shown and until the answer is complete, and each file's completion."""
+    from sapiens2_demo.jobs import image as image_jobs
+    from sapiens2_demo.ui.common import as_display_files
+
+    stream = (image_jobs.stream_all if task == "all" else image_jobs.stream_task)
+    kwargs = {} if task == "all" else {"task": task}
+    saved: dict = {}
+    with ForwardClock() as clock:
+        started, cpu = time.perf_counter(), time.process_time()
+        shown = None
+        for out in stream(ctx, loaded, run_dir=run_dir, **kwargs):
+            as_display_files(out, run_dir, loaded, path, saved)
+            if shown is None:
+                shown = time.perf_counter() - started
+        complete, cpu = time.perf_counter() - started, time.process_time() - cpu
+    return {"forward": clock.seconds, "shown": shown - clock.seconds, "complete": complete - clock.seconds,
+            "request_cpu": cpu}
+
+
+def stage_times(ctx, loaded, task: str, work: Path) -> dict:
+    """The render, the display copies and the files each on their own (seconds; files: done after the start)."""
+    from sapiens2_demo import tasks
+    from sapiens2_demo.jobs import image as image_jobs
+    from sapiens2_demo.results import TaskOutput
+    from sapiens2_demo.ui.common import as_display_files
+
+    spec = tasks.get(task)
+    work.mkdir(parents=True, exist_ok=True)
+    chosen = spec.defaults(ctx.manager.device)
+    job = image_jobs.make_job(ctx, spec.name, None, {})
+    image_jobs.ask_light_answer(spec, job, chosen)
+    [result] = image_jobs.infer(ctx, [loaded.rgb], [job])[0]
+    started, cpu = time.perf_counter(), time.process_time()
+    out = spec.present(loaded, result, **chosen)
+    render, render_cpu = time.perf_counter() - started, time.process_time() - cpu
+    started, cpu = time.perf_counter(), time.process_time()
+    as_display_files(out, work, loaded, None)
+    display, display_cpu = time.perf_counter() - started, time.process_time() - cpu
+    folder = work / "files"
+    started, wall, cpu = time.perf_counter(), time.time(), time.process_time()
+    spec.finish(TaskOutput(), loaded.rgb, result, folder, **chosen)
+    files_s, files_cpu = time.perf_counter() - started, time.process_time() - cpu
+    each = {p.name: max(0.0, p.stat().st_mtime - wall) for p in folder.iterdir() if p.is_file()}
+    return {"render": render, "display": display, "files": files_s, "each": each, "render_cpu": render_cpu,
+            "display_cpu": display_cpu, "files_cpu": files_cpu}
+
+
+def bench_image(kind: str, ckpts: Path, image: str, reps: int, task_names, work: Path) -> dict:
+    from sapiens2_demo.jobs.image import AppContext
+    from sapiens2_demo.media.image import load_image
+    from sapiens2_demo.models.manager import ModelManager
+
+    manager = ModelManager(checkpoint_dir=ckpts, device="cpu", detector=str(ckpts / "yolov8n-random.pt"))
+    ctx = AppContext(manager)
+    loaded = load_image(image)
+    figures = {}
+    for task in [*task_names, "all"]:
+        one_request(ctx, loaded, image, task, work / f"{kind}_{task}_warm")  # models load, first calls
+        runs = [one_request(ctx, loaded, image, task, work / f"{kind}_{task}_{i}") for i in range(reps)]
+        row = {key: ms(statistics.median(run[key] for run in runs))
+               for key in ("forward", "shown", "complete", "request_cpu")}
+        if task != "all":
+            stages = [stage_times(ctx, loaded, task, work / f"{kind}_{task}_stages_{i}") for i in range(reps)]
+            for key in ("render", "display", "files", "render_cpu", "display_cpu", "files_cpu"):
+                row[key] = ms(statistics.median(stage[key] for stage in stages))
+            row["each_file"] = {name: ms(statistics.median(stage["each"].get(name, 0.0) for stage in stages))
+                                for name in sorted(stages[0]["each"])}
+        figures[task] = row
+        print(f"  [{kind}] /{task}: {row}  (load {be.load_average()})", file=sys.stderr, flush=True)
+    return figures
+
+
+# -- image: through gradio, as the page calls it ---------------------------------------------------------------
+class PageCalls:
+    """Calls a Blocks event as the browser does (upload, POST queue/join with its fn_index, read queue/data's
+    server-sent events): the tabs' streamed endpoints are private, out of gradio_client's reach. Each call gives
+    (seconds until the first output, seconds until the last)."""
+
+    def __init__(self, demo, url: str):
+        import httpx
+
+        self.demo, self.url, self.http = demo, url.rstrip("/") + "/gradio_api", httpx.Client(timeout=120)
+
+    def event(self, api_name: str):
+        for index, fn in self.demo.fns.items():
+            if fn.api_name == api_name:
+                return index, fn
+        raise SystemExit(f"no event {api_name!r} in the app")
+
+    def upload(self, path: str) -> dict:
+        with open(path, "rb") as file:
+            [uploaded] = self.http.post(f"{self.url}/upload", files={"files": file}).json()
+        return {"path": uploaded, "meta": {"_type": "gradio.FileData"}, "orig_name": Path(path).name}
+
+    def call(self, api_name: str, image: str) -> tuple[float, float]:
+        import uuid
+
+        index, fn = self.event(api_name)
+        data = [self.upload(image)] + [getattr(block, "value", None) for block in fn.inputs[1:]]
+        session = uuid.uuid4().hex
+        started = time.perf_counter()
+        self.http.post(f"{self.url}/queue/join", json={"data": data, "fn_index": index, "session_hash": session,
+                                                        "trigger_id": None, "event_data": None})
+        first = None
+        with self.http.stream("GET", f"{self.url}/queue/data", params={"session_hash": session}) as events:
+            for line in events.iter_lines():
+                if not line.startswith("data:"):
+                    continue
+                message = json.loads(line[5:])
+                kind = message.get("msg")
+                if kind == "process_generating" and first is None:
+                    first = time.perf_counter() - started
+                if kind == "process_completed":
+                    if not message.get("success", False):
+                        raise RuntimeError(f"{api_name} failed: {message.get('output')}")
+                    done = time.perf_counter() - started
+                    return (done if first is None else first), done
+        raise RuntimeError(f"{api_name}: the event stream ended before the answer")
+
+
+def echo_app():
+    """gradio's echo floor as the page meets it: bench_endpoints' echo, from a generator (as the tabs are)."""
+    import gradio as gr
+    import numpy as np
+    from PIL import Image
+
+    def echo(path):
+        with Image.open(path) as image:
+            rgb = np.asarray(image.convert("RGB"))
+        yield rgb, [path], "echo"
+
+    with gr.Blocks() as demo:
+        image = gr.Image(type="filepath")
+        outputs = [gr.Image(format="jpeg", interactive=False), gr.File(file_count="multiple"), gr.Textbox()]
+        gr.Button().click(echo, [image], outputs, api_name="echo_tab", api_visibility="private")
+    demo.queue()
+    port = be.free_port()
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    return demo, f"http://127.0.0.1:{port}/"
+
+
+def bench_gradio(ckpts: Path, image: str, reps: int, endpoints) -> dict:
+    real, real_url = be.launch_real_app(ckpts)
+    echo, echo_url = echo_app()
+    try:
+        page, floor = PageCalls(real, real_url), PageCalls(echo, echo_url)
+        for _ in range(3):
+            floor.call("echo_tab", image)
+        for endpoint in endpoints:  # models load, first calls
+            page.call(f"{endpoint}_tab", image)
+        rows = {e: {"floor": [], "shown": [], "complete": []} for e in endpoints}
+        for _ in range(reps):
+            for endpoint in endpoints:  # each call right after an echo call: load drift hits both alike
+                _, base = floor.call("echo_tab", image)
+                shown, complete = page.call(f"{endpoint}_tab", image)
+                row = rows[endpoint]
+                row["floor"].append(base)
+                row["shown"].append(shown - base)
+                row["complete"].append(complete - base)
+    finally:
+        real.close()
+        echo.close()
+    return {e: {"floor": ms(statistics.median(r["floor"])), "shown_beyond": ms(statistics.median(r["shown"])),
+                "complete_beyond": ms(statistics.median(r["complete"])),
+                "complete_beyond_best": ms(min(r["complete"]))} for e, r in rows.items()}
+
+
+# -- video ------------------------------------------------------------------------------------------------------
+STAGES = {"decode": "decode thread", "encode": "writer thread: encode", "draw": "writer thread: render",
+          "exports": "writer thread: per-frame exports", "preprocess": ("main:   preprocess", "main:   crops"),
+          "forward": "main:   forward", "detector": "main:   detector", "wait for writer": "main: waiting",
+          "gpu call": "main: gpu.infer"}
+
+
+def bench_video(kind: str, ckpts: Path, frames: int, task_names, work: Path) -> dict:
+    checkpoints = bv.Checkpoints(ckpts, ckpts / "yolov8n-random.pt", kind)
+    manager = bv.make_manager(checkpoints, "cpu")
+    clip = bv.make_clip(work / f"clip_{frames}.mp4", frames, content="photo")
+    warm = bv.make_clip(work / "warm.mp4", 12, content="photo")
+    bv.measure_floor(warm, work / "floor_warm.mp4")
+    figures = {}
+    for task in task_names:
+        name = VIDEO_NAMES[task]
+        bv.load_models(manager, name)
+        bv.measure_ours(warm, name, manager, work / f"warm_{kind}_{name}")
+        cpu = time.process_time()
+        count, before = bv.measure_floor(clip, work / f"floor_{name}.mp4")
+        floor_cpu, cpu = time.process_time() - cpu, time.process_time()
+        clock = bv.StageClock().install()
+        try:
+            done, seconds = bv.measure_ours(clip, name, manager, work / f"ours_{kind}_{name}")
+        finally:
+            clock.remove()
+        ours_cpu, cpu = time.process_time() - cpu, time.process_time()
+        _, after = bv.measure_floor(clip, work / f"floor_{name}.mp4")
+        floor_cpu = (floor_cpu + time.process_time() - cpu) / 2
+        per = max(done, 1)
+        stages = {}
+        for stage, prefixes in STAGES.items():
+            prefixes = (prefixes,) if isinstance(prefixes, str) else prefixes
+            stages[stage] = ms(sum(v for label, v in clock.seconds.items() if label.startswith(prefixes)) / per)
+        floor = ms((before + after) / 2 / max(count, 1))
+        ours = ms(seconds / per)
+        host = round(ours - stages["forward"] - stages["detector"], 1)
+        videos = sorted((work / f"ours_{kind}_{name}").rglob("*.mp4"))
+        figures[task] = {"floor_ms": floor, "ours_ms": ours, "host_ms": host, "host_vs_floor": round(host / floor, 2),
+                         "stages_ms": stages, "frames": done, "floor_cpu_ms": ms(floor_cpu / max(count, 1)),
+                         "ours_cpu_ms": ms(ours_cpu / per),
+                         "video_kb": round(videos[0].stat().st_size / 1024) if videos else None,
+                         "floor_kb": round((work / f"floor_{name}.mp4").stat().st_size / 1024)}
+        print(f"  [{kind}] video {task}: {figures[task]}  (load {be.load_average()})", file=sys.stderr, flush=True)
+    return figures
+
+
+# -- the report -------------------------------------------------------------------------------------------------
+def print_report(report: dict) -> None:
+    m = report["machine"]
+    print(f"{m['cpu']}, {m['cpus']} CPUs; load (1/5/15 min) at the start {m['load']}, at the end {report['load_end']}")
+    for kind, image in report.get("image", {}).items():
+        print(f"\nimage 1920x1080, {kind} checkpoints: host ms outside the forwards (medians of {report['reps']})")
+        print(f"{'task':9} {'forward':>8} {'shown':>7} {'complete':>9} {'CPU':>6} {'render':>7} {'display':>8} "
+              f"{'files':>7} {'CPU: render':>12} {'display':>8} {'files':>6}  each file (done after ms)")
+        nan = float("nan")
+        for task, row in image.items():
+            each = ", ".join(f"{name} {value:g}" for name, value in row.get("each_file", {}).items())
+            print(f"/{task:8} {row['forward']:8.1f} {row['shown']:7.1f} {row['complete']:9.1f} "
+                  f"{row.get('request_cpu', nan):6.0f} {row.get('render', nan):7.1f} {row.get('display', nan):8.1f} "
+                  f"{row.get('files', nan):7.1f} {row.get('render_cpu', nan):12.0f} {row.get('display_cpu', nan):8.0f} "
+                  f"{row.get('files_cpu', nan):6.0f}  {each}")
+    for kind, rows in report.get("gradio", {}).items():
+        print(f"\nthrough gradio (the tab's streamed endpoint), {kind} checkpoints: ms beyond gradio's echo floor")
+        print(f"{'endpoint':9} {'floor':>6} {'shown':>7} {'target':>7} {'complete':>9} {'best':>6} {'target':>7} "
+              f"{'gradio part':>12}")
+        for task, row in rows.items():
+            target = TARGET_ALL_S if task == "all" else TARGET_COMPLETE_S
+            ours = report["image"].get(kind, {}).get(task, {})
+            part = row["complete_beyond"] - ours.get("complete", 0) - ours.get("forward", 0)
+            print(f"/{task:8} {row['floor']:6.0f} {row['shown_beyond']:7.0f} "
+                  f"{'met' if row['shown_beyond'] <= 1000 * TARGET_SHOWN_S else 'MISSED':>7} "
+                  f"{row['complete_beyond']:9.0f} {row['complete_beyond_best']:6.0f} "
+                  f"{'met' if row['complete_beyond'] <= 1000 * target else 'MISSED':>7} {part:12.0f}")
+    for kind, rows in report.get("video", {}).items():
+        print(f"\nvideo 1280x720 (photo panning), {kind} checkpoints: ms per frame; host = ours - forwards")
+        print(f"{'task':9} {'floor':>6} {'ours':>6} {'host':>6} {'host/floor':>10} {'met':>6} {'CPU floor':>9} "
+              f"{'CPU ours':>8} {'kB':>6} {'floor kB':>8}  stages (per thread, overlapping)")
+        for task, row in rows.items():
+            stages = ", ".join(f"{k} {v:g}" for k, v in row["stages_ms"].items())
+            print(f"{task:9} {row['floor_ms']:6.1f} {row['ours_ms']:6.1f} {row['host_ms']:6.1f} "
+                  f"{row['host_vs_floor']:10.2f} {'met' if row['host_vs_floor'] <= TARGET_VIDEO else 'MISSED':>6} "
+                  f"{row.get('floor_cpu_ms', 0):9.1f} {row.get('ours_cpu_ms', 0):8.1f} "
+                  f"{row['video_kb'] or 0:6d} {row['floor_kb']:8d}  {stages}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
+    parser.add_argument("--kinds", default="tiny,standins", help="tiny (random weights), standins, or both")
+    parser.add_argument("--tasks", default=",".join(IMAGE_TASKS))
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--frames", type=int, default=48, help="video clip length")
+    parser.add_argument("--no-image", action="store_true")
+    parser.add_argument("--no-gradio", action="store_true")
+    parser.add_argument("--no-video", action="store_true")
+    parser.add_argument("--root", type=Path, default=None, help="import sapiens2_demo and app from this checkout")
+    args = parser.parse_args()
+    root = args.root.resolve() if args.root else HERE.parent
+    sys.path.insert(0, str(root))
+    be.ROOT = root
+    bv.ROOT = root
+    bv.quiet_transformers()
+    task_names = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    report = {"machine": machine(), "reps": args.reps, "root": str(root), "image": {}, "gradio": {}, "video": {}}
+    with tempfile.TemporaryDirectory(prefix="bench_host_") as tmp, contextlib.redirect_stdout(sys.stderr):
+        work = Path(tmp)
+        image = str(be.make_image(work / "astronaut_1080p.jpg"))
+        for kind in [k.strip() for k in args.kinds.split(",") if k.strip()]:
+            ckpts = checkpoint_dir(kind)
+            if not args.no_image:
+                report["image"][kind] = bench_image(kind, ckpts, image, args.reps, task_names, work)
+            if not args.no_gradio:
+                report["gradio"][kind] = bench_gradio(ckpts, image, args.reps, [*task_names, "all"])
+            if not args.no_video:
+                report["video"][kind] = bench_video(kind, ckpts, args.frames, task_names, work)
+    report["load_end"] = be.load_average()
+    if args.json:
+        print(json.dumps(report, indent=1))
+    else:
+        print_report(report)
+
+
+if __name__ == "__main__":
+    main()
