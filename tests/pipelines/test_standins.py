@@ -94,3 +94,35 @@ def test_features_vary_smoothly(standin_manager, manager, astronaut):
         return steps / patches.var(axis=(0, 1)).mean()
 
     assert roughness(standin_manager) < roughness(manager)
+
+
+def mesh_shape(manager, scene, folder) -> dict[str, float]:
+    """person_mesh.glb as the depth task writes it (background removed by the body parts), read back, in the glTF
+    frame (x right, y up, z towards the viewer): its extents (2nd to 98th percentile, metres), how far its vertex
+    cloud is from a line (2nd over 1st singular value), and how well the masked pointmap's x and y follow the
+    pixel's column and row (the front view is the person's silhouette)."""
+    import trimesh
+
+    from sapiens2_demo.export.mesh import result_mesh, write_mesh_glb
+    from sapiens2_demo.pipelines.dense import estimate_pointmap, segment
+
+    mask = segment(scene.image, manager).labels > 0
+    result = estimate_pointmap(scene.image, manager, mask=mask)
+    path = write_mesh_glb(result_mesh(result, scene.image, mask), folder)
+    vertices = np.asarray(trimesh.load(path, force="mesh").vertices, dtype=np.float64)
+    width, height, depth = np.subtract(*np.percentile(vertices, [98, 2], axis=0))
+    spread = np.linalg.svd(vertices - vertices.mean(axis=0), compute_uv=False)
+    rows, cols = np.nonzero(mask)
+    points = result.points[rows, cols]
+    return {"width": width, "height": height, "depth": depth, "line": spread[1] / spread[0],
+            "x_follows_column": np.corrcoef(points[:, 0], cols)[0, 1],
+            "y_follows_row": np.corrcoef(points[:, 1], rows)[0, 1]}
+
+
+def test_the_mesh_is_person_shaped_not_a_line(standin_manager, astronaut, tmp_path):
+    # The astronaut's layout (head, shoulders, arms; the legs below the frame) is 1.46x as tall as wide in pixels.
+    shape = mesh_shape(standin_manager, astronaut, tmp_path)
+    assert shape["x_follows_column"] > 0.9 and shape["y_follows_row"] > 0.9, shape  # seen from the front: them
+    assert shape["line"] > 0.4, shape  # the old stand-ins' streak: 0.11
+    assert shape["height"] > 1.2 * shape["width"], shape
+    assert 0.02 < shape["depth"] < 0.5 * shape["height"], shape  # a body's relief, not a flat card nor a streak
