@@ -62,6 +62,7 @@ _ANCHORS = {
                (150, 300), (285, 228), (300, 200), (130, 420), (90, 430), (130, 560), (95, 570), (130, 690),
                (95, 700)],
 }
+BACKGROUND_DEPTH = (3.0, 2.8)  # metres at the photo's top and bottom: a plane behind the person (at 2 m)
 _FACE_START = 70  # keypoints 70-307 are the face
 _KEYPOINTS_FILE = Path(__file__).resolve().parents[1] / "data" / "keypoints308.json"
 
@@ -104,7 +105,7 @@ def build_scene(name: str) -> Scene:
             cv2.fillPoly(parts, [np.asarray(shape, np.int32)], value)
     mask = parts > 0
     bulge = _bulge(mask)
-    background = np.linspace(4.0, 3.5, h, dtype=np.float32)[:, None].repeat(w, 1)
+    background = np.linspace(*BACKGROUND_DEPTH, h, dtype=np.float32)[:, None].repeat(w, 1)
     depth = np.where(mask, 2.0 - 0.3 * bulge, background).astype(np.float32)
     alpha = cv2.GaussianBlur(mask.astype(np.float32), (0, 0), 2.0)
     # Normals of the person's surface alone: the jump to the far background is an edge, not a slope.

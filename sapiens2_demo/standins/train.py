@@ -36,7 +36,7 @@ SEED = 0
 DENSE_STEPS, POSE_STEPS, BATCH = 250, 500, 4
 SAMPLES_PER_PHOTO = 24
 POSE_LR = 5e-3
-POINT_XYZ_WEIGHTS, POINTMAP_SAMPLES, POSITION_WEIGHT = (3.0, 3.0, 1.0), 1, 5.0
+POINT_XYZ_WEIGHTS, POINTMAP_SAMPLES, POSITION_WEIGHT, Z_GAIN = (3.0, 3.0, 3.0), 1, 5.0, -0.3
 HEATMAP_SIGMA = 3.0  # at the tiny 64x48 heatmaps (the released 256x192 ones use 6): wide, so learnt fast
 BUILD_MINUTES = 2  # what a build takes on 2 idle cores (docs/standins.md has the figures), for the notice
 MARKER = "STANDINS.txt"  # the app reads it: these checkpoints are stand-ins
@@ -201,6 +201,7 @@ def _train_dense(scenes, input_hw, progress):
         valid = samples["valid"][:, None]
         mean = (samples["points"] * valid).sum(axis=(0, 2, 3)) / valid.sum()
         pointmap.decode_head.predictor.bias.copy_(torch.from_numpy(mean.astype(np.float32)))
+        _position_path(pointmap.decode_head)
     params = list({id(p): p for m in models.values() for p in m.parameters()}.values())
     optimiser = torch.optim.AdamW(params, lr=3e-3, weight_decay=1e-4)
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimiser, max_lr=3e-3, total_steps=DENSE_STEPS)
@@ -258,6 +259,35 @@ def _train_dense(scenes, input_hw, progress):
     pretrain = getattr(transformers, TASKS[BACKBONE_FAMILY].auto_class).from_config(tiny_config(BACKBONE_FAMILY))
     pretrain.load_state_dict(backbone.state_dict())
     return {task: model.eval() for task, model in models.items()}, pretrain.eval()
+
+
+def _position_path(head) -> None:
+    """Start the pointmap head with feature channels 1 and 2 (taught the patch's x and y) passed straight through
+    every layer to its x and y outputs: learnt from scratch, a decoder of instance norms did not find that path in
+    the steps we can afford, and its x and y copied z's pattern (a streak in 3D). Each ramp r travels as a pair of
+    channels (r, -r): after the layer's SiLU, silu(r) - silu(-r) = r, so the next layer gets r back exactly."""
+    import torch
+
+    pairs = ((1, 3), (2, 4), (0, 5))  # (plus, minus) channels of x, y and z; features 1, 2, 0 feed the first layer
+    layers = [head.input_conv, *head.upsample_layers, *head.conv_layers]
+    for depth, layer in enumerate(layers):
+        conv = layer.convolution
+        repeat = conv.out_channels // layer.norm.num_features  # the pixel shuffle's sub-pixels per channel
+        centre = (conv.kernel_size[0] // 2, conv.kernel_size[1] // 2)
+        for plus, minus in pairs:
+            for out, sign in ((plus, 1.0), (minus, -1.0)):
+                rows = slice(out * repeat, (out + 1) * repeat)
+                conv.weight[rows] = 0
+                if conv.bias is not None:
+                    conv.bias[rows] = 0
+                conv.weight[rows, plus, centre[0], centre[1]] = sign
+                if depth:  # the first layer reads the features' single ramp
+                    conv.weight[rows, minus, centre[0], centre[1]] = -sign
+    predictor = head.predictor.weight  # (3, C, 1, 1): x and y from their pairs, ~1.5 m across the image; z nearer
+    predictor[:] = 0                    # where feature 0 (taught the matte) says person
+    for output, (plus, minus) in enumerate(pairs):
+        gain = Z_GAIN if output == 2 else 0.75
+        predictor[output, plus], predictor[output, minus] = torch.tensor(gain), torch.tensor(-gain)
 
 
 def _patch_grid(patches):

@@ -126,3 +126,36 @@ def test_the_mesh_is_person_shaped_not_a_line(standin_manager, astronaut, tmp_pa
     assert shape["line"] > 0.4, shape  # the old stand-ins' streak: 0.11
     assert shape["height"] > 1.2 * shape["width"], shape
     assert 0.02 < shape["depth"] < 0.5 * shape["height"], shape  # a body's relief, not a flat card nor a streak
+
+
+def test_one_builder_at_a_time_and_a_set_appears_whole(tmp_path, monkeypatch):
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sapiens2_demo.standins import train
+
+    built, messages = [], []
+
+    def write_slowly(root, progress=True):  # a build, without its minutes
+        built.append(root)
+        time.sleep(0.5)
+        assert not any(path.name.startswith("standins-") and path.is_dir() and "building" not in path.name
+                       for path in tmp_path.iterdir())  # nothing half-built under the final name
+        (root / train.MARKER).write_text("stand-ins")
+        return root
+
+    monkeypatch.setattr(train, "write_standins", write_slowly)
+    barrier = threading.Barrier(2)
+
+    def build(_):
+        barrier.wait()
+        return train.cached_standins(tmp_path, detector=False, log=messages.append)
+
+    with ThreadPoolExecutor(2) as pool:
+        first, second = pool.map(build, range(2))
+    assert first == second == tmp_path / f"standins-{train.standin_key()}" and len(built) == 1
+    assert (first / train.MARKER).exists() and not [path for path in tmp_path.iterdir() if "building" in path.name]
+    assert any("Training them now, once" in message and str(first) in message for message in messages)
+    assert any("waiting" in message for message in messages) and any("reusing" in message for message in messages)
+    assert train.cached_standins(tmp_path, detector=False, log=messages.append) == first and len(built) == 1
