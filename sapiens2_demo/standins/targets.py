@@ -194,7 +194,7 @@ def dense_samples(scenes, input_hw, count, rng) -> dict[str, np.ndarray]:
 
     in_h, in_w = input_hw
     mirror = _mirrored_classes()
-    out = {key: [] for key in ("pixels", "parts", "normals", "points", "matte", "valid")}
+    out = {key: [] for key in ("pixels", "parts", "normals", "points", "matte", "valid", "boxed")}
     for index in range(count):
         scene = scenes[index % len(scenes)]
         h, w = scene.parts.shape
@@ -208,7 +208,8 @@ def dense_samples(scenes, input_hw, count, rng) -> dict[str, np.ndarray]:
             image, parts, depth, alpha = image[:, ::-1], mirror[parts[:, ::-1]], depth[:, ::-1], alpha[:, ::-1]
             normals = normals[:, ::-1] * np.float32([-1, 1, 1])
         image = _jitter(image, rng)
-        if rng.random() < 0.5:  # stretch
+        boxed = rng.random() >= 0.5
+        if not boxed:  # stretch
             top, left, new_h, new_w = 0, 0, in_h, in_w
         else:  # letterbox, centred
             scale = min(in_h / ch, in_w / cw)
@@ -234,6 +235,7 @@ def dense_samples(scenes, input_hw, count, rng) -> dict[str, np.ndarray]:
         out["points"].append(points)
         out["matte"].append(np.concatenate([foreground.transpose(2, 0, 1), alpha_in[None]]))
         out["valid"].append(place(np.ones((ch, cw), np.float32), 0.0))
+        out["boxed"].append(np.float32(boxed))
     return {key: np.ascontiguousarray(np.stack(values)) for key, values in out.items()}
 
 

@@ -36,7 +36,7 @@ SEED = 0
 DENSE_STEPS, POSE_STEPS, BATCH = 250, 500, 4
 SAMPLES_PER_PHOTO = 24
 POSE_LR = 5e-3
-POINT_XYZ_WEIGHTS, POINTMAP_SAMPLES, POSITION_WEIGHT, Z_GAIN = (3.0, 3.0, 3.0), 1, 5.0, -0.3
+POINT_XYZ_WEIGHTS, POSITION_WEIGHT, Z_GAIN = (3.0, 3.0, 3.0), 5.0, -0.3  # see _train_dense, _position_path
 HEATMAP_SIGMA = 3.0  # at the tiny 64x48 heatmaps (the released 256x192 ones use 6): wide, so learnt fast
 BUILD_MINUTES = 2  # what a build takes on 2 idle cores (docs/standins.md has the figures), for the notice
 MARKER = "STANDINS.txt"  # the app reads it: these checkpoints are stand-ins
@@ -232,7 +232,9 @@ def _train_dense(scenes, input_hw, progress):
         # and so does a length far from 1 (near 0, normalising would turn noise into directions).
         length = normals.pow(2).sum(dim=1).sqrt()
         normal_loss = _masked_mse(normals, target, valid) + 40 * _steps(normals) + (length - 1).pow(2).mean()
-        one, target, valid = _whole(features, batch, 1, "points", POINTMAP_SAMPLES)
+        # The pointmap runs on letterboxed images only (the processor pads it): it learns from one of those.
+        boxed = np.flatnonzero(samples["boxed"][pick])
+        one, target, valid = _whole(features, batch, int(boxed[0]) if boxed.size else 1, "points")
         scales = pointmap.scale_head(features)
         # x and y weigh more than z: they are ramps across the image, learnt slower than z's near and far, and
         # left alone they copy z's pattern (a streak in 3D). Depth smooth on the person, as the 3D lift needs it
@@ -298,9 +300,9 @@ def _patch_grid(patches):
     return torch.stack([x, y])[None]
 
 
-def _whole(features, batch, i, key, count=1):
-    """Samples i to i + count - 1's features, their `key` targets and valid pixels."""
-    return features[i:i + count], batch[key][i:i + count], batch["valid"][i:i + count, None]
+def _whole(features, batch, i, key):
+    """Sample i's features, its `key` target and valid pixels, each as a batch of one."""
+    return features[i:i + 1], batch[key][i:i + 1], batch["valid"][i:i + 1, None]
 
 
 def _masked_mse(prediction, target, valid):

@@ -99,8 +99,8 @@ def test_features_vary_smoothly(standin_manager, manager, astronaut):
 def mesh_shape(manager, scene, folder) -> dict[str, float]:
     """person_mesh.glb as the depth task writes it (background removed by the body parts), read back, in the glTF
     frame (x right, y up, z towards the viewer): its extents (2nd to 98th percentile, metres), how far its vertex
-    cloud is from a line (2nd over 1st singular value), and how well the masked pointmap's x and y follow the
-    pixel's column and row (the front view is the person's silhouette)."""
+    cloud is from a line (2nd over 1st singular value), how well the masked pointmap's x and y follow the pixel's
+    column and row (seen from the front it is the silhouette), and the silhouette's own height over width (pixels)."""
     import trimesh
 
     from sapiens2_demo.export.mesh import result_mesh, write_mesh_glb
@@ -116,16 +116,21 @@ def mesh_shape(manager, scene, folder) -> dict[str, float]:
     points = result.points[rows, cols]
     return {"width": width, "height": height, "depth": depth, "line": spread[1] / spread[0],
             "x_follows_column": np.corrcoef(points[:, 0], cols)[0, 1],
-            "y_follows_row": np.corrcoef(points[:, 1], rows)[0, 1]}
+            "y_follows_row": np.corrcoef(points[:, 1], rows)[0, 1],
+            "silhouette_aspect": np.subtract(*np.percentile(rows, [98, 2])) / np.subtract(*np.percentile(cols, [98, 2]))}
 
 
-def test_the_mesh_is_person_shaped_not_a_line(standin_manager, astronaut, tmp_path):
-    # The astronaut's layout (head, shoulders, arms; the legs below the frame) is 1.46x as tall as wide in pixels.
-    shape = mesh_shape(standin_manager, astronaut, tmp_path)
-    assert shape["x_follows_column"] > 0.9 and shape["y_follows_row"] > 0.9, shape  # seen from the front: them
-    assert shape["line"] > 0.4, shape  # the old stand-ins' streak: 0.11
-    assert shape["height"] > 1.2 * shape["width"], shape
-    assert 0.02 < shape["depth"] < 0.5 * shape["height"], shape  # a body's relief, not a flat card nor a streak
+@pytest.mark.parametrize("photo", ["astronaut", "camera"])
+def test_the_mesh_is_person_shaped_not_a_line(standin_manager, photo, tmp_path):
+    """The old stand-ins' mesh was a streak: astronaut line 0.11, x against the column -0.19 (camera 0.12, -0.62)."""
+    from sapiens2_demo.standins.targets import build_scene
+
+    shape = mesh_shape(standin_manager, build_scene(photo), tmp_path)
+    assert shape["x_follows_column"] > 0.9 and shape["y_follows_row"] > 0.9, shape  # from the front: the silhouette
+    assert shape["line"] > 0.4, shape
+    # as tall for its width as the silhouette, give or take a quarter (the sides recede, and x grows with depth)
+    assert shape["height"] / shape["width"] > 0.75 * shape["silhouette_aspect"], shape
+    assert 0.05 < shape["depth"] < shape["height"], shape  # a body's relief, neither a flat card nor a streak
 
 
 def test_one_builder_at_a_time_and_a_set_appears_whole(tmp_path, monkeypatch):
