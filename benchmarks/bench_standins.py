@@ -11,8 +11,9 @@ the load average before and after (the machine may be shared: wall seconds swing
 On the astronaut photo it prints: the bytes of the normals' 16-bit PNG (background removed by the checkpoints'
 own body-part segmentation, the normals task's default), the share of body-part label pixels equal
 to their right-hand neighbour, the share of pose keypoint maps that take the fast decode path (one user box),
-the alpha matte's agreement with the synthetic person mask, and how rough the pretrain features are (mean
-squared difference of neighbouring patches over their variance: 2 for noise, 0 for a constant).
+the alpha matte's agreement with the synthetic person mask, the surface mesh's shape (mesh_figures), and how rough
+the pretrain features are (mean squared difference of neighbouring patches over their variance: 2 for noise, 0 for
+a constant).
 Targets: PNG at most 0.4x the random one's bytes; labels >= 90 % equal; fast path >= 90 %.
 """
 
@@ -69,10 +70,29 @@ def figures(checkpoint_dir: Path) -> dict[str, float]:
     alpha = estimate_matting(image, manager).alpha
     person = scene.parts > 0
     out["matte_iou"] = float(((alpha > 0.5) & person).sum() / ((alpha > 0.5) | person).sum())
+    out.update(mesh_figures(image, labels > 0, manager))
     patches = extract_features([image], manager)[0].patches
     rough = (np.square(np.diff(patches, axis=0)).mean() + np.square(np.diff(patches, axis=1)).mean())
     out["feature_roughness"] = float(rough / patches.var(axis=(0, 1)).mean())
     return out
+
+
+def mesh_figures(image, mask, manager) -> dict[str, float]:
+    """The depth task's surface mesh (background removed): height over width of its vertices (2nd to 98th
+    percentile), its 2nd singular value over the 1st (0 for a line), and how well the pointmap's x and y follow the
+    pixel's column and row on the person (1: seen from the front, it is the silhouette)."""
+    from sapiens2_demo.export.mesh import result_mesh
+    from sapiens2_demo.pipelines.dense import estimate_pointmap
+
+    result = estimate_pointmap(image, manager, mask=mask)
+    vertices = np.asarray(result_mesh(result, image, mask).vertices, dtype=np.float64)
+    width, height = np.subtract(*np.percentile(vertices[:, :2], [98, 2], axis=0))
+    spread = np.linalg.svd(vertices - vertices.mean(axis=0), compute_uv=False)
+    rows, cols = np.nonzero(mask)
+    points = result.points[rows, cols]
+    return {"mesh_height_over_width": float(height / width), "mesh_not_a_line": float(spread[1] / spread[0]),
+            "mesh_x_follows_column": float(np.corrcoef(points[:, 0], cols)[0, 1]),
+            "mesh_y_follows_row": float(np.corrcoef(points[:, 1], rows)[0, 1])}
 
 
 def main() -> None:
