@@ -4,7 +4,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 OFFLINE := HF_HUB_OFFLINE=1 YOLO_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False
 TINY_DIR ?= /tmp/sapiens2-tiny
-STANDIN_DIR ?= /tmp/sapiens2-standin
+# run-standin's checkpoints: empty = built once into the user's cache (~/.cache/sapiens2-demo/standins-<hash of the
+# training code>) and reused; a folder = trained there when it has no STANDINS.txt
+STANDIN_DIR ?=
 # pytest-xdist workers for make test: one a core, at most 4 (12.3 -> 7.0 minutes on 2 cores); 0: one process
 TEST_WORKERS ?= auto
 
@@ -30,9 +32,14 @@ run-tiny: setup  ## launch on tiny random-weight checkpoints: works offline, out
 	$(OFFLINE) $(PY) -m sapiens2_demo.standins $(TINY_DIR) --detector
 	$(OFFLINE) $(PY) app.py --checkpoint-dir $(TINY_DIR) --detector $(TINY_DIR)/yolov8n-random.pt $(ARGS)
 
-run-standin: setup  ## launch on stand-ins: tiny checkpoints trained a minute or two on synthetic targets (not models)
-	test -f $(STANDIN_DIR)/STANDINS.txt || $(OFFLINE) $(PY) -m sapiens2_demo.standins $(STANDIN_DIR) --trained --detector
-	$(OFFLINE) $(PY) app.py --checkpoint-dir $(STANDIN_DIR) --detector $(STANDIN_DIR)/yolov8n-random.pt $(ARGS)
+run-standin: setup  ## launch on stand-ins: tiny checkpoints trained ~2 minutes on synthetic targets, once (not models)
+	@dir='$(STANDIN_DIR)'; \
+	if [ -z "$$dir" ]; then dir=$$($(OFFLINE) $(PY) -m sapiens2_demo.standins --trained | tail -n 1) || exit 1; \
+	elif [ ! -f "$$dir/STANDINS.txt" ]; then \
+	  echo "Stand-in checkpoints: training them into $$dir (about 2 minutes on 2 idle cores; stand-ins, not models)"; \
+	  $(OFFLINE) $(PY) -m sapiens2_demo.standins "$$dir" --trained --detector >/dev/null || exit 1; fi; \
+	echo "Launching the app on the stand-in checkpoints in $$dir"; \
+	$(OFFLINE) $(PY) app.py --checkpoint-dir "$$dir" --detector "$$dir/yolov8n-random.pt" $(ARGS)
 
 browser-deps:  ## Debian's chromium for the Playwright test (root only; otherwise that test is skipped)
 	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || echo "chromium not installed: the browser test will be skipped"; }

@@ -1,15 +1,19 @@
 """Stand-in checkpoints against random-weight ones: how much structure their outputs have (issue 20's targets).
 
     HF_HUB_OFFLINE=1 YOLO_OFFLINE=1 python benchmarks/bench_standins.py [--checkpoint-dir DIR] [--random-dir DIR]
+    HF_HUB_OFFLINE=1 YOLO_OFFLINE=1 python benchmarks/bench_standins.py --build   # time one build from nothing
 
-Stand-ins (standins/train.py) are tiny Sapiens2 configs trained for a minute or two on synthetic targets: not models.
---checkpoint-dir: stand-ins to measure (default: trained, or reused, under /tmp/sapiens2-standins-<key>).
+Stand-ins (standins/train.py) are tiny Sapiens2 configs trained about two CPU minutes on synthetic targets: not models.
+--checkpoint-dir: stand-ins to measure (default: trained, or reused, in the user's cache, standins-<key>).
+--build: train a set into a temporary folder (the cache untouched) and print its wall and CPU seconds, the CPU and
+the load average before and after (the machine may be shared: wall seconds swing with the load, CPU seconds less).
 --random-dir: random-weight tiny checkpoints to compare with (default: written to a temporary folder).
 On the astronaut photo it prints: the bytes of the normals' 16-bit PNG (background removed by the checkpoints'
 own body-part segmentation, the normals task's default), the share of body-part label pixels equal
 to their right-hand neighbour, the share of pose keypoint maps that take the fast decode path (one user box),
-the alpha matte's agreement with the synthetic person mask, and how rough the pretrain features are (mean
-squared difference of neighbouring patches over their variance: 2 for noise, 0 for a constant).
+the alpha matte's agreement with the synthetic person mask, the surface mesh's shape (mesh_figures), and how rough
+the pretrain features are (mean squared difference of neighbouring patches over their variance: 2 for noise, 0 for
+a constant).
 Targets: PNG at most 0.4x the random one's bytes; labels >= 90 % equal; fast path >= 90 %.
 """
 
@@ -66,10 +70,29 @@ def figures(checkpoint_dir: Path) -> dict[str, float]:
     alpha = estimate_matting(image, manager).alpha
     person = scene.parts > 0
     out["matte_iou"] = float(((alpha > 0.5) & person).sum() / ((alpha > 0.5) | person).sum())
+    out.update(mesh_figures(image, labels > 0, manager))
     patches = extract_features([image], manager)[0].patches
     rough = (np.square(np.diff(patches, axis=0)).mean() + np.square(np.diff(patches, axis=1)).mean())
     out["feature_roughness"] = float(rough / patches.var(axis=(0, 1)).mean())
     return out
+
+
+def mesh_figures(image, mask, manager) -> dict[str, float]:
+    """The depth task's surface mesh (background removed): height over width of its vertices (2nd to 98th
+    percentile), its 2nd singular value over the 1st (0 for a line), and how well the pointmap's x and y follow the
+    pixel's column and row on the person (1: seen from the front, it is the silhouette)."""
+    from sapiens2_demo.export.mesh import result_mesh
+    from sapiens2_demo.pipelines.dense import estimate_pointmap
+
+    result = estimate_pointmap(image, manager, mask=mask)
+    vertices = np.asarray(result_mesh(result, image, mask).vertices, dtype=np.float64)
+    width, height = np.subtract(*np.percentile(vertices[:, :2], [98, 2], axis=0))
+    spread = np.linalg.svd(vertices - vertices.mean(axis=0), compute_uv=False)
+    rows, cols = np.nonzero(mask)
+    points = result.points[rows, cols]
+    return {"mesh_height_over_width": float(height / width), "mesh_not_a_line": float(spread[1] / spread[0]),
+            "mesh_x_follows_column": float(np.corrcoef(points[:, 0], cols)[0, 1]),
+            "mesh_y_follows_row": float(np.corrcoef(points[:, 1], rows)[0, 1])}
 
 
 def main() -> None:
@@ -77,7 +100,10 @@ def main() -> None:
     parser.add_argument("--checkpoint-dir", type=Path, default=None, help="stand-in checkpoints")
     parser.add_argument("--random-dir", type=Path, default=None,
                         help="random-weight tiny checkpoints (written there when missing)")
+    parser.add_argument("--build", action="store_true", help="time one build from nothing, then stop")
     args = parser.parse_args()
+    if args.build:
+        return time_build()
     from sapiens2_demo.standins.tiny import write_all
     from sapiens2_demo.standins.train import cached_standins
 
@@ -96,6 +122,22 @@ def main() -> None:
     print(f"\ntargets: normals PNG <= 0.4x random ({ours['normals16_png_bytes'] / theirs['normals16_png_bytes']:.2f}x), "
           f"labels equal to their right neighbour >= 0.9 ({ours['labels_equal_right']:.3f}), "
           f"pose maps on the fast path >= 0.9 ({ours['pose_fast_path']:.3f})")
+
+
+def time_build() -> None:
+    import platform
+
+    from sapiens2_demo.standins.train import write_standins
+
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else "?"
+    print(f"CPU: {cpu}, {os.cpu_count()} cores; load average before {os.getloadavg()[0]:.1f}", flush=True)
+    with tempfile.TemporaryDirectory() as folder:
+        wall, cpu_start = time.perf_counter(), time.process_time()
+        write_standins(Path(folder))
+        wall, cpu_s = time.perf_counter() - wall, time.process_time() - cpu_start
+    print(f"stand-ins built in {wall:.0f} s wall, {cpu_s:.0f} s CPU (all threads); load average after "
+          f"(1, 5, 15 min): {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":

@@ -36,10 +36,11 @@ def tiny_dir(tmp_path_factory) -> Path:
 def standin_dir() -> Path:
     """Stand-in checkpoints (standins/train.py: the tiny configs trained a minute or two on synthetic targets, so their
     outputs have structure; stand-ins, not models) plus a random-weight YOLOv8n at yolov8n-random.pt. Trained
-    once per version of their training code and kept in /tmp/sapiens2-standins-<key>, so reruns are free."""
+    once per version of their training code and kept in the user's cache (~/.cache/sapiens2-demo/standins-<key>,
+    shared with make run-standin), so reruns are free; test workers wait for the one that builds them."""
     from sapiens2_demo.standins.train import cached_standins
 
-    return cached_standins(log=lambda message: None)
+    return cached_standins(log=lambda message: None, progress=False)
 
 
 @pytest.fixture()

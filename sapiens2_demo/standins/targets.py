@@ -62,6 +62,7 @@ _ANCHORS = {
                (150, 300), (285, 228), (300, 200), (130, 420), (90, 430), (130, 560), (95, 570), (130, 690),
                (95, 700)],
 }
+BACKGROUND_DEPTH = (3.0, 2.8)  # metres at the photo's top and bottom: a plane behind the person (at 2 m)
 _FACE_START = 70  # keypoints 70-307 are the face
 _KEYPOINTS_FILE = Path(__file__).resolve().parents[1] / "data" / "keypoints308.json"
 
@@ -104,7 +105,7 @@ def build_scene(name: str) -> Scene:
             cv2.fillPoly(parts, [np.asarray(shape, np.int32)], value)
     mask = parts > 0
     bulge = _bulge(mask)
-    background = np.linspace(4.0, 3.5, h, dtype=np.float32)[:, None].repeat(w, 1)
+    background = np.linspace(*BACKGROUND_DEPTH, h, dtype=np.float32)[:, None].repeat(w, 1)
     depth = np.where(mask, 2.0 - 0.3 * bulge, background).astype(np.float32)
     alpha = cv2.GaussianBlur(mask.astype(np.float32), (0, 0), 2.0)
     # Normals of the person's surface alone: the jump to the far background is an edge, not a slope.
@@ -181,3 +182,129 @@ def _offset(i: int, flip: np.ndarray, radius: float) -> np.ndarray:
     r, angle = radius * np.sqrt((base * 0.618) % 1.0), base * np.pi * (3 - np.sqrt(5))
     x = 0.0 if flip[i] == i else r * np.cos(angle) * (-1 if i > flip[i] else 1)
     return np.array([x, r * np.sin(angle)], np.float32)
+
+
+# -- augmented samples at the model input size ----------------------------------------------------
+
+def dense_samples(scenes, input_hw, count, rng) -> dict[str, np.ndarray]:
+    """Augmented whole-image samples at the model input size: a random crop (area and aspect), a mirror,
+    colour jitter, then either stretched to the input (seg/matting pre-processing) or letterboxed into it
+    (normal/pointmap's keep-aspect padding; the padding is marked invalid)."""
+    import cv2
+
+    in_h, in_w = input_hw
+    mirror = _mirrored_classes()
+    out = {key: [] for key in ("pixels", "parts", "normals", "points", "matte", "valid", "boxed")}
+    for index in range(count):
+        scene = scenes[index % len(scenes)]
+        h, w = scene.parts.shape
+        area, aspect = rng.uniform(0.6, 1.0), rng.uniform(0.7, 1.3)
+        cw, ch = min(w, int(w * np.sqrt(area * aspect))), min(h, int(h * np.sqrt(area / aspect)))
+        x0, y0 = int(rng.integers(0, w - cw + 1)), int(rng.integers(0, h - ch + 1))
+        crop = (slice(y0, y0 + ch), slice(x0, x0 + cw))
+        image, parts = scene.image[crop], scene.parts[crop]
+        normals, depth, alpha = scene.normals[crop], scene.depth[crop], scene.alpha[crop]
+        if rng.random() < 0.5:
+            image, parts, depth, alpha = image[:, ::-1], mirror[parts[:, ::-1]], depth[:, ::-1], alpha[:, ::-1]
+            normals = normals[:, ::-1] * np.float32([-1, 1, 1])
+        image = _jitter(image, rng)
+        boxed = rng.random() >= 0.5
+        if not boxed:  # stretch
+            top, left, new_h, new_w = 0, 0, in_h, in_w
+        else:  # letterbox, centred
+            scale = min(in_h / ch, in_w / cw)
+            new_h, new_w = int(ch * scale), int(cw * scale)
+            top, left = (in_h - new_h) // 2, (in_w - new_w) // 2
+        box = (slice(top, top + new_h), slice(left, left + new_w))
+
+        def place(values, fill, interpolation=cv2.INTER_LINEAR, box=box, size=(new_w, new_h)):
+            canvas = np.full((in_h, in_w, *values.shape[2:]), fill, values.dtype)
+            canvas[box] = cv2.resize(np.ascontiguousarray(values), size, interpolation=interpolation)
+            return canvas
+
+        pixels = place(image, 0)
+        z = place(depth, 4.0)
+        vv, uu = np.mgrid[0:in_h, 0:in_w].astype(np.float32)
+        focal = float(max(new_w, new_h))
+        points = np.stack([(uu - in_w / 2) / focal * z, (vv - in_h / 2) / focal * z, z])
+        alpha_in = place(alpha, 0.0)
+        foreground = pixels.astype(np.float32) / 255 * alpha_in[..., None]
+        out["pixels"].append(_normalise(pixels))
+        out["parts"].append(place(parts, 255, cv2.INTER_NEAREST))
+        out["normals"].append(place(normals, 0.0).transpose(2, 0, 1))
+        out["points"].append(points)
+        out["matte"].append(np.concatenate([foreground.transpose(2, 0, 1), alpha_in[None]]))
+        out["valid"].append(place(np.ones((ch, cw), np.float32), 0.0))
+        out["boxed"].append(np.float32(boxed))
+    return {key: np.ascontiguousarray(np.stack(values)) for key, values in out.items()}
+
+
+def _mirrored_classes() -> np.ndarray:
+    """Class id -> the id of its mirror image (Left_X <-> Right_X), as a look-up table (255 stays 255)."""
+    classes = seg_classes()
+    table = np.arange(256, dtype=np.uint8)
+    for i, name in enumerate(classes):
+        for a, b in (("Left_", "Right_"), ("Right_", "Left_")):
+            if name.startswith(a):
+                table[i] = classes.index(b + name[len(a):])
+    return table
+
+
+def _jitter(image: np.ndarray, rng) -> np.ndarray:
+    """Brightness, contrast and saturation each scaled by up to +-25 %."""
+    values = image.astype(np.float32)
+    grey = values.mean(axis=2, keepdims=True)
+    values = grey + (values - grey) * rng.uniform(0.75, 1.25)
+    values = (values - values.mean()) * rng.uniform(0.75, 1.25) + values.mean() * rng.uniform(0.75, 1.25)
+    return np.clip(values, 0, 255).astype(np.uint8)
+
+
+def _normalise(pixels: np.ndarray) -> np.ndarray:
+    """uint8 (h, w, 3) -> (3, h, w) float32 as the processor's rescale and ImageNet normalisation."""
+    from transformers.image_utils import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
+
+    values = pixels.astype(np.float32) / 255
+    values = (values - np.float32(IMAGENET_DEFAULT_MEAN)) / np.float32(IMAGENET_DEFAULT_STD)
+    return values.transpose(2, 0, 1)
+
+
+def pose_samples(scenes, input_hw, count, sigma, rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Person crops as the processor makes them (transformers' crop_and_resize: box padded 1.25, input
+    aspect) around jittered boxes of the person, mirrored half the time (keypoints swap sides),
+    colour-jittered; UDP Gaussian heatmap targets, and which keypoints are in the crop (the others have none)."""
+    import torch
+    from transformers.models.sapiens2.image_processing_sapiens2 import (
+        boxes_to_crop_params,
+        crop_and_resize,
+        generate_udp_gaussian_heatmaps,
+    )
+
+    flip = flip_indices()
+    pixels, targets, seen = [], [], []
+    for index in range(count):
+        scene = scenes[index % len(scenes)]
+        h, w = scene.parts.shape
+        ys, xs = np.nonzero(scene.parts)
+        image, keypoints = scene.image, scene.keypoints.copy()
+        x0, y0, x1, y1 = xs.min(), ys.min(), xs.max() + 1, ys.max() + 1
+        if rng.random() < 0.5:
+            image, keypoints = image[:, ::-1], keypoints[flip] * np.float32([-1, 1]) + np.float32([w - 1, 0])
+            x0, x1 = w - x1, w - x0
+        size = np.array([x1 - x0, y1 - y0], np.float32) * rng.uniform(0.8, 1.15)
+        centre = np.array([x0 + x1, y0 + y1], np.float32) / 2 + rng.uniform(-0.08, 0.08, 2) * size
+        box = [*(centre - size / 2).tolist(), *size.tolist()]  # x y w h
+        cxcywh = torch.tensor([[*centre.tolist(), *size.tolist()]])
+        crop_centre, crop_size = (t[0].numpy() for t in boxes_to_crop_params(cxcywh, output_size=input_hw))
+        # Keypoints outside the photo or the crop have no target (as unlabelled ones in real training): the
+        # legs below the frame must not teach the hips' maps to peak at the crop's edge.
+        low = np.maximum(crop_centre - crop_size / 2, 0)
+        high = np.minimum(crop_centre + crop_size / 2, np.float32([w, h]))
+        seen.append(((keypoints >= low) & (keypoints < high)).all(axis=1))
+        tensor = torch.from_numpy(np.ascontiguousarray(image).transpose(2, 0, 1).astype(np.float32))
+        crop = crop_and_resize(tensor, cxcywh, output_size=input_hw)[0].clamp(0, 255)
+        pixels.append(_normalise(_jitter(crop.permute(1, 2, 0).numpy().round().astype(np.uint8), rng)))
+        heatmaps, _ = generate_udp_gaussian_heatmaps([[box]], [[keypoints.tolist()]], output_size=input_hw,
+                                                     downscale_factor=4, sigma=sigma)
+        targets.append(heatmaps[0].numpy())
+    return (np.stack(pixels).astype(np.float32), np.stack(targets).astype(np.float32),
+            np.stack(seen).astype(np.float32))

@@ -94,3 +94,73 @@ def test_features_vary_smoothly(standin_manager, manager, astronaut):
         return steps / patches.var(axis=(0, 1)).mean()
 
     assert roughness(standin_manager) < roughness(manager)
+
+
+def mesh_shape(manager, scene, folder) -> dict[str, float]:
+    """person_mesh.glb as the depth task writes it (background removed by the body parts), read back, in the glTF
+    frame (x right, y up, z towards the viewer): its extents (2nd to 98th percentile, metres), how far its vertex
+    cloud is from a line (2nd over 1st singular value), how well the masked pointmap's x and y follow the pixel's
+    column and row (seen from the front it is the silhouette), and the silhouette's own height over width (pixels)."""
+    import trimesh
+
+    from sapiens2_demo.export.mesh import result_mesh, write_mesh_glb
+    from sapiens2_demo.pipelines.dense import estimate_pointmap, segment
+
+    mask = segment(scene.image, manager).labels > 0
+    result = estimate_pointmap(scene.image, manager, mask=mask)
+    path = write_mesh_glb(result_mesh(result, scene.image, mask), folder)
+    vertices = np.asarray(trimesh.load(path, force="mesh").vertices, dtype=np.float64)
+    width, height, depth = np.subtract(*np.percentile(vertices, [98, 2], axis=0))
+    spread = np.linalg.svd(vertices - vertices.mean(axis=0), compute_uv=False)
+    rows, cols = np.nonzero(mask)
+    points = result.points[rows, cols]
+    return {"width": width, "height": height, "depth": depth, "line": spread[1] / spread[0],
+            "x_follows_column": np.corrcoef(points[:, 0], cols)[0, 1],
+            "y_follows_row": np.corrcoef(points[:, 1], rows)[0, 1],
+            "silhouette_aspect": np.subtract(*np.percentile(rows, [98, 2])) / np.subtract(*np.percentile(cols, [98, 2]))}
+
+
+@pytest.mark.parametrize("photo", ["astronaut", "camera"])
+def test_the_mesh_is_person_shaped_not_a_line(standin_manager, photo, tmp_path):
+    """The old stand-ins' mesh was a streak: astronaut line 0.11, x against the column -0.19 (camera 0.12, -0.62)."""
+    from sapiens2_demo.standins.targets import build_scene
+
+    shape = mesh_shape(standin_manager, build_scene(photo), tmp_path)
+    assert shape["x_follows_column"] > 0.9 and shape["y_follows_row"] > 0.9, shape  # from the front: the silhouette
+    assert shape["line"] > 0.4, shape
+    # as tall for its width as the silhouette, give or take a quarter (the sides recede, and x grows with depth)
+    assert shape["height"] / shape["width"] > 0.75 * shape["silhouette_aspect"], shape
+    assert 0.05 < shape["depth"] < shape["height"], shape  # a body's relief, neither a flat card nor a streak
+
+
+def test_one_builder_at_a_time_and_a_set_appears_whole(tmp_path, monkeypatch):
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sapiens2_demo.standins import train
+
+    built, messages = [], []
+
+    def write_slowly(root, progress=True):  # a build, without its minutes
+        built.append(root)
+        time.sleep(0.5)
+        assert not any(path.name.startswith("standins-") and path.is_dir() and "building" not in path.name
+                       for path in tmp_path.iterdir())  # nothing half-built under the final name
+        (root / train.MARKER).write_text("stand-ins")
+        return root
+
+    monkeypatch.setattr(train, "write_standins", write_slowly)
+    barrier = threading.Barrier(2)
+
+    def build(_):
+        barrier.wait()
+        return train.cached_standins(tmp_path, detector=False, log=messages.append)
+
+    with ThreadPoolExecutor(2) as pool:
+        first, second = pool.map(build, range(2))
+    assert first == second == tmp_path / f"standins-{train.standin_key()}" and len(built) == 1
+    assert (first / train.MARKER).exists() and not [path for path in tmp_path.iterdir() if "building" in path.name]
+    assert any("Training them now, once" in message and str(first) in message for message in messages)
+    assert any("waiting" in message for message in messages) and any("reusing" in message for message in messages)
+    assert train.cached_standins(tmp_path, detector=False, log=messages.append) == first and len(built) == 1
