@@ -3,9 +3,8 @@ functions the video job runs after the models (tracking, the lift's occlusion ch
 `MotionVideoExport`), the motion read back from the written BVH files (and motion.glb, checked against them),
 and measured against the truth.
 
-`measure(name, guards=True, seed=0, fps=24)` -> {metric: value} with the keys of
-`benchmarks/bench_motion_truth.py --json`, plus `finger_jumps_clean` and `glb_vs_bvh_mm`. `guards=False` runs today's path before the guards
-(the plain tracker, no occlusion check after the lift, `MotionVideoExport(guards=False)`).
+`measure(name, seed=0, fps=24)` -> {metric: value} with the keys of `benchmarks/bench_motion_truth.py --json`,
+plus `glb_vs_bvh_mm`; `measure_run(name, noise, faults, seed, fps, heavy)` one condition's.
 """
 
 from __future__ import annotations
@@ -94,17 +93,9 @@ def glb_positions(path: Path, track_id: int) -> dict:
     return {gltf.nodes[n].name.rsplit("_", 1)[0]: position[n] for n in order}
 
 
-def _tracker(guards: bool, fps: float):
-    if guards:
-        from sapiens2_demo.pose.tracking import KeypointTracker
-
-        return KeypointTracker(frame_rate=fps)
-    from sapiens2_demo.pose.tracking import PersonTracker
-
-    return PersonTracker(frame_rate=fps)
 
 
-def run(clip: Clip, folder: Path, guards: bool = True, **options) -> tuple[list, list[Path], object]:
+def run(clip: Clip, folder: Path, **options) -> tuple[list, list[Path], object]:
     """Feeds the clip to the video job's after-model path; returns per person their track id per frame (None =
     not detected), the files written and the export (`options` go to MotionVideoExport)."""
     from sapiens2_demo.export.mocap_video import MotionVideoExport
@@ -112,8 +103,10 @@ def run(clip: Clip, folder: Path, guards: bool = True, **options) -> tuple[list,
     from sapiens2_demo.pose.smoothing import KeypointSmoother
 
     fps = clip.fps
-    tracker, smoother = _tracker(guards, fps), KeypointSmoother()
-    export = MotionVideoExport(folder, fps=fps, guards=guards, **options)
+    from sapiens2_demo.pose.tracking import KeypointTracker
+
+    tracker, smoother = KeypointTracker(frame_rate=fps), KeypointSmoother()
+    export = MotionVideoExport(folder, fps=fps, **options)
     ids = [[None] * clip.frames for _ in clip.truth]
     for f in range(clip.frames):
         people = [who for who in range(len(clip.truth)) if clip.boxes[who][f] is not None]
@@ -125,12 +118,11 @@ def run(clip: Clip, folder: Path, guards: bool = True, **options) -> tuple[list,
                           keypoints=keypoints, keypoint_scores=scores)
         points = np.array([clip.lifted[w][f] for w in people], np.float32).reshape(len(people), count, 3)
         lifted = Pose3DResult(points=points, scores=scores, available=np.isfinite(points).all(-1))
-        if guards:  # the check lift_keypoints makes on what it lifted (this harness stands in for the pointmap)
-            read = lifted.points.copy()
-            dropped = drop_in_front(lifted.points, lifted.available, keypoints=keypoints, boxes=boxes)
-            lifted.covered = np.where(dropped[..., None], read, np.nan)
-        follow = {"lifted": lifted, "time": f / fps} if guards else {}
-        pose.track_ids = tracker.update(boxes, pose.box_scores, SIZE, **follow)
+        # the check lift_keypoints makes on what it lifted (this harness stands in for the pointmap)
+        read = lifted.points.copy()
+        dropped = drop_in_front(lifted.points, lifted.available, keypoints=keypoints, boxes=boxes)
+        lifted.covered = np.where(dropped[..., None], read, np.nan)
+        pose.track_ids = tracker.update(boxes, pose.box_scores, SIZE, lifted=lifted, time=f / fps)
         lifted.track_ids = pose.track_ids
         pose.lifted = lifted
         if len(people):
@@ -237,20 +229,20 @@ def foot_slide_mm(positions: np.ndarray, names: list, expected: dict, present: n
     return worst
 
 
-def measure_run(name: str, guards: bool, noise: bool, faults: bool, seed: int = 0, fps: float = 24.0,
+def measure_run(name: str, noise: bool = True, faults: bool = True, seed: int = 0, fps: float = 24.0,
                 heavy: bool = False) -> dict:
     clip = make_clip(name, noise=noise, faults=faults, seed=seed, fps=fps, heavy=heavy)
     with tempfile.TemporaryDirectory() as folder:
-        ids, _, export = run(clip, Path(folder), guards)
+        ids, _, export = run(clip, Path(folder))
         return {**evaluate(clip, ids, Path(folder)), "fit_seconds": export.close_seconds,
                 "clip_seconds": clip.frames / clip.fps}
 
 
-def measure(name: str, guards: bool = True, seed: int = 0, fps: float = 24.0) -> dict:
+def measure(name: str, seed: int = 0, fps: float = 24.0) -> dict:
     """The clip's metrics: everything under noise and faults, plus the clean, noise-only and heavy error model's
     MPJPE (`mpjpe_clean_mm`, `mpjpe_noise_mm`, `heavy_mm`); `bone_error_pct` and `foot_slide_mm` are the worst of
     the four runs, `fit_seconds` the noise + faults run's (the export's close: the fit, the skeleton, the files)."""
-    runs = {cond: measure_run(name, guards, noise=cond != "clean", faults=cond == "faults", seed=seed, fps=fps,
+    runs = {cond: measure_run(name, noise=cond != "clean", faults=cond == "faults", seed=seed, fps=fps,
                               heavy=cond == "heavy") for cond in ("faults", "clean", "noise", "heavy")}
     result = dict(runs["faults"])
     result.update(mpjpe_clean_mm=runs["clean"]["mpjpe_mm"], finger_jumps_clean=runs["clean"]["finger_jumps_90"],
