@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .meta import name_index
+from .meta import keypoint_meta, name_index
 
 SIDES = ("left", "right")
 FINGERS = ("thumb", "forefinger", "middle_finger", "ring_finger", "pinky_finger")
@@ -37,6 +37,7 @@ PRIOR_C = 0.5  # the motion prior is quadratic up to this many sigmas, linear be
 ROBUST_C = 3.0  # residuals past ~3 sigma weigh less and less (Geman-McClure) ...
 OUTLIER_PIXELS, OUTLIER_DEPTH = 6.0, 0.1  # ... but never nearer than these (pixels, metres): on clean input too
 ITERATIONS = 300
+SWAP_GAIN = 0.5  # a frame is exchanged when that halves its keypoints' median distance from the frames around
 INIT_OUTLIER_M = 0.15  # metres from the median of 5 frames: a sample the start does not take
 STAGES = (8.0, 3.0, 1.0)  # the data's sigmas times these, in turn (a third of the iterations each)
 
@@ -97,6 +98,21 @@ def noise_scale(values: np.ndarray, floor: float) -> float:
     third = np.diff(values, n=3, axis=0)
     third = np.abs(third[np.isfinite(third)])
     return max(float(np.median(third)) / (0.6745 * np.sqrt(20)), floor) if third.size else floor * 10
+
+
+def unswapped(points: np.ndarray, seen: np.ndarray, flip: np.ndarray) -> np.ndarray:
+    """(T,) bool: the frames whose keypoints lie much nearer the frames around them (the median of two either side)
+    with left and right exchanged: a pose model's left/right swap, exchanged back before the fit."""
+    frames = len(points)
+    raw = np.where(seen[..., None], points, np.nan)
+    pad = np.full((2,) + raw.shape[1:], np.nan)
+    padded = np.concatenate([pad, raw, pad])
+    with np.errstate(all="ignore"), np.testing.suppress_warnings() as quiet:
+        quiet.filter(RuntimeWarning)
+        around = np.nanmedian(np.stack([padded[i:i + frames] for i in (0, 1, 3, 4)]), axis=0)
+        own = np.nanmedian(np.linalg.norm(raw - around, axis=-1), axis=1)
+        exchanged = np.nanmedian(np.linalg.norm(raw[:, flip] - around, axis=-1), axis=1)
+    return np.nan_to_num(exchanged) < SWAP_GAIN * np.nan_to_num(own)
 
 
 def _median_filled(points: np.ndarray, seen: np.ndarray) -> np.ndarray:
@@ -213,6 +229,10 @@ def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np
     metres at its depth (NaN where never seen)."""
     points, rays = np.asarray(points, np.float64), np.asarray(rays, np.float64)
     available = np.asarray(available, bool) & np.isfinite(points).all(-1)
+    flip = np.asarray(keypoint_meta()["flip_indices"][:points.shape[1]], np.int64)
+    swapped = unswapped(points, available, flip)
+    points, rays, available, scores = (np.where(swapped.reshape((-1,) + (1,) * (a.ndim - 1)), a[:, flip], a)
+                                       for a in (points, rays, available, np.asarray(scores, np.float64)))
     on_ray = np.where(available[..., None], points, rays)
     aimed = np.isfinite(on_ray).all(-1) & (on_ray[..., 2] > 1e-3)
     ever = aimed.any(0)
