@@ -19,6 +19,8 @@ Initialised from the lifted points, median-filtered over 5 frames and interpolat
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
 
@@ -107,8 +109,8 @@ def unswapped(points: np.ndarray, seen: np.ndarray, flip: np.ndarray) -> np.ndar
     raw = np.where(seen[..., None], points, np.nan)
     pad = np.full((2,) + raw.shape[1:], np.nan)
     padded = np.concatenate([pad, raw, pad])
-    with np.errstate(all="ignore"), np.testing.suppress_warnings() as quiet:
-        quiet.filter(RuntimeWarning)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
         around = np.nanmedian(np.stack([padded[i:i + frames] for i in (0, 1, 3, 4)]), axis=0)
         own = np.nanmedian(np.linalg.norm(raw - around, axis=-1), axis=1)
         exchanged = np.nanmedian(np.linalg.norm(raw[:, flip] - around, axis=-1), axis=1)
@@ -123,8 +125,8 @@ def _median_filled(points: np.ndarray, seen: np.ndarray) -> np.ndarray:
     raw = np.where(seen[..., None], points, np.nan)
     padded = np.concatenate([np.full((2,) + raw.shape[1:], np.nan), raw, np.full((2,) + raw.shape[1:], np.nan)])
     windows = np.stack([padded[i:i + frames] for i in range(5)])
-    with np.errstate(all="ignore"), np.testing.suppress_warnings() as quiet:
-        quiet.filter(RuntimeWarning)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
         median = np.nanmedian(windows, axis=0)
     far = np.linalg.norm(raw - median, axis=-1) > INIT_OUTLIER_M  # a fault: the median instead
     filtered = np.where(seen[..., None], np.where(far[..., None], median, raw), np.nan)
@@ -298,8 +300,8 @@ def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np
     seen_2d = aimed & used
     error = np.linalg.norm(fitted[..., :2] / fitted[..., 2:] - np.where(aimed[..., None], target.numpy(), np.nan),
                            axis=-1) * fitted[..., 2]
-    with np.errstate(all="ignore"), np.testing.suppress_warnings() as quiet:
-        quiet.filter(RuntimeWarning)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
         noise = np.nanmedian(np.where(seen_2d, error, np.nan), axis=0)
     keep = ever & used
     return np.where(keep[None, :, None], fitted, np.nan), np.where(keep, noise, np.nan)

@@ -57,7 +57,9 @@ class TrackMotion:
         during = self.measured[self.present]
         hands = tuple(side for side in ("left", "right")
                       if during.size and during[:, hand_keypoints(side)].mean() >= HAND_MEASURED)
-        noisy = tuple(side for side in hands if not np.nanmedian(self.noise[hand_keypoints(side)]) <= FINGER_NOISE_M)
+        finger_noise = {side: self.noise[hand_keypoints(side)] for side in hands}
+        noisy = tuple(side for side, noise in finger_noise.items()
+                      if not (np.isfinite(noise).any() and np.nanmedian(noise) <= FINGER_NOISE_M))
         return solve(self.points @ CAMERA_TO_SKELETON.T, None, hands, rest_hands=noisy)
 
 
