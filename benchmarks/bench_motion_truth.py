@@ -76,9 +76,13 @@ def main(argv=None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--seeds", type=int, nargs="+", help="once per seed, against the targets")
     parser.add_argument("--before", type=Path, help="a JSON this script wrote before: its 'after' rows as 'before'")
+    parser.add_argument("--fit-time", type=float, metavar="SECONDS",
+                        help="only time the fit of one person dancing this long at 30 frames/s (noise), three runs")
     args = parser.parse_args(argv)
     print(f"CPU: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}",
           file=sys.stderr)
+    if args.fit_time:
+        return _fit_time(args.fit_time)
     if args.seeds:
         return _across_seeds(args)
     before = json.loads(args.before.read_text()) if args.before else {}
@@ -101,6 +105,32 @@ def main(argv=None) -> None:
     if args.json:
         args.json.write_text(json.dumps(results, indent=1) + "\n")
         print(f"wrote {args.json}")
+
+
+def _fit_time(seconds: float, fps: float = 30.0) -> None:
+    """The fit alone (pose/clip_fit.py) on a long noisy dance: its wall time against the clip's length."""
+    import time
+
+    import numpy as np
+
+    from sapiens2_demo.pose.clip_fit import fit_clip
+    from tests.motion_clips import CAMERA_HEIGHT, TO_CAMERA, _standing, back_project, body, project
+    from tests.motion_moves import dance
+
+    t = np.arange(int(seconds * fps)) / fps
+    truth = ((body(dance(t, _standing), len(t)) - [0, CAMERA_HEIGHT, 0]) @ TO_CAMERA.T)[:, :70]
+    rng = np.random.default_rng(0)
+    pixels = project(truth) + rng.normal(0, 2.0, truth.shape[:2] + (2,))
+    points = back_project(pixels, truth[..., 2] + rng.normal(0, 0.02, truth.shape[:2]))
+    available = np.isfinite(points).all(-1)
+    for run in range(3):
+        start, cpu = time.perf_counter(), time.process_time()
+        fitted, _ = fit_clip(points, available, np.full_like(points, np.nan), np.where(available, 0.9, 0.0), 500.0, fps)
+        took, cpu = time.perf_counter() - start, time.process_time() - cpu
+        error = np.nanmean(np.linalg.norm(fitted - truth, axis=-1)) * 1000
+        print(f"fit of {len(t)} frames ({seconds:g} s at {fps:g} frames/s): {took:.1f} s wall = {took / seconds:.2f}x the "
+              f"clip's length (budget 0.5x), {cpu:.1f} s of CPU (one thread; the wall time waits on the machine's "
+              f"load), mean keypoint error {error:.1f} mm, load {os.getloadavg()[0]:.1f}", flush=True)
 
 
 def _across_seeds(args) -> None:

@@ -39,6 +39,7 @@ PRIOR_C = 0.5  # the motion prior is quadratic up to this many sigmas, linear be
 ROBUST_C = 3.0  # residuals past ~3 sigma weigh less and less (Geman-McClure) ...
 OUTLIER_PIXELS, OUTLIER_DEPTH = 6.0, 0.1  # ... but never nearer than these (pixels, metres): on clean input too
 ITERATIONS = 300
+DTYPE = torch.float32
 SWAP_GAIN = 0.5  # a frame is exchanged when that halves its keypoints' median distance from the frames around
 INIT_OUTLIER_M = 0.15  # metres from the median of 5 frames: a sample the start does not take
 STAGES = (8.0, 3.0, 1.0)  # the data's sigmas times these, in turn (a third of the iterations each)
@@ -154,7 +155,7 @@ class _Body(torch.nn.Module):
     def __init__(self, start: np.ndarray):
         super().__init__()
         index = self.index = name_index()
-        p = torch.as_tensor(start, dtype=torch.float64)
+        p = torch.as_tensor(start, dtype=DTYPE)
         pelvis = (p[:, index["left_hip"]] + p[:, index["right_hip"]]) / 2
         self.root = torch.nn.Parameter(pelvis.clone())
         across = p[:, index["left_hip"]] - p[:, index["right_hip"]]
@@ -178,13 +179,12 @@ class _Body(torch.nn.Module):
         self.shapes = torch.nn.ParameterList([torch.nn.Parameter(s) for s in shapes])
         self.length_of = [LENGTHS.index(b[2]) for b in BONES]
         trunk = [b[2] in TRUNK for b in BONES] + [True] + [g[2] in TRUNK for g in GROUPS for _ in range(3)]
-        self.turn_sigma = torch.where(torch.as_tensor(trunk), TRUNK_SIGMA, ANGULAR_SIGMA).to(torch.float64)
+        self.turn_sigma = torch.where(torch.as_tensor(trunk), TRUNK_SIGMA, ANGULAR_SIGMA).to(DTYPE)
 
     def forward(self) -> torch.Tensor:
-        index, frames = self.index, self.root.shape[0]
-        out = [None] * 70
+        """(T, len(USED), 3): the keypoints the skeleton uses, in USED's order."""
+        frames = self.root.shape[0]
         half = torch.exp(self.log_hip) * _unit(self.hip)
-        out[index["left_hip"]], out[index["right_hip"]] = self.root + half, self.root - half
         named = {"pelvis": self.root}
         lengths = torch.exp(self.log_length)[self.length_of]
         steps = _unit(self.direction) * lengths[:, None]  # (T, B, 3)
@@ -193,21 +193,19 @@ class _Body(torch.nn.Module):
 
         def place(name, value):
             named[name] = value
-            out[index[name]] = value
             if name in pending:  # a rigid part hangs from this keypoint
                 g = pending.pop(name)
                 members = value[:, None] + torch.einsum("tij,kj->tki", rotations[:, g], self.shapes[g])
                 for m, member in enumerate(GROUPS[g][1]):
                     place(member, members[:, m])
 
-        place("left_hip", out[index["left_hip"]])
-        place("right_hip", out[index["right_hip"]])
+        place("left_hip", self.root + half)
+        place("right_hip", self.root - half)
         for b, (child, parent, _) in enumerate(BONES):
             place(child, named[parent] + steps[:, b])
-        empty = torch.full((frames, 3), float("nan"), dtype=torch.float64)
         self.turning = torch.cat([_unit(self.direction), _unit(self.hip)[:, None],
                                   rotations.transpose(-1, -2).reshape(frames, -1, 3)], 1)  # (T, M, 3) unit vectors
-        return torch.stack([empty if o is None else o for o in out], 1)
+        return torch.stack([named[k] for k in USED], 1)
 
 
 def fit_clip(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np.ndarray, focal: float,
@@ -237,10 +235,9 @@ def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np
                                        for a in (points, rays, available, np.asarray(scores, np.float64)))
     on_ray = np.where(available[..., None], points, rays)
     aimed = np.isfinite(on_ray).all(-1) & (on_ray[..., 2] > 1e-3)
-    ever = aimed.any(0)
-    index = name_index()
-    used = np.zeros(points.shape[1], bool)
-    used[[index[k] for k in USED]] = True
+    index, keypoints = name_index(), points.shape[1]
+    order = np.array([index[k] for k in USED])
+    ever = aimed.any(0)[order]
     start = _median_filled(points, available)
     missing = ~np.isfinite(start).all(-1)
     if missing.all(0)[[index["left_hip"], index["right_hip"], index["neck"]]].any():
@@ -249,34 +246,34 @@ def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np
         start[:, k] = start[:, index["neck"]] + [0.0, 0.05, 0.0]
     torch.manual_seed(0)
     body = _Body(start)
-    target = torch.as_tensor(np.where(aimed[..., None], on_ray[..., :2] / on_ray[..., 2:], 0.0))
-    depth = torch.as_tensor(np.nan_to_num(points[..., 2]))
-    weight_2d = torch.as_tensor(np.where(aimed, np.clip(scores, 0, 1), 0.0))
-    weight_z = torch.as_tensor(available.astype(np.float64))
-    offset = torch.nn.Parameter(torch.zeros(points.shape[:2], dtype=torch.float64))
-    mask = torch.as_tensor(used)
+    aimed, available, on_ray, points, scores = (a[:, order] for a in (aimed, available, on_ray, points, scores))
+    target = torch.as_tensor(np.where(aimed[..., None], on_ray[..., :2] / on_ray[..., 2:], 0.0), dtype=DTYPE)
+    depth = torch.as_tensor(np.nan_to_num(points[..., 2]), dtype=DTYPE)
+    weight_2d = torch.as_tensor(np.where(aimed, np.clip(scores, 0, 1), 0.0), dtype=DTYPE)[..., None]
+    weight_z = torch.as_tensor(available, dtype=DTYPE)
+    offset = torch.nn.Parameter(torch.zeros(points.shape[:2], dtype=DTYPE))
     pixel_sigma = noise_scale(np.where(aimed[..., None], focal * target.numpy(), np.nan), MIN_PIXEL_SIGMA)
     depth_sigma = noise_scale(np.where(available, points[..., 2], np.nan)[..., None], MIN_DEPTH_SIGMA)
     frames = len(points)
-    knees = [(index[f"{s}_hip"], index[f"{s}_knee"], index[f"{s}_ankle"]) for s in SIDES]
+    at = {k: i for i, k in enumerate(USED)}
+    knees = [(at[f"{s}_hip"], at[f"{s}_knee"], at[f"{s}_ankle"]) for s in SIDES]
 
     loose = [1.0]  # the data's sigmas are loosened at first (a smooth start), then tightened to their measure
 
     def energy():
         full = body()
-        fitted = full[:, mask]
-        z = fitted[..., 2].clamp_min(1e-3)
-        pixels = focal * (fitted[..., :2] / z[..., None] - target[:, mask]) / (pixel_sigma * loose[0])
-        e = (weight_2d[:, mask, None] * _robust(pixels, max(ROBUST_C, OUTLIER_PIXELS / pixel_sigma))).sum()
-        e = e + (weight_z[:, mask] * _robust((z - depth[:, mask] - offset[:, mask]) / (depth_sigma * loose[0]),
-                                             max(ROBUST_C, OUTLIER_DEPTH / depth_sigma))).sum()
+        z = full[..., 2].clamp_min(1e-3)
+        pixels = focal * (full[..., :2] / z[..., None] - target) / (pixel_sigma * loose[0])
+        e = (weight_2d * _robust(pixels, max(ROBUST_C, OUTLIER_PIXELS / pixel_sigma))).sum()
+        e = e + (weight_z * _robust((z - depth - offset) / (depth_sigma * loose[0]),
+                                    max(ROBUST_C, OUTLIER_DEPTH / depth_sigma))).sum()
         e = e + ((offset / OFFSET_SIGMA) ** 2).sum() + ((torch.diff(offset, dim=0) * fps / DRIFT_SIGMA) ** 2).sum()
         if frames > 2:
             root, turning = body.root, body.turning
             e = e + _huber((root[2:] - 2 * root[1:-1] + root[:-2]) * fps * fps / ACCELERATION_SIGMA).sum()
             turn = (turning[2:] - 2 * turning[1:-1] + turning[:-2]) * fps * fps / body.turn_sigma[:, None]
             e = e + _huber(turn).sum()
-        across = _unit(full[:, index["left_hip"]] - full[:, index["right_hip"]])
+        across = _unit(full[:, at["left_hip"]] - full[:, at["right_hip"]])
         for hip, knee, ankle in knees:  # the shin turns backwards about the hips' axis, never forwards
             bend = torch.cross(_unit(full[:, knee] - full[:, hip]), _unit(full[:, ankle] - full[:, knee]), dim=-1)
             e = e + 100 * (torch.relu(-(bend * across).sum(-1) - 0.05) ** 2).sum()
@@ -296,12 +293,12 @@ def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np
         if iterations:
             solver.step(closure)
     with torch.no_grad():
-        fitted = body().numpy()
-    seen_2d = aimed & used
+        fitted = body().double().numpy()
     error = np.linalg.norm(fitted[..., :2] / fitted[..., 2:] - np.where(aimed[..., None], target.numpy(), np.nan),
                            axis=-1) * fitted[..., 2]
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        noise = np.nanmedian(np.where(seen_2d, error, np.nan), axis=0)
-    keep = ever & used
-    return np.where(keep[None, :, None], fitted, np.nan), np.where(keep, noise, np.nan)
+        noise = np.nanmedian(np.where(aimed, error, np.nan), axis=0)
+    out, spread = np.full((frames, keypoints, 3), np.nan), np.full(keypoints, np.nan)
+    out[:, order[ever]], spread[order[ever]] = fitted[:, ever], noise[ever]
+    return out, spread
