@@ -167,7 +167,6 @@ class _Body(torch.nn.Module):
         for child, parent, length in BONES:
             lengths.setdefault(length, []).append((named[child] - named[parent]).norm(dim=-1).median())
         self.log_length = torch.nn.Parameter(torch.log(torch.stack([torch.stack(lengths[n]).mean() for n in LENGTHS])))
-        self.direction = torch.nn.Parameter(torch.stack([named[c] - named[p] for c, p, _ in BONES], 1))
         sixes, shapes = [], []
         for anchor, members, _, (a0, a1), (b0, b1) in GROUPS:
             six = torch.cat([named[a1] - named[a0], named[b1] - named[b0]], -1)
@@ -176,6 +175,14 @@ class _Body(torch.nn.Module):
             sixes.append(six)
             shapes.append(local.median(dim=0).values)
         self.six = torch.nn.Parameter(torch.stack(sixes, 1))
+        # a finger's bones turn in its palm's frame: out of view, they go where the hand goes
+        palms = {g[0]: i for i, g in enumerate(GROUPS) if g[2].endswith("palm")}
+        self.palm_of = [palms[f"{c.split('_')[0]}_wrist"] if any(f in c for f in FINGERS) else -1 for c, _, _ in BONES]
+        steps = torch.stack([named[c] - named[p] for c, p, _ in BONES], 1)
+        for b, g in enumerate(self.palm_of):
+            if g >= 0:
+                steps[:, b] = torch.einsum("tji,tj->ti", _rotation(self.six[:, g].detach()), steps[:, b])
+        self.direction = torch.nn.Parameter(steps)
         self.shapes = torch.nn.ParameterList([torch.nn.Parameter(s) for s in shapes])
         self.length_of = [LENGTHS.index(b[2]) for b in BONES]
         trunk = [b[2] in TRUNK for b in BONES] + [True] + [g[2] in TRUNK for g in GROUPS for _ in range(3)]
@@ -187,8 +194,11 @@ class _Body(torch.nn.Module):
         half = torch.exp(self.log_hip) * _unit(self.hip)
         named = {"pelvis": self.root}
         lengths = torch.exp(self.log_length)[self.length_of]
-        steps = _unit(self.direction) * lengths[:, None]  # (T, B, 3)
         rotations = _rotation(self.six)  # (T, G, 3, 3)
+        turned = [_unit(self.direction[:, b]) if g < 0 else torch.einsum("tij,tj->ti", rotations[:, g],
+                                                                         _unit(self.direction[:, b]))
+                  for b, g in enumerate(self.palm_of)]
+        steps = torch.stack(turned, 1) * lengths[:, None]  # (T, B, 3)
         pending = {g[0]: i for i, g in enumerate(GROUPS)}
 
         def place(name, value):
