@@ -39,7 +39,7 @@ PRIOR_C = 0.5  # the motion prior is quadratic up to this many sigmas, linear be
 ROBUST_C = 3.0  # residuals past ~3 sigma weigh less and less (Geman-McClure) ...
 OUTLIER_PIXELS, OUTLIER_DEPTH = 6.0, 0.1  # ... but never nearer than these (pixels, metres): on clean input too
 ITERATIONS = 300
-DTYPE = torch.float32
+DTYPE = torch.float64  # float32 is as accurate on sound input, but its line search can overflow on junk
 SWAP_GAIN = 0.5  # a frame is exchanged when that halves its keypoints' median distance from the frames around
 INIT_OUTLIER_M = 0.15  # metres from the median of 5 frames: a sample the start does not take
 STAGES = (8.0, 3.0, 1.0)  # the data's sigmas times these, in turn (a third of the iterations each)
@@ -139,9 +139,11 @@ def _median_filled(points: np.ndarray, seen: np.ndarray) -> np.ndarray:
 
     out = np.full_like(points, np.nan)
     hips = [index["left_hip"], index["right_hip"]]
-    pelvis = fill(np.nanmean(filtered[:, hips], axis=1)) if np.isfinite(filtered[:, hips]).any() else None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        pelvis = fill(np.nanmean(filtered[:, hips], axis=1))
     if pelvis is None:
-        pelvis = fill(np.nanmean(filtered, axis=1))
+        raise ValueError("the hips and neck were never placed in 3D")
     for k in range(points.shape[1]):
         relative = fill(filtered[:, k] - pelvis)
         if relative is not None:
@@ -304,6 +306,8 @@ def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np
             solver.step(closure)
     with torch.no_grad():
         fitted = body().double().numpy()
+    if not np.isfinite(fitted).all():
+        raise ValueError("the fit of the skeleton did not converge on this person's keypoints")
     error = np.linalg.norm(fitted[..., :2] / fitted[..., 2:] - np.where(aimed[..., None], target.numpy(), np.nan),
                            axis=-1) * fitted[..., 2]
     with np.errstate(all="ignore"), warnings.catch_warnings():
