@@ -11,10 +11,13 @@ Energy (each term a residual over its expected size, squared; L-BFGS in float64,
   junk and heavy-tailed keypoints stop pulling: the main term;
 - the pointmap's depth, a weaker robust term, less a per-keypoint offset that varies slowly over time (a model's
   depth error at a keypoint persists from frame to frame);
-- an acceleration prior on every keypoint (fast motion passes, jitter does not), which also fills the frames a
-  keypoint was not seen (an occlusion, an exit) from the frames around them;
+  both sigmas are the data's own (`noise_scale`): clean input is fitted to the pixel, noisy input smoothed;
+- acceleration priors, not velocity: the root's, and each bone's and rigid part's angular acceleration (a
+  finger's in its palm's frame), Huber so a sharp turn the data insist on passes while jitter does not; they also
+  fill the frames a keypoint was not seen (an occlusion, an exit) from the frames around them;
 - a knee limit (it does not bend forwards).
-Initialised from the lifted points, median-filtered over 5 frames and interpolated through their gaps.
+Started from the lifted points (a sample far from its 5-frame median replaced by it; left/right swapped frames
+exchanged back) interpolated through their gaps; the data's sigmas loosened at first, then tightened (STAGES).
 """
 
 from __future__ import annotations
