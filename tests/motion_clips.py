@@ -4,11 +4,14 @@ through six clips, seen by a pinhole camera, with what a real pose + pointmap mo
 `make_clip(name, noise=..., faults=..., seed=...)` -> Clip: per person the true 308 keypoints in 3D (camera
 frame: x right, y down, z forward, metres; NaN for the face) and what the models would hand the video job per
 frame: a box (None when the detector would miss the person), 2D keypoints, scores and lifted 3D points.
-Clips (24 frames/s): walk, turn (180 degrees in place), arms (raised overhead and down), sit (sitting down),
-cross (two people crossing, the far one hidden by the near one for 11 frames, drawn as capsules to find who hides
-whom: a hidden keypoint is still placed in 2D, less surely, and lifted at the depth of whoever covers it, as the
-pointmap lift does), leave_return (out of the frame for 1.7 s, back turned round).
-Noise: 2 px (sigma) on the 2D keypoints, 2 cm (sigma) on depth along the camera ray. Faults: three single-frame
+Clips (24 frames/s by default; `fps` 30 or 60 samples the same motion faster): walk, turn (180 degrees in
+place), arms (raised overhead and down), sit (sitting down), cross (two people crossing, the far one hidden by the
+near one for 11 frames at 24 frames/s, drawn as capsules to find who hides whom: a hidden keypoint is still placed
+in 2D, less surely, and lifted at the depth of whoever covers it, as the pointmap lift does), leave_return (out of
+the frame for 1.7 s, back turned round), and the fast moves of tests/motion_moves.py: run, jump, spin, dance.
+Noise: 2 px (sigma) on the 2D keypoints, 2 cm (sigma) on depth along the camera ray. `heavy`: errors shaped like a
+model's instead: Student t (3 degrees of freedom, scale 1.2 px) in 2D, and per keypoint a depth offset that
+persists and drifts (2 cm constant + 2 cm swinging over 1.5-4 s, sigmas) plus 1 cm white depth noise. Faults: three single-frame
 left/right swaps, three frames with 40 % junk keypoints (anywhere in the box, confident), three low-confidence
 frames (60 % of the keypoints under the lift's 0.3), and in `cross` a frame where the far person's keypoints land
 on the near one.
@@ -26,7 +29,8 @@ FPS = 24.0
 FOCAL, SIZE = 500.0, (360, 640)  # pixels; (height, width)
 CENTRE = np.array([SIZE[1] / 2, SIZE[0] / 2])
 CAMERA_HEIGHT = 1.0  # metres above the floor, looking level
-CLIPS = ("walk", "turn", "arms", "sit", "cross", "leave_return")
+CLIPS = ("walk", "turn", "arms", "sit", "cross", "leave_return", "run", "jump", "spin", "dance")
+SECONDS = {"cross": 4.0, "leave_return": 5.0}  # the others 3 s, the moves as tests/motion_moves.py says
 TO_CAMERA = np.diag([1.0, -1.0, -1.0])  # the skeleton's Y-up frame (facing +Z) <-> the camera frame
 PIXEL_NOISE, DEPTH_NOISE = 2.0, 0.02
 # per finger: knuckle offset in the hand frame (x toward the thumb side for the left hand), direction, phalanges
@@ -138,11 +142,16 @@ def _walking(t: np.ndarray, start, velocity, phase0=0.0) -> dict:
     return p
 
 
-def motion(name: str) -> list[np.ndarray]:
+def motion(name: str, fps: float = FPS) -> list[np.ndarray]:
     """The true keypoints of each person in the clip, (T, 308, 3) camera frame."""
-    frames = {"cross": 96, "leave_return": 120}.get(name, 72)
-    t = np.arange(frames) / FPS
-    if name == "walk":
+    from tests.motion_moves import MOVES
+
+    seconds = MOVES[name][1] if name in MOVES else SECONDS.get(name, 3.0)
+    t = np.arange(int(round(seconds * fps))) / fps
+    frames = len(t)
+    if name in MOVES:
+        people = [MOVES[name][0](t, _standing)]
+    elif name == "walk":
         people = [_walking(t, [-1.6, 0.95, -5.0], [1.1, 0, 0.15])]
     elif name == "turn":
         p = _standing(t, [0.2, 0.95, -4.5])
@@ -195,6 +204,7 @@ def back_project(pixels: np.ndarray, depth: np.ndarray) -> np.ndarray:
 @dataclass
 class Clip:
     name: str
+    fps: float
     truth: list[np.ndarray]  # per person (T, 308, 3), camera frame
     boxes: list[list]  # per person per frame: (4,) x1 y1 x2 y2, or None where the detector misses them
     keypoints: list[np.ndarray]  # per person (T, 308, 2) what the pose model hands over
@@ -270,19 +280,32 @@ def occlusion(truth: list[np.ndarray]) -> tuple[list[np.ndarray], list[np.ndarra
     return hidden, seen_depth
 
 
-def make_clip(name: str, *, noise: bool = True, faults: bool = True, seed: int = 0) -> Clip:
-    rng = np.random.default_rng([seed, CLIPS.index(name)])
-    truth = motion(name)
+def _heavy_depth(rng, frames: int, fps: float) -> np.ndarray:
+    """(T, 308) metres: per keypoint a constant offset and a slow swing, plus white noise (a model's error at a
+    keypoint is not independent from frame to frame)."""
+    t = np.arange(frames)[:, None] / fps
+    period, phase = rng.uniform(1.5, 4.0, NUM_KEYPOINTS), rng.uniform(0, 2 * np.pi, NUM_KEYPOINTS)
+    swing = 0.02 * np.sqrt(2) * np.sin(2 * np.pi * t / period + phase)
+    return rng.normal(0, 0.02, NUM_KEYPOINTS) + swing + rng.normal(0, 0.01, (frames, NUM_KEYPOINTS))
+
+
+def make_clip(name: str, *, noise: bool = True, faults: bool = True, seed: int = 0, fps: float = FPS,
+              heavy: bool = False) -> Clip:
+    rng = np.random.default_rng([seed, CLIPS.index(name)] + ([int(fps)] if fps != FPS else []))
+    truth = motion(name, fps)
     frames = len(truth[0])
     body_points = np.isfinite(truth[0][0]).all(1)
     hidden, seen_depth = occlusion(truth) if name == "cross" else (None, None)
-    clip = Clip(name, truth, [], [], [], [])
+    clip = Clip(name, float(fps), truth, [], [], [], [])
     flip = _flip()
     for who, points in enumerate(truth):
         pixels = project(points)
         depth = (points[..., 2] if seen_depth is None else seen_depth[who]).copy()  # hidden: the occluder's
         scores = np.where(body_points, 0.9, 0.0) * np.ones((frames, 1))
-        if noise:
+        if noise and heavy:
+            pixels = pixels + 1.2 * rng.standard_t(3, pixels.shape)
+            depth = depth + _heavy_depth(rng, frames, fps)
+        elif noise:
             pixels = pixels + rng.normal(0, PIXEL_NOISE, pixels.shape)
             depth = depth + rng.normal(0, DEPTH_NOISE, depth.shape)
         inside = ((pixels >= 0) & (pixels < [SIZE[1], SIZE[0]])).all(-1)

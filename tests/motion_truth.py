@@ -3,20 +3,20 @@ functions the video job runs after the models (tracking, the lift's occlusion ch
 `MotionVideoExport`), the motion read back from the written BVH files (and motion.glb, checked against them),
 and measured against the truth.
 
-`measure(name, guards=True)` -> {metric: value} with the keys of `benchmarks/bench_motion_truth.py --json`, plus
-`mpjpe_noise_mm`, `finger_jumps_clean` and `glb_vs_bvh_mm`. `guards=False` runs today's path before the guards
-(the plain tracker, no occlusion check after the lift, `MotionVideoExport(guards=False)`).
+`measure(name, seed=0, fps=24)` -> {metric: value} with the keys of `benchmarks/bench_motion_truth.py --json`,
+plus `glb_vs_bvh_mm`; `measure_run(name, noise, faults, seed, fps, heavy)` one condition's.
 """
 
 from __future__ import annotations
 
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
 
 from sapiens2_demo.results import PoseResult
-from tests.motion_clips import FPS, SIZE, Clip, make_clip
+from tests.motion_clips import SIZE, Clip, make_clip
 from tests.unit.test_mocap_export import expected_markers, forward_kinematics, read_bvh
 
 BODY = ["Hips", "Spine", "Neck", "Head"] + [f"{side}{part}" for side in ("Left", "Right") for part in
@@ -93,25 +93,20 @@ def glb_positions(path: Path, track_id: int) -> dict:
     return {gltf.nodes[n].name.rsplit("_", 1)[0]: position[n] for n in order}
 
 
-def _tracker(guards: bool):
-    if guards:
-        from sapiens2_demo.pose.tracking import KeypointTracker
-
-        return KeypointTracker(frame_rate=FPS)
-    from sapiens2_demo.pose.tracking import PersonTracker
-
-    return PersonTracker(frame_rate=FPS)
 
 
-def run(clip: Clip, folder: Path, guards: bool = True, **options) -> tuple[list, list[Path], object]:
+def run(clip: Clip, folder: Path, **options) -> tuple[list, list[Path], object]:
     """Feeds the clip to the video job's after-model path; returns per person their track id per frame (None =
     not detected), the files written and the export (`options` go to MotionVideoExport)."""
     from sapiens2_demo.export.mocap_video import MotionVideoExport
     from sapiens2_demo.pose.lift import Pose3DResult, drop_in_front
     from sapiens2_demo.pose.smoothing import KeypointSmoother
 
-    tracker, smoother = _tracker(guards), KeypointSmoother()
-    export = MotionVideoExport(folder, fps=FPS, guards=guards, **options)
+    fps = clip.fps
+    from sapiens2_demo.pose.tracking import KeypointTracker
+
+    tracker, smoother = KeypointTracker(frame_rate=fps), KeypointSmoother()
+    export = MotionVideoExport(folder, fps=fps, **options)
     ids = [[None] * clip.frames for _ in clip.truth]
     for f in range(clip.frames):
         people = [who for who in range(len(clip.truth)) if clip.boxes[who][f] is not None]
@@ -123,20 +118,21 @@ def run(clip: Clip, folder: Path, guards: bool = True, **options) -> tuple[list,
                           keypoints=keypoints, keypoint_scores=scores)
         points = np.array([clip.lifted[w][f] for w in people], np.float32).reshape(len(people), count, 3)
         lifted = Pose3DResult(points=points, scores=scores, available=np.isfinite(points).all(-1))
-        if guards:  # the check lift_keypoints makes on what it lifted (this harness stands in for the pointmap)
-            read = lifted.points.copy()
-            dropped = drop_in_front(lifted.points, lifted.available, keypoints=keypoints, boxes=boxes)
-            lifted.covered = np.where(dropped[..., None], read, np.nan)
-        follow = {"lifted": lifted, "time": f / FPS} if guards else {}
-        pose.track_ids = tracker.update(boxes, pose.box_scores, SIZE, **follow)
+        # the check lift_keypoints makes on what it lifted (this harness stands in for the pointmap)
+        read = lifted.points.copy()
+        dropped = drop_in_front(lifted.points, lifted.available, keypoints=keypoints, boxes=boxes)
+        lifted.covered = np.where(dropped[..., None], read, np.nan)
+        pose.track_ids = tracker.update(boxes, pose.box_scores, SIZE, lifted=lifted, time=f / fps)
         lifted.track_ids = pose.track_ids
         pose.lifted = lifted
         if len(people):
-            pose.keypoints = smoother.smooth(pose.track_ids, pose.keypoints, f / FPS, pose.keypoint_scores)
-        export.add(f, f / FPS, None, pose)
+            pose.keypoints = smoother.smooth(pose.track_ids, pose.keypoints, f / fps, pose.keypoint_scores)
+        export.add(f, f / fps, None, pose)
         for row, who in enumerate(people):
             ids[who][f] = int(pose.track_ids[row])
+    start = time.perf_counter()
     files = export.close()
+    export.close_seconds = time.perf_counter() - start
     return ids, files, export
 
 
@@ -149,7 +145,7 @@ def evaluate(clip: Clip, ids: list, folder: Path) -> dict:
     """The metrics of one run (see the module docstring); per-person figures are summed (counts) or worst."""
     out = {"mpjpe_mm": 0.0, "body_jumps_90": 0, "finger_jumps_90": 0, "finger_steps": 0, "euler_flips": 0,
            "swap_error_mm": 0.0, "baseline_error_mm": 0.0, "height_error": 0.0, "id_switches": 0,
-           "frames_lost": 0, "glb_vs_bvh_mm": 0.0}
+           "frames_lost": 0, "glb_vs_bvh_mm": 0.0, "bone_error_pct": 0.0, "foot_slide_mm": 0.0}
     errors = []
     for who, truth in enumerate(clip.truth):
         track = _main_id(ids[who])
@@ -194,22 +190,64 @@ def evaluate(clip: Clip, ids: list, folder: Path) -> dict:
         true_height = sum(float(np.linalg.norm(expected[a][0] - expected[b][0])) for a, b in (
             ("LeftUpLeg", "LeftLeg"), ("LeftLeg", "LeftFoot"), ("Hips", "Spine"), ("Spine", "Neck"), ("Neck", "Head")))
         out["height_error"] = max(out["height_error"], abs(height - true_height) / true_height)
+        out["bone_error_pct"] = max(out["bone_error_pct"], bone_error_pct(bvh, expected))
+        out["foot_slide_mm"] = max(out["foot_slide_mm"], foot_slide_mm(positions, names, expected, present,
+                                                                       1 / bvh["frame_time"]))
     out["mpjpe_mm"] = 1000 * float(np.concatenate(errors).mean()) if errors else float("nan")
     return out
 
 
-def measure_run(name: str, guards: bool, noise: bool, faults: bool, seed: int = 0) -> dict:
-    clip = make_clip(name, noise=noise, faults=faults, seed=seed)
+def bone_error_pct(bvh: dict, expected: dict) -> float:
+    """The worst body bone's length error against the truth, in % (the BVH OFFSET against the distance between
+    the true markers of the joint and its parent; zero-offset branch joints skipped)."""
+    names, worst = bvh["names"], 0.0
+    for n in BODY[1:]:
+        j = names.index(n)
+        truth = float(np.linalg.norm(expected[n][0] - expected[names[bvh["parents"][j]]][0]))
+        worst = max(worst, abs(float(np.linalg.norm(bvh["offsets"][j])) - truth) / truth)
+    return 100 * worst
+
+
+PLANTED_M_S = 0.1  # a true foot slower than this (ankle and toes) is planted
+
+
+def foot_slide_mm(positions: np.ndarray, names: list, expected: dict, present: np.ndarray, fps: float) -> float:
+    """The most a solved foot (ankle or toes) slides across the floor while the true one is planted, beyond the
+    true one's own small motion: over each run of 3+ planted frames, the horizontal drift from the run's start."""
+    worst = 0.0
+    for side in ("Left", "Right"):
+        got = np.concatenate([positions[:, names.index(f"{side}{n}")] for n in ("Foot", "ToeBase")], 1)
+        want = np.concatenate([expected[f"{side}{n}"] for n in ("Foot", "ToeBase")], 1)
+        speed = np.linalg.norm(np.diff(want, axis=0), axis=1) * fps / np.sqrt(2)
+        planted = np.concatenate([[False], speed < PLANTED_M_S]) & present
+        edges = np.flatnonzero(np.diff(np.concatenate([[0], planted.astype(int), [0]])))
+        for start, end in zip(edges[::2], edges[1::2]):
+            if end - start >= 3:
+                drift = (got[start:end] - got[start]) - (want[start:end] - want[start])
+                drift = drift.reshape(end - start, 2, 3)[..., [0, 2]]
+                worst = max(worst, 1000 * float(np.linalg.norm(drift, axis=-1).max()))
+    return worst
+
+
+def measure_run(name: str, noise: bool = True, faults: bool = True, seed: int = 0, fps: float = 24.0,
+                heavy: bool = False) -> dict:
+    clip = make_clip(name, noise=noise, faults=faults, seed=seed, fps=fps, heavy=heavy)
     with tempfile.TemporaryDirectory() as folder:
-        ids, _, _ = run(clip, Path(folder), guards)
-        return evaluate(clip, ids, Path(folder))
+        ids, _, export = run(clip, Path(folder))
+        return {**evaluate(clip, ids, Path(folder)), "fit_seconds": export.close_seconds,
+                "clip_seconds": clip.frames / clip.fps}
 
 
-def measure(name: str, guards: bool = True, seed: int = 0) -> dict:
-    """The clip's metrics: everything under noise and faults, plus the clean and noise-only MPJPE."""
-    result = measure_run(name, guards, noise=True, faults=True, seed=seed)
-    clean = measure_run(name, guards, noise=False, faults=False, seed=seed)
-    noisy = measure_run(name, guards, noise=True, faults=False, seed=seed)
-    result.update(mpjpe_clean_mm=clean["mpjpe_mm"], finger_jumps_clean=clean["finger_jumps_90"],
-                  mpjpe_noise_mm=noisy["mpjpe_mm"])
+def measure(name: str, seed: int = 0, fps: float = 24.0) -> dict:
+    """The clip's metrics: everything under noise and faults, plus the clean, noise-only and heavy error model's
+    MPJPE (`mpjpe_clean_mm`, `mpjpe_noise_mm`, `heavy_mm`); `bone_error_pct` and `foot_slide_mm` are the worst of
+    the four runs, `fit_seconds` the noise + faults run's (the export's close: the fit, the skeleton, the files)."""
+    runs = {cond: measure_run(name, noise=cond != "clean", faults=cond == "faults", seed=seed, fps=fps,
+                              heavy=cond == "heavy") for cond in ("faults", "clean", "noise", "heavy")}
+    result = dict(runs["faults"])
+    result.update(mpjpe_clean_mm=runs["clean"]["mpjpe_mm"], finger_jumps_clean=runs["clean"]["finger_jumps_90"],
+                  body_jumps_clean=runs["clean"]["body_jumps_90"], euler_flips_clean=runs["clean"]["euler_flips"],
+                  mpjpe_noise_mm=runs["noise"]["mpjpe_mm"], heavy_mm=runs["heavy"]["mpjpe_mm"],
+                  bone_error_pct=max(r["bone_error_pct"] for r in runs.values()),
+                  foot_slide_mm=max(r["foot_slide_mm"] for r in runs.values()))
     return result

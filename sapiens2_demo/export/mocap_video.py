@@ -52,12 +52,11 @@ class MotionVideoExport:
     `motion_people` ("1, 3"; empty: everyone) limits the BVH files and motion.glb to those track ids."""
 
     def __init__(self, folder: Path, *, fps: float, smoothing: bool = True, min_cutoff: float | None = None,
-                 beta: float | None = None, tracking: bool = True, guards: bool = True, motion_people: str = "",
-                 **_):
-        self.folder, self.fps, self.tracking, self.guards = Path(folder), float(fps), tracking, guards
+                 beta: float | None = None, tracking: bool = True, motion_people: str = "", **_):
+        self.folder, self.fps, self.tracking = Path(folder), float(fps), tracking
         self.people = chosen_people(motion_people)
         self.lines = JsonLinesWriter(self.folder / "pose_3d.jsonl")
-        self.recorder = MotionRecorder(smoothing=smoothing, min_cutoff=min_cutoff, beta=beta, guards=guards)
+        self.recorder = MotionRecorder(smoothing=smoothing, min_cutoff=min_cutoff, beta=beta)
         self.notes: list[str] = []
         self._written: list[Path] = []
         self._unlifted = 0  # frames with people but no lift at all (the pointmap model not run)
@@ -99,11 +98,10 @@ class MotionVideoExport:
                 continue
             if track.failed:
                 self.notes.append(f"3D motion: person {track.track_id}'s lift failed on {track.failed} of "
-                                  f"{int(track.present.sum())} frames; those frames are filled by interpolation "
+                                  f"{int(track.present.sum())} frames; those frames are filled by the clip's fit "
                                   '(and have "measured" 0 in pose_3d.jsonl).')
         for track_id, motion in solved:
-            self._written.append(write_bvh(motion, self.folder, f"motion_{track_id}.bvh", 1.0 / self.fps,
-                                           self.guards))
+            self._written.append(write_bvh(motion, self.folder, f"motion_{track_id}.bvh", 1.0 / self.fps))
             missing = [name for name, seen in zip(motion.names, motion.seen) if not seen]
             if missing:
                 self.notes.append(f"3D motion: person {track_id}: {', '.join(missing)} never placed in 3D "

@@ -1,21 +1,17 @@
-"""A video's 3D motion per tracked person: each frame's lifted keypoints smoothed over time in 3D, gaps filled,
-then the skeleton solved (skeleton3d.py) for the mocap files.
+"""A video's 3D motion per tracked person: each frame's lifted keypoints smoothed over time for the JSON lines,
+and, at the end, one fit of the person's skeleton over the whole clip (clip_fit.py) for the mocap files.
 
 `MotionRecorder.add(time, lifted)` takes every processed frame in order (a frame with nobody too: the files
 keep one entry per frame) and returns that frame's smoothed people for `pose_3d.jsonl`; `tracks()` at the end
-gives each track's keypoints over the whole video. Smoothing is the video's One Euro filter (smoothing.py)
-per track, with the same min_cutoff and beta: beta is per pixel/s in the image, so positions are filtered in
-pixel-equivalent units (metres times the person's pixels per metre, measured on their first lifted frame).
-A keypoint the lift could not place in a frame is held by the filter in the JSON lines (marked not measured)
-and, for the skeleton, filled by linear interpolation between the frames that measured it (held before the
-first and after the last). Frames before a person appears and after they leave hold their first/last pose.
-
-With `guards` (the default) the skeleton is not fed the One Euro output (a causal filter lags a moving limb and
-stretches its bones) but the raw lifted keypoints smoothed over the whole clip with zero lag, swapped left/right
-frames exchanged back, outliers dropped and short holes filled by the fit (clip_smoothing.py; with `smoothing` off
-the kept samples stay as lifted); longer holes are filled relative to the mid-hip point, and the solver turns the
-joints they drive between the frames around them; fingers too noisy to give a direction are left at rest.
-`guards=False` is the path before those guards (kept to measure them: tests/motion_truth.py).
+fits each track over the whole video. The JSON lines' smoothing is the video's One Euro filter (smoothing.py) per
+track, with the same min_cutoff and beta: beta is per pixel/s in the image, so positions are filtered in
+pixel-equivalent units (metres times the person's pixels per metre, measured on their first lifted frame); a
+keypoint the lift could not place in a frame is held by the filter there (marked not measured).
+The skeleton is not fed the One Euro output (a causal filter lags a moving limb and stretches its bones) but the
+raw lifted keypoints (and the rays of those hidden behind someone), fitted once from the person's first frame to
+their last: the gaps between are filled by the fit's motion prior; frames before a person appears and after
+they leave hold their first/last pose. Fingers whose 2D keypoints stray more than FINGER_NOISE_M from the fit
+(too small in the image to give a direction) are left at rest.
 """
 
 from __future__ import annotations
@@ -24,41 +20,35 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .clip_smoothing import rigid_groups, smooth_clip
-from .meta import keypoint_meta, name_index
+from .clip_fit import fit_clip
 from .skeleton3d import BODY_KEYPOINTS, CAMERA_TO_SKELETON, SolvedMotion, hand_keypoints, solve
 from .smoothing import MAX_AGE_S, OneEuroFilter
 
 DEFAULT_PIXELS_PER_METRE = 400.0  # when a person's scale cannot be measured (a person ~3 m from a 720p camera)
 MIN_TRACK_FRAMES = 3  # shorter tracks (a tracker's passing guess) get no skeleton
 HAND_MEASURED = 0.5  # a hand joins the skeleton when at least half its keypoint samples were lifted
-DERIVED_PELVIS = (9, 10)  # left_hip, right_hip: the mid-hip point that unseen keypoints are held relative to
 FINGER_KEYPOINTS = [k for side in ("left", "right") for k in hand_keypoints(side)[:-1]]  # not the wrists
 FINGER_NOISE_M = 0.008  # finger keypoints noisier than this (median, metres) leave the fingers at rest
-# keypoints that move as one rigid body (the feet, the head): fitted as one (clip_smoothing.rigid_groups)
-RIGID_GROUPS = [[name_index()[f"{side}_{k}"] for k in ("ankle", "heel", "big_toe", "small_toe")]
-                for side in ("left", "right")] + [
-    [name_index()[k] for k in ("nose", "left_eye", "right_eye", "left_ear", "right_ear")]]
 
 
 @dataclass
 class _Track:
     first_seen: float
-    scale: float  # pixels per metre
+    scale: float  # pixels per metre on the first frame
+    focal: float  # pixels per unit of x/z (the scale times the person's depth)
     filter: OneEuroFilter | None
     last_seen: float
-    rows: dict = field(default_factory=dict)  # frame number -> (points (70, 3) NaN = not measured, scores (70,))
+    rows: dict = field(default_factory=dict)  # frame number -> (points (70, 3) NaN = not lifted, scores, covered)
 
 
 @dataclass
 class TrackMotion:
     track_id: int
-    points: np.ndarray  # (T, 70, 3) camera frame, smoothed, gaps filled; NaN = never measured
-    measured: np.ndarray  # (T, 70) bool: lifted in that frame (not filled)
+    points: np.ndarray  # (T, 70, 3) camera frame, the fitted skeleton's keypoints; NaN = never seen
+    measured: np.ndarray  # (T, 70) bool: lifted in that frame
     present: np.ndarray  # (T,) bool: the person was tracked in that frame
     failed: int  # frames where the person was tracked but not one body keypoint was lifted
-    noise: np.ndarray | None = None  # (70,) metres: each keypoint's noise about the clip's fit (guards only)
-    known: np.ndarray | None = None  # (T, 70) bool: placed by the clip's fit, not interpolated (guards only)
+    noise: np.ndarray  # (70,) metres: each keypoint's median 2D distance from the fit, at its depth
     fps: float = 24.0  # the clip's frame rate
 
     def solve(self) -> SolvedMotion:
@@ -67,11 +57,10 @@ class TrackMotion:
         during = self.measured[self.present]
         hands = tuple(side for side in ("left", "right")
                       if during.size and during[:, hand_keypoints(side)].mean() >= HAND_MEASURED)
-        if self.noise is None:
-            return solve(self.points @ CAMERA_TO_SKELETON.T, self.measured, hands)
-        noisy = tuple(side for side in hands if not np.nanmedian(self.noise[hand_keypoints(side)]) <= FINGER_NOISE_M)
-        return solve(self.points @ CAMERA_TO_SKELETON.T, self.measured, hands, rest_hands=noisy, guarded=True,
-                     placed=self.known & self.present[:, None], fps=self.fps)
+        finger_noise = {side: self.noise[hand_keypoints(side)] for side in hands}
+        noisy = tuple(side for side, noise in finger_noise.items()
+                      if not (np.isfinite(noise).any() and np.nanmedian(noise) <= FINGER_NOISE_M))
+        return solve(self.points @ CAMERA_TO_SKELETON.T, None, hands, rest_hands=noisy)
 
 
 def _pixels_per_metre(keypoints_2d: np.ndarray, points: np.ndarray, available: np.ndarray) -> float | None:
@@ -85,67 +74,10 @@ def _pixels_per_metre(keypoints_2d: np.ndarray, points: np.ndarray, available: n
     return float(ratio) if np.isfinite(ratio) and ratio > 0 else None
 
 
-def _interpolate(values: np.ndarray, rows: np.ndarray, have: np.ndarray, total: int) -> np.ndarray:
-    """(F, 3) values on frames `rows` -> (total, 3): linear between the frames in `have`, held beyond them."""
-    frames, picked = np.arange(total), values[np.searchsorted(rows, have)]
-    return np.stack([np.interp(frames, have, picked[:, a]) for a in range(3)], axis=1)
-
-
-def _fill(sampled: np.ndarray, rows: np.ndarray, measured: np.ndarray, total: int, relative: bool) -> np.ndarray:
-    """(total, 70, 3): each keypoint interpolated over the frames that did not measure it. `relative`: every
-    keypoint but the hips as an offset from the mid-hip point (filled first), so a limb out of view for a while
-    moves with the body rather than staying where it was last seen."""
-    points = np.full((total, BODY_KEYPOINTS, 3), np.nan)
-    hips = list(DERIVED_PELVIS)
-    for k in range(BODY_KEYPOINTS):
-        have = rows[measured[rows, k]]
-        if have.size:
-            points[:, k] = _interpolate(sampled[:, k], rows, have, total)
-    if not relative or not np.isfinite(points[:, hips]).all():
-        return points
-    for k, other in (hips, hips[::-1]):  # one hip out of view, the other seen: it keeps its place beside it
-        mine, theirs = rows[measured[rows, k]], rows[measured[rows, other]]
-        both = np.intersect1d(mine, theirs)
-        alone = np.setdiff1d(theirs, mine)
-        if both.size and alone.size:
-            across = _interpolate(sampled[:, k] - sampled[:, other], rows, both, total)
-            points[alone, k] = points[alone, other] + across[alone]
-    pelvis = points[:, hips].mean(1)
-    offsets = sampled - pelvis[rows][:, None]
-    for k in range(BODY_KEYPOINTS):
-        have = rows[measured[rows, k]]
-        if have.size and k not in hips:
-            points[:, k] = pelvis + _interpolate(offsets[:, k], rows, have, total)
-    return points
-
-
-def _on_rays(track: _Track, rows: np.ndarray, total: int, kept: np.ndarray, fitted: np.ndarray,
-             supported: np.ndarray) -> np.ndarray | None:
-    """(total, 70, 3) the keypoints hidden behind someone else (the lift read the cover's depth on their ray, see
-    Pose3DResult.covered) placed on their ray at the depth the clip's fit puts them at (the frames
-    around, relative to the hips); NaN elsewhere. None when nothing of this person was covered. The 2D
-    pose model still places a hidden joint; only its depth is lost."""
-    covered = np.full((total, BODY_KEYPOINTS, 3), np.nan)
-    for r in rows:
-        if track.rows[r][2] is not None:
-            covered[r] = track.rows[r][2]
-    hidden = np.isfinite(covered).all(-1) & ~kept
-    hidden[:, FINGER_KEYPOINTS] = False  # a hidden hand's fingers: too small for a guessed depth to aim them
-    if not hidden.any():
-        return None
-    known = np.zeros_like(kept)
-    known[rows] = supported[rows]
-    prior = _fill(np.where(known[rows, :, None], fitted[rows], np.nan), rows, known, total, relative=True)
-    with np.errstate(all="ignore"):  # the ray scaled to the depth the fit puts it at (its sideways place is the ray's)
-        placed = covered * (prior[..., 2] / covered[..., 2])[..., None]
-    return np.where((hidden & np.isfinite(placed).all(-1))[..., None], placed, np.nan)
-
-
 class MotionRecorder:
-    def __init__(self, smoothing: bool = True, min_cutoff: float | None = None, beta: float | None = None,
-                 guards: bool = True):
+    def __init__(self, smoothing: bool = True, min_cutoff: float | None = None, beta: float | None = None):
         self.options = {k: v for k, v in (("min_cutoff", min_cutoff), ("beta", beta)) if v is not None}
-        self.smoothing, self.guards = smoothing, guards
+        self.smoothing = smoothing
         self.times: list[float] = []
         self._tracks: dict[int, _Track] = {}
 
@@ -171,8 +103,7 @@ class MotionRecorder:
                     out = track.filter(points * track.scale, time, available[:, None]) / track.scale
                     ever = track.filter.seen.all(axis=1)
                     smoothed = np.where(ever[:, None], out, np.nan)
-                source = points if self.guards else smoothed  # guards: the clip is smoothed at the end
-                body = np.where(available[:BODY_KEYPOINTS, None], source[:BODY_KEYPOINTS], np.nan)
+                body = np.where(available[:BODY_KEYPOINTS, None], points[:BODY_KEYPOINTS], np.nan)
                 covered = getattr(lifted, "covered", None)
                 covered = None if covered is None else np.asarray(covered[person][:BODY_KEYPOINTS], np.float32)
                 track.rows[frame] = (body.astype(np.float32), scores[:BODY_KEYPOINTS], covered)
@@ -186,48 +117,43 @@ class MotionRecorder:
             track.filter = OneEuroFilter(**self.options)  # back after a while: start the filter afresh
         if track is None:
             scale = _pixels_per_metre(keypoints_2d, points, available) or DEFAULT_PIXELS_PER_METRE
-            track = self._tracks[track_id] = _Track(float(time), scale,
+            depth = np.median(points[available, 2]) if available.any() else 1.0
+            track = self._tracks[track_id] = _Track(float(time), scale, scale * float(max(depth, 0.1)),
                                                     OneEuroFilter(**self.options) if self.smoothing else None,
                                                     float(time))
         return track
 
     def tracks(self) -> list[TrackMotion]:
-        """Every track seen on at least MIN_TRACK_FRAMES frames, over the whole video (see the module docstring)."""
+        """Every track seen on at least MIN_TRACK_FRAMES frames, fitted over the whole video (see the module
+        docstring). A track whose hips or neck were never lifted is left out."""
         total = len(self.times)
         found = []
         for track_id, track in sorted(self._tracks.items()):
             if len(track.rows) < MIN_TRACK_FRAMES:
                 continue
             rows = np.asarray(sorted(track.rows))
-            sampled = np.stack([track.rows[r][0] for r in rows]).astype(np.float64)  # (F, 70, 3)
+            first, last = int(rows[0]), int(rows[-1]) + 1
+            span = last - first
+            points = np.full((span, BODY_KEYPOINTS, 3), np.nan)
+            rays = np.full_like(points, np.nan)
+            scores = np.zeros((span, BODY_KEYPOINTS))
+            for r in rows:
+                lifted, score, covered = track.rows[r]
+                points[r - first], scores[r - first] = lifted, score
+                if covered is not None:
+                    rays[r - first] = covered
+            available = np.isfinite(points).all(-1)
             measured = np.zeros((total, BODY_KEYPOINTS), bool)
-            measured[rows] = np.isfinite(sampled).all(axis=2)
-            noise = known = None
-            if self.guards:
-                raw = np.full((total, BODY_KEYPOINTS, 3), np.nan)
-                raw[rows] = sampled
-                flip = np.asarray(keypoint_meta()["flip_indices"][:BODY_KEYPOINTS], np.int64)
-                fitted, kept, noise, supported = smooth_clip(raw, measured, self._fps(), flip)
-                on_rays = _on_rays(track, rows, total, kept, fitted, supported)
-                if on_rays is not None:  # keypoints hidden behind someone, placed on their rays: fitted again
-                    along = np.isfinite(on_rays).all(-1)
-                    raw = np.where(along[..., None], on_rays, raw)
-                    fitted, kept, noise, supported = smooth_clip(raw, measured | along, self._fps(), flip)
-                    kept &= ~along  # kept for the fit, not measured: no bone length is read off a guessed depth
-                if not self.smoothing:  # the faults still go (swaps exchanged, outliers filled), the noise stays
-                    fitted = np.where(kept[..., None], raw, fitted)
-                else:
-                    fitted = rigid_groups(fitted, supported, RIGID_GROUPS)
-                sampled = np.where(supported[rows, :, None], fitted[rows], np.nan)
-                measured[rows] = kept[rows]
-                known = np.zeros_like(measured)
-                known[rows] = supported[rows]
-            points = _fill(sampled, rows, known if self.guards else measured, total, relative=self.guards)
+            measured[first:last] = available
             present = np.zeros(total, bool)
             present[rows] = True
             failed = int((~measured[rows].any(axis=1)).sum())
-            found.append(TrackMotion(track_id, points.astype(np.float32), measured, present, failed, noise, known,
-                                     self._fps()))
+            try:
+                fitted, noise = fit_clip(points, available, rays, scores, track.focal, self._fps())
+            except ValueError:
+                fitted, noise = np.full_like(points, np.nan), np.full(BODY_KEYPOINTS, np.nan)
+            whole = np.concatenate([np.repeat(fitted[:1], first, 0), fitted, np.repeat(fitted[-1:], total - last, 0)])
+            found.append(TrackMotion(track_id, whole.astype(np.float32), measured, present, failed, noise, self._fps()))
         return found
 
     def _fps(self) -> float:

@@ -27,8 +27,6 @@ SIDES = (("Left", "left", (1.0, 0.0, 0.0)), ("Right", "right", (-1.0, 0.0, 0.0))
 FINGERS = (("Thumb", "thumb"), ("Index", "forefinger"), ("Middle", "middle_finger"), ("Ring", "ring_finger"),
            ("Pinky", "pinky_finger"))
 BODY_KEYPOINTS = 70  # keypoints 0-69: body, feet, hands, neck (the face is not part of the skeleton)
-RELINK_DEG = 45.0  # a joint seen under a bridged parent turns this far at most from the bridge's guess, else it is
-#                   no view of the joint but a fault the fit could not judge (one-sided, at the edge of its frames)
 MIN_LENGTH = 0.001  # metres: a shorter median bone is not a measurement, its default is used
 CAMERA_TO_SKELETON = np.diag([1.0, -1.0, -1.0])  # camera frame (x right, y down, z forward) -> Y up, facing +Z
 
@@ -173,15 +171,13 @@ def _median_length(a: np.ndarray, b: np.ndarray, measured: np.ndarray | None) ->
 
 
 def solve(points: np.ndarray, measured: np.ndarray | None = None, hands: tuple[str, ...] = ("left", "right"),
-          rest_hands: tuple[str, ...] = (), guarded: bool = False, placed: np.ndarray | None = None,
-          fps: float = 24.0) -> SolvedMotion:
+          rest_hands: tuple[str, ...] = ()) -> SolvedMotion:
     """The skeleton for (T, 70, 3) keypoints in the Y-up frame, every frame filled (NaN: a keypoint never seen);
     `measured` (T, 70) marks the samples that were lifted rather than filled (bone lengths use those).
     `hands`: the sides whose finger joints to include; `rest_hands` those of them left in the rest pose.
-    `guarded`: finger joints aim from their own marker at the next (not from where forward kinematics put them,
-    which carries the whole chain's length error: a flip once that error nears a phalanx) and End Site lengths
-    are measured from the marker too; a joint whose aim marker was not placed in a frame (`placed` (T, 70), by
-    default `measured`) turns between its rotations in the frames that placed it (bridge.py, at `fps`).
+    Finger joints aim from their own marker at the next (not from where forward kinematics put them, which
+    carries the whole chain's length error: a flip once that error nears a phalanx; for the clip's fit, whose
+    bones hold their lengths, the two agree) and End Site lengths are measured from the marker too.
     Raises ValueError when the pelvis or neck is unknown."""
     points = np.asarray(points, dtype=np.float64)
     named = markers(points)
@@ -203,7 +199,6 @@ def solve(points: np.ndarray, measured: np.ndarray | None = None, hands: tuple[s
     offsets, ends, seen = np.zeros((len(specs), 3)), [], []
     glob = np.zeros((frames, len(specs), 3, 3))
     positions = np.zeros((frames, len(specs), 3))
-    swung = {}  # joint -> its aim (T, 3), for the joints turned by the smallest rotation from their parent
     for i, j in enumerate(specs):
         parent = parents[i]
         length = None
@@ -223,56 +218,21 @@ def solve(points: np.ndarray, measured: np.ndarray | None = None, hands: tuple[s
         if j.hand in rest_hands:
             pass  # too noisy to give a direction: the rest pose relative to the hand
         elif j.aim is not None and known[j.aim[0]]:
-            start = named[j.at] if guarded and j.hand is not None and known[j.at] else positions[:, i]
+            start = named[j.at] if j.hand is not None and known[j.at] else positions[:, i]
             aim = named[j.aim[0]] - start
             turned = None
             if j.twist is not None and known[j.twist[0]] and known[j.twist[1]]:
                 turned = frame_rotation(j.aim[1], j.twist[2], aim, named[j.twist[0]] - named[j.twist[1]])
             if turned is None:
                 turned = swing(parent_rotation @ np.asarray(j.aim[1]), aim) @ parent_rotation
-                swung[i] = aim
             glob[:, i] = turned
-        ends.append(_end_offset(j, named, known, named[j.at] if guarded and known[j.at] else positions[:, i]))
+        ends.append(_end_offset(j, named, known, named[j.at] if known[j.at] else positions[:, i]))
     local = glob.copy()
     has_parent = np.asarray(parents) >= 0
     local[:, has_parent] = np.swapaxes(glob[:, np.asarray(parents)[has_parent]], -1, -2) @ glob[:, has_parent]
     motion = SolvedMotion(names=[j.name for j in specs], parents=parents, offsets=offsets, ends=ends, local=local,
                           root=positions[:, 0].copy(), positions=positions, seen=seen)
-    if guarded and (placed is not None or measured is not None):
-        from .bridge import bridge
-
-        where = markers(np.where(np.asarray(measured if placed is None else placed, bool)[..., None], 0.0, np.nan))
-        own = np.stack([_aim_measured(j, where, frames) for j in specs], 1)
-        known = own.copy()
-        for i, parent in enumerate(parents):  # parents first: a joint below a bridged one is bridged too (its
-            if parent >= 0:                   # rotation relative to a guessed parent would jump when it returns)
-                known[:, i] &= known[:, parent]
-        motion.local = bridge(local, known, fps)
-        # ... but where its own markers were placed it keeps the direction they give, solved again under the parent
-        # as bridged: a leg in view still points where it is seen while a hip out of view turns the pelvis by guess
-        bridged = np.zeros_like(glob)
-        for i, parent in enumerate(parents):
-            if parent < 0:
-                bridged[:, i] = motion.local[:, i]
-                continue
-            alone = own[:, i] & ~known[:, i] & (specs[i].hand not in rest_hands)
-            if alone.any() and specs[i].aim is not None:
-                above = bridged[alone, parent]
-                turned = glob[alone, i] if i not in swung else swing(
-                    above @ np.asarray(specs[i].aim[1]), swung[i][alone]) @ above
-                relinked = np.swapaxes(above, -1, -2) @ turned
-                cosine = (np.einsum("tij,tij->t", relinked, motion.local[alone, i]) - 1) / 2  # of the turn between
-                agree = cosine > np.cos(np.radians(RELINK_DEG))  # else a fault at the edge of its frames
-                motion.local[np.flatnonzero(alone)[agree], i] = relinked[agree]
-            bridged[:, i] = bridged[:, parent] @ motion.local[:, i]
-        forward_kinematics(motion)
     return motion
-
-
-def _aim_measured(j: JointSpec, sure: dict, frames: int) -> np.ndarray:
-    """(T,) the frames where joint j's own marker and the markers it aims and twists by were all measured."""
-    names = [j.at] + ([j.aim[0]] if j.aim else []) + (list(j.twist[:2]) if j.twist else [])
-    return np.logical_and.reduce([np.isfinite(sure[n]).all(1) for n in names]) if names else np.ones(frames, bool)
 
 
 def _end_offset(j: JointSpec, named, known, position) -> np.ndarray | None:

@@ -122,7 +122,7 @@ def cameraman(tmp_path_factory):
 
 def test_standins_lift_one_person_into_one_bvh(cameraman, standin_manager, tmp_path, monkeypatch):
     """The real models' path end to end on the structured stand-ins: pose, segmentation and pointmap per frame,
-    lifted, tracked, smoothed, solved. Only the person boxes are given (the stand-ins' detector is random);
+    lifted, tracked, fitted, solved. Only the person boxes are given (the stand-ins' detector is random);
     each frame gets another padding, so no one box is what works."""
     from sapiens2_demo.pipelines import pose as pipeline
 
@@ -138,8 +138,8 @@ def test_standins_lift_one_person_into_one_bvh(cameraman, standin_manager, tmp_p
         return np.array([box], np.float32), np.array([0.9], np.float32), []
 
     monkeypatch.setattr(pipeline, "find_people", person_box)
-    # smoothing off: pose_3d.jsonl then holds the lifted points themselves, which the BVH must follow (with
-    # smoothing the BVH follows a zero-lag fit over the clip, pose_3d.jsonl the causal One Euro filter)
+    # smoothing off: pose_3d.jsonl then holds the lifted points themselves, which the BVH's root must follow (the
+    # BVH is the clip's fit of one rigid skeleton, pose_3d.jsonl the causal One Euro filter's output or the points)
     out = process_video(clip, "pose", gpu.register(standin_manager), tmp_path, motion_3d=True, flip_test=False,
                         detect_every=1, batch_size=2, chunk_size=4, smoothing=False)
     names = sorted(p.name for p in out.files)
@@ -162,4 +162,6 @@ def test_standins_lift_one_person_into_one_bvh(cameraman, standin_manager, tmp_p
     hips = keypoints[:, :2].mean(1) * [1, -1, -1]  # camera frame -> Y up
     offsets = np.linalg.norm(positions[:, 0] - hips, axis=1)
     print(f"BVH root to the lifted mid-hip: max {offsets.max() * 100:.3f} cm")
-    assert offsets.max() < 0.01
+    # the fit holds one rigid skeleton over keypoints that are not one (the stand-ins' 2D offsets printed above):
+    # its root stays near the lifted mid-hip (11.8 cm at worst measured, a third of the hip-to-neck distance)
+    assert offsets.max() < 0.15

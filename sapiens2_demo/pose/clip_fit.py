@@ -1,0 +1,321 @@
+"""One fit of a person's skeleton over a whole clip: what the video's mocap files are solved from.
+
+The body is a tree over its keypoints (camera frame, metres). Unknowns: per clip the bone lengths (left and right
+alike) and the rigid shapes of the head, the feet and the palms; per frame the root (mid-hip) position, each
+bone's direction and each rigid part's rotation (a 6D rotation: two vectors made orthonormal). A keypoint's place
+is its parent's plus its bone, so every frame holds one body by construction: nothing is smoothed per keypoint.
+
+Energy (each term a residual over its expected size, squared; L-BFGS in float64, CPU, deterministic):
+- the 2D keypoints (the rays of the lifted points, and of the points hidden behind someone, see
+  Pose3DResult.covered), in pixels, weighted by the pose model's score, under a Geman-McClure loss so swapped,
+  junk and heavy-tailed keypoints stop pulling: the main term;
+- the pointmap's depth, a weaker robust term, less a per-keypoint offset that varies slowly over time (a model's
+  depth error at a keypoint persists from frame to frame);
+  both sigmas are the data's own (`noise_scale`): clean input is fitted to the pixel, noisy input smoothed;
+- acceleration priors, not velocity: the root's, and each bone's and rigid part's angular acceleration (a
+  finger's in its palm's frame), Huber so a sharp turn the data insist on passes while jitter does not; they also
+  fill the frames a keypoint was not seen (an occlusion, an exit) from the frames around them;
+- a knee limit (it does not bend forwards).
+Started from the lifted points (a sample far from its 5-frame median replaced by it; left/right swapped frames
+exchanged back) interpolated through their gaps; the data's sigmas loosened at first, then tightened (STAGES).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import torch
+
+from .meta import keypoint_meta, name_index
+
+SIDES = ("left", "right")
+FINGERS = ("thumb", "forefinger", "middle_finger", "ring_finger", "pinky_finger")
+MIN_PIXEL_SIGMA = 0.2  # pixels: the least 2D error the fit assumes (its own is measured: noise_scale)
+MIN_DEPTH_SIGMA = 0.003  # metres: the least depth error about its slow offset
+OFFSET_SIGMA, DRIFT_SIGMA = 0.04, 0.1  # metres, metres/s: the depth offset's size and how fast it drifts
+ACCELERATION_SIGMA = 20.0  # m/s^2: the root's acceleration, most of the time
+ANGULAR_SIGMA = 10.0  # rad/s^2: a limb bone's (or a foot's, a hand's) angular acceleration, most of the time
+TRUNK_SIGMA = 3.0  # rad/s^2: the trunk's (hips, torso, shoulders, head): it turns slower than the limbs do
+TRUNK = ("torso", "shoulder", "head")
+PRIOR_C = 0.5  # the motion prior is quadratic up to this many sigmas, linear beyond
+ROBUST_C = 3.0  # residuals past ~3 sigma weigh less and less (Geman-McClure) ...
+OUTLIER_PIXELS, OUTLIER_DEPTH = 6.0, 0.1  # ... but never nearer than these (pixels, metres): on clean input too
+ITERATIONS = 300
+DTYPE = torch.float64  # float32 is as accurate on sound input, but its line search can overflow on junk
+SWAP_GAIN = 0.5  # a frame is exchanged when that halves its keypoints' median distance from the frames around
+INIT_OUTLIER_M = 0.15  # metres from the median of 5 frames: a sample the start does not take
+STAGES = (8.0, 3.0, 1.0)  # the data's sigmas times these, in turn (a third of the iterations each)
+
+
+def _tree() -> tuple[list, list, list]:
+    """(bones, groups, used): bones (child, parent, length name) parents first; rigid groups (anchor, members,
+    name, (a from, a to), (b from, b to)) whose two vectors give the part's rotation; every keypoint fitted."""
+    bones = [("neck", "pelvis", "torso")]
+    groups = [("neck", ["nose", "left_eye", "right_eye", "left_ear", "right_ear"], "head",
+               ("right_ear", "left_ear"), ("neck", "nose"))]
+    for s in SIDES:
+        bones += [(f"{s}_shoulder", "neck", "shoulder"), (f"{s}_elbow", f"{s}_shoulder", "upper_arm"),
+                  (f"{s}_wrist", f"{s}_elbow", "forearm"), (f"{s}_knee", f"{s}_hip", "thigh"),
+                  (f"{s}_ankle", f"{s}_knee", "shin")]
+        for f in FINGERS:
+            chain = [f"{s}_{f}_third_joint", f"{s}_{f}2", f"{s}_{f}3", f"{s}_{f}4"]
+            bones += [(chain[i + 1], chain[i], f"{f}{i}") for i in range(3)]
+        groups += [(f"{s}_ankle", [f"{s}_heel", f"{s}_big_toe", f"{s}_small_toe"], f"{s}_foot",
+                    (f"{s}_heel", f"{s}_big_toe"), (f"{s}_heel", f"{s}_ankle")),
+                   (f"{s}_wrist", [f"{s}_{f}_third_joint" for f in FINGERS], f"{s}_palm",
+                    (f"{s}_wrist", f"{s}_middle_finger_third_joint"),
+                    (f"{s}_pinky_finger_third_joint", f"{s}_forefinger_third_joint"))]
+    used = ["left_hip", "right_hip"] + [b[0] for b in bones] + [m for g in groups for m in g[1]]
+    return bones, groups, used
+
+
+BONES, GROUPS, USED = _tree()
+LENGTHS = sorted({b[2] for b in BONES})
+
+
+def _unit(v: torch.Tensor) -> torch.Tensor:
+    return v / v.norm(dim=-1, keepdim=True).clamp_min(1e-9)
+
+
+def _rotation(six: torch.Tensor) -> torch.Tensor:
+    """(..., 6) -> (..., 3, 3) with columns e1, e2, e3 (Gram-Schmidt of the two vectors)."""
+    e1 = _unit(six[..., :3])
+    e2 = _unit(six[..., 3:] - (e1 * six[..., 3:]).sum(-1, keepdim=True) * e1)
+    return torch.stack([e1, e2, torch.cross(e1, e2, dim=-1)], dim=-1)
+
+
+def _robust(r: torch.Tensor, c: float) -> torch.Tensor:
+    """Geman-McClure: r^2 near zero, never more than c^2 (a fault's pull fades out)."""
+    r2 = r * r
+    return r2 / (1 + r2 / c ** 2)
+
+
+def _huber(r: torch.Tensor) -> torch.Tensor:
+    """Squares up to PRIOR_C, then grows linearly: a prior that lets a sharp turn the data insist on through."""
+    a = r.abs()
+    return torch.where(a < PRIOR_C, a * a, 2 * PRIOR_C * a - PRIOR_C ** 2)
+
+
+def noise_scale(values: np.ndarray, floor: float) -> float:
+    """A robust estimate of the white noise on (T, K, D) samples (NaN = none), from their third differences
+    over time (a person's motion changes its acceleration little from frame to frame; noise does, by sqrt(20)
+    times its sigma): the data's own noise sets how much the fit trusts them (clean input, none smoothed away)."""
+    third = np.diff(values, n=3, axis=0)
+    third = np.abs(third[np.isfinite(third)])
+    return max(float(np.median(third)) / (0.6745 * np.sqrt(20)), floor) if third.size else floor * 10
+
+
+def unswapped(points: np.ndarray, seen: np.ndarray, flip: np.ndarray) -> np.ndarray:
+    """(T,) bool: the frames whose keypoints lie much nearer the frames around them (the median of two either side)
+    with left and right exchanged: a pose model's left/right swap, exchanged back before the fit."""
+    frames = len(points)
+    raw = np.where(seen[..., None], points, np.nan)
+    pad = np.full((2,) + raw.shape[1:], np.nan)
+    padded = np.concatenate([pad, raw, pad])
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        around = np.nanmedian(np.stack([padded[i:i + frames] for i in (0, 1, 3, 4)]), axis=0)
+        own = np.nanmedian(np.linalg.norm(raw - around, axis=-1), axis=1)
+        exchanged = np.nanmedian(np.linalg.norm(raw[:, flip] - around, axis=-1), axis=1)
+    return np.nan_to_num(exchanged) < SWAP_GAIN * np.nan_to_num(own)
+
+
+def _median_filled(points: np.ndarray, seen: np.ndarray) -> np.ndarray:
+    """(T, K, 3) the seen samples, those far from their median over 5 frames replaced by it (a single-frame fault
+    drops out), every keypoint
+    interpolated through its gaps relative to the mid-hip point (held past its first and last frames)."""
+    frames = len(points)
+    raw = np.where(seen[..., None], points, np.nan)
+    padded = np.concatenate([np.full((2,) + raw.shape[1:], np.nan), raw, np.full((2,) + raw.shape[1:], np.nan)])
+    windows = np.stack([padded[i:i + frames] for i in range(5)])
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        median = np.nanmedian(windows, axis=0)
+    far = np.linalg.norm(raw - median, axis=-1) > INIT_OUTLIER_M  # a fault: the median instead
+    filtered = np.where(seen[..., None], np.where(far[..., None], median, raw), np.nan)
+    index, t = name_index(), np.arange(frames)
+
+    def fill(values):  # (T, 3) with NaN -> interpolated, or None when never known
+        have = np.flatnonzero(np.isfinite(values).all(1))
+        return None if not have.size else np.stack([np.interp(t, have, values[have, a]) for a in range(3)], 1)
+
+    out = np.full_like(points, np.nan)
+    hips = [index["left_hip"], index["right_hip"]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        pelvis = fill(np.nanmean(filtered[:, hips], axis=1))
+    if pelvis is None:
+        raise ValueError("the hips and neck were never placed in 3D")
+    for k in range(points.shape[1]):
+        relative = fill(filtered[:, k] - pelvis)
+        if relative is not None:
+            out[:, k] = pelvis + relative
+    return out
+
+
+class _Body(torch.nn.Module):
+    """The unknowns and the forward pass: parameters -> (T, 70, 3) keypoints."""
+
+    def __init__(self, start: np.ndarray):
+        super().__init__()
+        index = self.index = name_index()
+        p = torch.as_tensor(start, dtype=DTYPE)
+        pelvis = (p[:, index["left_hip"]] + p[:, index["right_hip"]]) / 2
+        self.root = torch.nn.Parameter(pelvis.clone())
+        across = p[:, index["left_hip"]] - p[:, index["right_hip"]]
+        self.hip = torch.nn.Parameter(across.clone())
+        self.log_hip = torch.nn.Parameter(torch.log(across.norm(dim=-1).median() / 2))
+        named = {k: p[:, index[k]] for k in USED if k in index}
+        named["pelvis"] = pelvis
+        lengths = {}
+        for child, parent, length in BONES:
+            lengths.setdefault(length, []).append((named[child] - named[parent]).norm(dim=-1).median())
+        self.log_length = torch.nn.Parameter(torch.log(torch.stack([torch.stack(lengths[n]).mean() for n in LENGTHS])))
+        sixes, shapes = [], []
+        for anchor, members, _, (a0, a1), (b0, b1) in GROUPS:
+            six = torch.cat([named[a1] - named[a0], named[b1] - named[b0]], -1)
+            local = torch.einsum("tji,tkj->tki", _rotation(six), torch.stack([named[m] - named[anchor]
+                                                                               for m in members], 1))
+            sixes.append(six)
+            shapes.append(local.median(dim=0).values)
+        self.six = torch.nn.Parameter(torch.stack(sixes, 1))
+        # a finger's bones turn in its palm's frame: out of view, they go where the hand goes
+        palms = {g[0]: i for i, g in enumerate(GROUPS) if g[2].endswith("palm")}
+        self.palm_of = [palms[f"{c.split('_')[0]}_wrist"] if any(f in c for f in FINGERS) else -1 for c, _, _ in BONES]
+        steps = torch.stack([named[c] - named[p] for c, p, _ in BONES], 1)
+        for b, g in enumerate(self.palm_of):
+            if g >= 0:
+                steps[:, b] = torch.einsum("tji,tj->ti", _rotation(self.six[:, g].detach()), steps[:, b])
+        self.direction = torch.nn.Parameter(steps)
+        self.shapes = torch.nn.ParameterList([torch.nn.Parameter(s) for s in shapes])
+        self.length_of = [LENGTHS.index(b[2]) for b in BONES]
+        trunk = [b[2] in TRUNK for b in BONES] + [True] + [g[2] in TRUNK for g in GROUPS for _ in range(3)]
+        self.turn_sigma = torch.where(torch.as_tensor(trunk), TRUNK_SIGMA, ANGULAR_SIGMA).to(DTYPE)
+
+    def forward(self) -> torch.Tensor:
+        """(T, len(USED), 3): the keypoints the skeleton uses, in USED's order."""
+        frames = self.root.shape[0]
+        half = torch.exp(self.log_hip) * _unit(self.hip)
+        named = {"pelvis": self.root}
+        lengths = torch.exp(self.log_length)[self.length_of]
+        rotations = _rotation(self.six)  # (T, G, 3, 3)
+        turned = [_unit(self.direction[:, b]) if g < 0 else torch.einsum("tij,tj->ti", rotations[:, g],
+                                                                         _unit(self.direction[:, b]))
+                  for b, g in enumerate(self.palm_of)]
+        steps = torch.stack(turned, 1) * lengths[:, None]  # (T, B, 3)
+        pending = {g[0]: i for i, g in enumerate(GROUPS)}
+
+        def place(name, value):
+            named[name] = value
+            if name in pending:  # a rigid part hangs from this keypoint
+                g = pending.pop(name)
+                members = value[:, None] + torch.einsum("tij,kj->tki", rotations[:, g], self.shapes[g])
+                for m, member in enumerate(GROUPS[g][1]):
+                    place(member, members[:, m])
+
+        place("left_hip", self.root + half)
+        place("right_hip", self.root - half)
+        for b, (child, parent, _) in enumerate(BONES):
+            place(child, named[parent] + steps[:, b])
+        self.turning = torch.cat([_unit(self.direction), _unit(self.hip)[:, None],
+                                  rotations.transpose(-1, -2).reshape(frames, -1, 3)], 1)  # (T, M, 3) unit vectors
+        return torch.stack([named[k] for k in USED], 1)
+
+
+def fit_clip(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np.ndarray, focal: float,
+             fps: float, iterations: int = ITERATIONS) -> tuple[np.ndarray, np.ndarray]:
+    """See `_fit`; on one thread (its tensors are small: more threads only wait on each other), restored after."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _fit(points, available, rays, scores, focal, fps, iterations)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np.ndarray, focal: float,
+         fps: float, iterations: int) -> tuple[np.ndarray, np.ndarray]:
+    """Fits one person over the frames given (every frame between their first and last, seen or not).
+    points (T, 70, 3): the lifted keypoints, camera frame (NaN = not lifted); available (T, 70): lifted;
+    rays (T, 70, 3): a point on each keypoint's ray where only its 2D place is known (hidden behind someone),
+    NaN elsewhere; scores (T, 70); focal: pixels per unit of x/z. Returns (T, 70, 3) fitted keypoints (NaN for
+    keypoints never seen and those the skeleton does not use) and (70,) each keypoint's median 2D error in
+    metres at its depth (NaN where never seen)."""
+    points, rays = np.asarray(points, np.float64), np.asarray(rays, np.float64)
+    available = np.asarray(available, bool) & np.isfinite(points).all(-1)
+    flip = np.asarray(keypoint_meta()["flip_indices"][:points.shape[1]], np.int64)
+    swapped = unswapped(points, available, flip)
+    points, rays, available, scores = (np.where(swapped.reshape((-1,) + (1,) * (a.ndim - 1)), a[:, flip], a)
+                                       for a in (points, rays, available, np.asarray(scores, np.float64)))
+    on_ray = np.where(available[..., None], points, rays)
+    aimed = np.isfinite(on_ray).all(-1) & (on_ray[..., 2] > 1e-3)
+    index, keypoints = name_index(), points.shape[1]
+    order = np.array([index[k] for k in USED])
+    ever = aimed.any(0)[order]
+    start = _median_filled(points, available)
+    missing = ~np.isfinite(start).all(-1)
+    if missing.all(0)[[index["left_hip"], index["right_hip"], index["neck"]]].any():
+        raise ValueError("the hips and neck were never placed in 3D")
+    for k in np.flatnonzero(missing.all(0)):  # never lifted: beside the neck, for a starting direction only
+        start[:, k] = start[:, index["neck"]] + [0.0, 0.05, 0.0]
+    torch.manual_seed(0)
+    body = _Body(start)
+    aimed, available, on_ray, points, scores = (a[:, order] for a in (aimed, available, on_ray, points, scores))
+    target = torch.as_tensor(np.where(aimed[..., None], on_ray[..., :2] / on_ray[..., 2:], 0.0), dtype=DTYPE)
+    depth = torch.as_tensor(np.nan_to_num(points[..., 2]), dtype=DTYPE)
+    weight_2d = torch.as_tensor(np.where(aimed, np.clip(scores, 0, 1), 0.0), dtype=DTYPE)[..., None]
+    weight_z = torch.as_tensor(available, dtype=DTYPE)
+    offset = torch.nn.Parameter(torch.zeros(points.shape[:2], dtype=DTYPE))
+    pixel_sigma = noise_scale(np.where(aimed[..., None], focal * target.numpy(), np.nan), MIN_PIXEL_SIGMA)
+    depth_sigma = noise_scale(np.where(available, points[..., 2], np.nan)[..., None], MIN_DEPTH_SIGMA)
+    frames = len(points)
+    at = {k: i for i, k in enumerate(USED)}
+    knees = [(at[f"{s}_hip"], at[f"{s}_knee"], at[f"{s}_ankle"]) for s in SIDES]
+
+    loose = [1.0]  # the data's sigmas are loosened at first (a smooth start), then tightened to their measure
+
+    def energy():
+        full = body()
+        z = full[..., 2].clamp_min(1e-3)
+        pixels = focal * (full[..., :2] / z[..., None] - target) / (pixel_sigma * loose[0])
+        e = (weight_2d * _robust(pixels, max(ROBUST_C, OUTLIER_PIXELS / pixel_sigma))).sum()
+        e = e + (weight_z * _robust((z - depth - offset) / (depth_sigma * loose[0]),
+                                    max(ROBUST_C, OUTLIER_DEPTH / depth_sigma))).sum()
+        e = e + ((offset / OFFSET_SIGMA) ** 2).sum() + ((torch.diff(offset, dim=0) * fps / DRIFT_SIGMA) ** 2).sum()
+        if frames > 2:
+            root, turning = body.root, body.turning
+            e = e + _huber((root[2:] - 2 * root[1:-1] + root[:-2]) * fps * fps / ACCELERATION_SIGMA).sum()
+            turn = (turning[2:] - 2 * turning[1:-1] + turning[:-2]) * fps * fps / body.turn_sigma[:, None]
+            e = e + _huber(turn).sum()
+        across = _unit(full[:, at["left_hip"]] - full[:, at["right_hip"]])
+        for hip, knee, ankle in knees:  # the shin turns backwards about the hips' axis, never forwards
+            bend = torch.cross(_unit(full[:, knee] - full[:, hip]), _unit(full[:, ankle] - full[:, knee]), dim=-1)
+            e = e + 100 * (torch.relu(-(bend * across).sum(-1) - 0.05) ** 2).sum()
+        return e
+
+    parameters = list(body.parameters()) + [offset]
+    for loose[0] in STAGES:
+        solver = torch.optim.LBFGS(parameters, lr=1, max_iter=iterations // len(STAGES), history_size=20,
+                                   line_search_fn="strong_wolfe", tolerance_grad=1e-10, tolerance_change=1e-12)
+
+        def closure():
+            solver.zero_grad()
+            e = energy()
+            e.backward()
+            return e
+
+        if iterations:
+            solver.step(closure)
+    with torch.no_grad():
+        fitted = body().double().numpy()
+    if not np.isfinite(fitted).all():
+        raise ValueError("the fit of the skeleton did not converge on this person's keypoints")
+    error = np.linalg.norm(fitted[..., :2] / fitted[..., 2:] - np.where(aimed[..., None], target.numpy(), np.nan),
+                           axis=-1) * fitted[..., 2]
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        noise = np.nanmedian(np.where(aimed, error, np.nan), axis=0)
+    out, spread = np.full((frames, keypoints, 3), np.nan), np.full(keypoints, np.nan)
+    out[:, order[ever]], spread[order[ever]] = fitted[:, ever], noise[ever]
+    return out, spread
