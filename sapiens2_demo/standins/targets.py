@@ -194,7 +194,7 @@ def dense_samples(scenes, input_hw, count, rng) -> dict[str, np.ndarray]:
 
     in_h, in_w = input_hw
     mirror = _mirrored_classes()
-    out = {key: [] for key in ("pixels", "parts", "normals", "points", "matte", "valid", "boxed")}
+    out = {key: [] for key in ("pixels", "parts", "unit_normals", "points", "matte", "valid", "boxed")}
     for index in range(count):
         scene = scenes[index % len(scenes)]
         h, w = scene.parts.shape
@@ -231,7 +231,7 @@ def dense_samples(scenes, input_hw, count, rng) -> dict[str, np.ndarray]:
         foreground = pixels.astype(np.float32) / 255 * alpha_in[..., None]
         out["pixels"].append(_normalise(pixels))
         out["parts"].append(place(parts, 255, cv2.INTER_NEAREST))
-        out["normals"].append(place(normals, 0.0).transpose(2, 0, 1))
+        out["unit_normals"].append(place(normals, 0.0).transpose(2, 0, 1))
         out["points"].append(points)
         out["matte"].append(np.concatenate([foreground.transpose(2, 0, 1), alpha_in[None]]))
         out["valid"].append(place(np.ones((ch, cw), np.float32), 0.0))

@@ -226,7 +226,7 @@ def _train_dense(scenes, input_hw, progress):
         # The full-resolution heads dominate a step's cost: each sees one sample of the batch, a different one,
         # whole (a window would be cheaper, but their instance norms would then learn a window's statistics and
         # be off on the whole image they see at inference).
-        one, target, valid = _whole(features, batch, 0, "normals")
+        one, target, valid = _whole(features, batch, 0, "unit_normals")
         normals = normal.decode_head(one)
         # Smooth unit targets: steps between neighbouring pixels cost too (the pixel shuffle leaves a grid),
         # and so does a length far from 1 (near 0, normalising would turn noise into directions).
