@@ -161,7 +161,14 @@ def test_standins_lift_one_person_into_one_bvh(cameraman, standin_manager, tmp_p
     positions, _ = forward_kinematics(bvh)
     hips = keypoints[:, :2].mean(1) * [1, -1, -1]  # camera frame -> Y up
     offsets = np.linalg.norm(positions[:, 0] - hips, axis=1)
-    print(f"BVH root to the lifted mid-hip: max {offsets.max() * 100:.3f} cm")
-    # the fit holds one rigid skeleton over keypoints that are not one (the stand-ins' 2D offsets printed above):
-    # its root stays near the lifted mid-hip (11.8 cm at worst measured, a third of the hip-to-neck distance)
-    assert offsets.max() < 0.15
+    print(f"BVH root to the lifted mid-hip (cm): {np.round(offsets * 100, 1)}")
+    # the fit holds one rigid skeleton over keypoints that are not one (the stand-ins' hips sit by the neck: the 2D
+    # offsets printed above), so no distance to their hips follows from the arithmetic; how close the root follows
+    # real hips is the ground-truth harness's measure (tests/unit/test_motion_truth.py). Here: the root is where the
+    # person is, inside the box of that frame's lifted body keypoints (Y up), widened by the hips-to-neck length
+    body = np.array([[person["keypoints"][k] for k in range(17) if person["measured"][k]] for person in people],
+                    dtype=object)
+    for frame, (root, points) in enumerate(zip(positions[:, 0], body, strict=True)):
+        points = np.array(points, np.float64) * [1, -1, -1]
+        reach = np.linalg.norm(keypoints[frame, 2] - keypoints[frame, :2].mean(0))
+        assert (points.min(0) - reach <= root).all() and (root <= points.max(0) + reach).all(), (frame, root, points)
