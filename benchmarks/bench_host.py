@@ -225,40 +225,19 @@ class PageCalls:
         raise RuntimeError(f"{api_name}: the event stream ended before the answer")
 
 
-def echo_app():
-    """gradio's echo floor as the page meets it: bench_endpoints' echo, from a generator (as the tabs are)."""
-    import gradio as gr
-    import numpy as np
-    from PIL import Image
-
-    def echo(path):
-        with Image.open(path) as image:
-            rgb = np.asarray(image.convert("RGB"))
-        yield rgb, [path], "echo"
-
-    with gr.Blocks() as demo:
-        image = gr.Image(type="filepath")
-        outputs = [gr.Image(format="jpeg", interactive=False), gr.File(file_count="multiple"), gr.Textbox()]
-        gr.Button().click(echo, [image], outputs, api_name="echo_tab", api_visibility="private")
-    demo.queue()
-    port = be.free_port()
-    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
-    return demo, f"http://127.0.0.1:{port}/"
-
-
 def bench_gradio(ckpts: Path, image: str, reps: int, endpoints) -> dict:
     real, real_url = be.launch_real_app(ckpts)
-    echo, echo_url = echo_app()
+    echo, echo_url = be.launch_echo_app()  # its echo_stream: the same answer from a generator, as the tabs give
     try:
         page, floor = PageCalls(real, real_url), PageCalls(echo, echo_url)
         for _ in range(3):
-            floor.call("echo_tab", image)
+            floor.call("echo_stream", image)
         for endpoint in endpoints:  # models load, first calls
             page.call(f"{endpoint}_tab", image)
         rows = {e: {"floor": [], "shown": [], "complete": []} for e in endpoints}
         for _ in range(reps):
             for endpoint in endpoints:  # each call right after an echo call: load drift hits both alike
-                _, base = floor.call("echo_tab", image)
+                _, base = floor.call("echo_stream", image)
                 shown, complete = page.call(f"{endpoint}_tab", image)
                 row = rows[endpoint]
                 row["floor"].append(base)
