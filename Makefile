@@ -49,7 +49,7 @@ lint: setup-dev  ## ruff, and the layers contract (pyproject.toml): lower layers
 	$(VENV)/bin/lint-imports
 
 test: setup-dev browser-deps lint
-	$(OFFLINE) $(PY) -m pytest -q -n $(TEST_WORKERS) --maxprocesses 4 $(PYTEST_ARGS)
+	$(OFFLINE) $(PY) -m pytest -q -n $(TEST_WORKERS) --maxprocesses 4 --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 bench: setup-dev  ## every benchmark on tiny checkpoints and stand-ins (figures printed; nothing is timed in tests)
 	$(OFFLINE) $(PY) benchmarks/bench_pose.py

@@ -108,3 +108,25 @@ def checkpoints_without(tiny_dir: Path, root: Path, *families: str) -> Path:
         if path.is_dir() and not any(path.name.startswith(f"sapiens2-{family}-") for family in families):
             shutil.copytree(path, root / path.name)
     return root
+
+
+# `make test` hands whole files to its workers (--dist loadfile: a module's fixtures, an app or a compile, are made
+# once), in this order: the longest files first, so that the run does not end on one worker finishing a long file
+# while the other waits (the longest-first rule); the stand-ins' build starts early (test_standins.py) while the
+# other files that need them come after the long ones, so no worker waits for it. Seconds on 2 cores in
+# docs/tests.md; a file not named keeps its place after these.
+LONGEST_FIRST = (
+    "system/test_zerogpu_video.py", "system/test_compile_cli.py", "pipelines/test_standins.py",
+    "system/test_export_files.py", "system/test_zerogpu_aot.py", "system/test_browser.py",
+    "pipelines/test_gpu_road.py", "system/test_cli.py", "system/test_browser_viewers.py",
+    "system/test_zerogpu.py", "pipelines/test_overlap.py", "unit/test_manager.py", "pipelines/test_tasks.py",
+    "system/test_cli_ray.py", "unit/test_motion_truth.py", "pipelines/test_device_drawing.py",
+)
+
+
+def pytest_collection_modifyitems(items):
+    def rank(item) -> int:
+        path = item.nodeid.split("::", 1)[0].removeprefix("tests/")
+        return LONGEST_FIRST.index(path) if path in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)  # stable: the other files, and each file's tests, keep their order
