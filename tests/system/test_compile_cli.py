@@ -35,6 +35,7 @@ def runs(tiny_dir, tmp_path_factory):
     results["warm"] = run_cli(inputs, work / "warm", tiny_dir, "on", cache)
     results["warm_files"] = set(cache.rglob("*.so"))
     results["pose"] = {mode: record_pose(inputs, work / f"pose_{mode}", tiny_dir, mode, cache) for mode in ("off", "on")}
+    results["cache"] = cache
     return results
 
 
@@ -76,12 +77,14 @@ def test_well_defined_keypoints_equal_compile_off(runs):
 
 
 @pytest.fixture(scope="module")
-def managers(tiny_dir, tmp_path_factory):
+def managers(tiny_dir, runs):
+    """A compiled and an eager manager in this process, on the launches' compile cache (the tiny widths' code
+    compiled there already: a second cold compile would check nothing the cold launch did not)."""
     import os
 
     from sapiens2_demo.models.manager import ModelManager
 
-    cache = tmp_path_factory.mktemp("compile_cache")
+    cache = runs["cache"]
     saved = {name: os.environ.get(name) for name in ("SAPIENS2_COMPILE_CACHE", "TORCHINDUCTOR_CACHE_DIR")}
     os.environ["SAPIENS2_COMPILE_CACHE"] = str(cache)
     os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
