@@ -212,14 +212,17 @@ class ModelManager:
             return loaded
 
     def _evict_locked(self, keep: tuple) -> None:
-        total = sum(m.nbytes for m in self._models.values())
+        total, evicted = sum(m.nbytes for m in self._models.values()), False
         for key in list(self._models):
             if total <= self.memory_budget_bytes:
                 break
             if key == keep:
                 continue
             total -= self._models.pop(key).nbytes
+            evicted = True
             log.info("evicted %s to stay within the model memory budget", key)
+        if not evicted:  # a full collection costs 0.2-0.5 s in a process with a large heap: only to free a model
+            return
         gc.collect()
         if self.device.startswith("cuda"):
             import torch
