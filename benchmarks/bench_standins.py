@@ -11,9 +11,10 @@ the load average before and after (the machine may be shared: wall seconds swing
 On the astronaut photo it prints: the bytes of the normals' 16-bit PNG (background removed by the checkpoints'
 own body-part segmentation, the normals task's default), the share of body-part label pixels equal
 to their right-hand neighbour, the share of pose keypoint maps that take the fast decode path (one user box),
-the alpha matte's agreement with the synthetic person mask, the surface mesh's shape (mesh_figures), and how rough
+the alpha matte's agreement with the synthetic person mask, the surface mesh's shape (mesh_figures), how rough
 the pretrain features are (mean squared difference of neighbouring patches over their variance: 2 for noise, 0 for
-a constant).
+a constant), and on each of the three photos the median distance (px, at 512 px) of the body's 17 keypoints from
+the synthetic layout's, over those inside the photo (pose_body_px_<photo>), given the silhouette's box.
 Targets: PNG at most 0.4x the random one's bytes; labels >= 90 % equal; fast path >= 90 %.
 """
 
@@ -74,6 +75,24 @@ def figures(checkpoint_dir: Path) -> dict[str, float]:
     patches = extract_features([image], manager)[0].patches
     rough = (np.square(np.diff(patches, axis=0)).mean() + np.square(np.diff(patches, axis=1)).mean())
     out["feature_roughness"] = float(rough / patches.var(axis=(0, 1)).mean())
+    out.update(body_keypoint_figures(manager))
+    return out
+
+
+def body_keypoint_figures(manager) -> dict[str, float]:
+    from sapiens2_demo.pipelines import pose as pose_pipeline
+    from sapiens2_demo.standins.targets import PHOTOS, build_scene
+
+    out = {}
+    for name in PHOTOS:
+        scene = build_scene(name)
+        ys, xs = np.nonzero(scene.parts)
+        box = [[float(xs.min()), float(ys.min()), float(xs.max() + 1), float(ys.max() + 1)]]
+        placed = pose_pipeline.estimate_pose(scene.image, manager, boxes=box).keypoints[0, :17]
+        layout = scene.keypoints[:17]
+        h, w = scene.parts.shape
+        inside = (layout[:, 0] >= 0) & (layout[:, 0] < w) & (layout[:, 1] >= 0) & (layout[:, 1] < h)
+        out[f"pose_body_px_{name}"] = float(np.median(np.linalg.norm(placed - layout, axis=1)[inside]))
     return out
 
 

@@ -33,9 +33,9 @@ from .targets import PHOTOS, build_scene, dense_samples, keypoint_weights, pose_
 
 DENSE_TASKS = DENSE_FAMILIES  # trained on one shared backbone, in the registry's order: seg, normal, pointmap, matting
 SEED = 0
-DENSE_STEPS, POSE_STEPS, BATCH = 250, 500, 4
+DENSE_STEPS, POSE_STEPS, BATCH = 250, 550, 4
 SAMPLES_PER_PHOTO = 24
-POSE_LR = 5e-3
+POSE_LR = 1e-2
 POINT_XYZ_WEIGHTS, POSITION_WEIGHT, Z_GAIN = (3.0, 3.0, 3.0), 5.0, -0.3  # see _train_dense, _position_path
 HEATMAP_SIGMA = 3.0  # at the tiny 64x48 heatmaps (the released 256x192 ones use 6): wide, so learnt fast
 BUILD_MINUTES = 2  # what a build takes on 2 idle cores (docs/standins.md has the figures), for the notice
