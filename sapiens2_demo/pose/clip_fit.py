@@ -180,47 +180,58 @@ class _Body(torch.nn.Module):
             sixes.append(six)
             shapes.append(local.median(dim=0).values)
         self.six = torch.nn.Parameter(torch.stack(sixes, 1))
-        # a finger's bones turn in its palm's frame: out of view, they go where the hand goes
+        self.shapes = torch.nn.Parameter(torch.cat(shapes))  # (members, 3): each rigid part's keypoints, its frame
+        self.member_group = torch.as_tensor([g for g, group in enumerate(GROUPS) for _ in group[1]])
+        # a finger's bones turn in its palm's frame: out of view, they go where the hand goes (the others in the
+        # camera's: group index len(GROUPS), the identity)
         palms = {g[0]: i for i, g in enumerate(GROUPS) if g[2].endswith("palm")}
-        self.palm_of = [palms[f"{c.split('_')[0]}_wrist"] if any(f in c for f in FINGERS) else -1 for c, _, _ in BONES]
+        self.palm_of = torch.as_tensor([palms[f"{c.split('_')[0]}_wrist"] if any(f in c for f in FINGERS)
+                                        else len(GROUPS) for c, _, _ in BONES])
         steps = torch.stack([named[c] - named[p] for c, p, _ in BONES], 1)
-        for b, g in enumerate(self.palm_of):
-            if g >= 0:
-                steps[:, b] = torch.einsum("tji,tj->ti", _rotation(self.six[:, g].detach()), steps[:, b])
-        self.direction = torch.nn.Parameter(steps)
-        self.shapes = torch.nn.ParameterList([torch.nn.Parameter(s) for s in shapes])
+        frames_of = torch.cat([_rotation(self.six.detach()), torch.eye(3, dtype=DTYPE).expand(len(p), 1, 3, 3)], 1)
+        self.direction = torch.nn.Parameter(torch.einsum("tbji,tbj->tbi", frames_of[:, self.palm_of], steps))
         self.length_of = [LENGTHS.index(b[2]) for b in BONES]
+        self.sums = torch.as_tensor(_sums(), dtype=DTYPE)
         trunk = [b[2] in TRUNK for b in BONES] + [True] + [g[2] in TRUNK for g in GROUPS for _ in range(3)]
         self.turn_sigma = torch.where(torch.as_tensor(trunk), TRUNK_SIGMA, ANGULAR_SIGMA).to(DTYPE)
 
     def forward(self) -> torch.Tensor:
-        """(T, len(USED), 3): the keypoints the skeleton uses, in USED's order."""
+        """(T, len(USED), 3): the keypoints the skeleton uses, in USED's order: the root plus the offsets along
+        each keypoint's path from it (the hips' half width, the bones, the rigid parts' members)."""
         frames = self.root.shape[0]
         half = torch.exp(self.log_hip) * _unit(self.hip)
-        named = {"pelvis": self.root}
-        lengths = torch.exp(self.log_length)[self.length_of]
         rotations = _rotation(self.six)  # (T, G, 3, 3)
-        turned = [_unit(self.direction[:, b]) if g < 0 else torch.einsum("tij,tj->ti", rotations[:, g],
-                                                                         _unit(self.direction[:, b]))
-                  for b, g in enumerate(self.palm_of)]
-        steps = torch.stack(turned, 1) * lengths[:, None]  # (T, B, 3)
-        pending = {g[0]: i for i, g in enumerate(GROUPS)}
-
-        def place(name, value):
-            named[name] = value
-            if name in pending:  # a rigid part hangs from this keypoint
-                g = pending.pop(name)
-                members = value[:, None] + torch.einsum("tij,kj->tki", rotations[:, g], self.shapes[g])
-                for m, member in enumerate(GROUPS[g][1]):
-                    place(member, members[:, m])
-
-        place("left_hip", self.root + half)
-        place("right_hip", self.root - half)
-        for b, (child, parent, _) in enumerate(BONES):
-            place(child, named[parent] + steps[:, b])
-        self.turning = torch.cat([_unit(self.direction), _unit(self.hip)[:, None],
+        frames_of = torch.cat([rotations, torch.eye(3, dtype=DTYPE).expand(frames, 1, 3, 3)], 1)
+        direction = _unit(self.direction)
+        steps = torch.einsum("tbij,tbj->tbi", frames_of[:, self.palm_of], direction)
+        steps = steps * torch.exp(self.log_length)[self.length_of][:, None]
+        members = torch.einsum("tmij,mj->tmi", rotations[:, self.member_group], self.shapes)
+        offsets = torch.cat([half[:, None], steps, members], 1)
+        self.turning = torch.cat([direction, _unit(self.hip)[:, None],
                                   rotations.transpose(-1, -2).reshape(frames, -1, 3)], 1)  # (T, M, 3) unit vectors
-        return torch.stack([named[k] for k in USED], 1)
+        return self.root[:, None] + torch.tensordot(self.sums, offsets, dims=([1], [1])).transpose(0, 1)
+
+
+def _sums() -> np.ndarray:
+    """(len(USED), offsets): +1 / -1 where an offset (the hips' half width, each bone, each rigid part's members)
+    lies on a keypoint's path from the root: a keypoint is the root plus these."""
+    count = 1 + len(BONES) + sum(len(g[1]) for g in GROUPS)
+    path = {"pelvis": np.zeros(count)}
+    first_member = np.cumsum([1 + len(BONES)] + [len(g[1]) for g in GROUPS])
+    pending = {g[0]: i for i, g in enumerate(GROUPS)}
+
+    def place(name, value):
+        path[name] = value
+        if name in pending:  # a rigid part hangs from this keypoint
+            g = pending.pop(name)
+            for m, member in enumerate(GROUPS[g][1]):
+                place(member, value + np.eye(count)[first_member[g] + m])
+
+    place("left_hip", np.eye(count)[0])
+    place("right_hip", -np.eye(count)[0])
+    for b, (child, parent, _) in enumerate(BONES):
+        place(child, path[parent] + np.eye(count)[1 + b])
+    return np.stack([path[k] for k in USED])
 
 
 def fit_clip(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np.ndarray, focal: float,
