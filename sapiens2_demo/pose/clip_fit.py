@@ -15,6 +15,8 @@ Energy (each term a residual over its expected size, squared; L-BFGS in float64,
 - acceleration priors, not velocity: the root's, and each bone's and rigid part's angular acceleration (a
   finger's in its palm's frame), Huber so a sharp turn the data insist on passes while jitter does not; they also
   fill the frames a keypoint was not seen (an occlusion, an exit) from the frames around them;
+- a planted foot: a foot keypoint nearly still in the first stages' fit is held still in the last (the weight
+  of a Geman-McClure loss on its speed, re-weighted once), so noisy depth does not make it slide;
 - a knee limit (it does not bend forwards).
 Started from the lifted points (a sample far from its 5-frame median replaced by it; left/right swapped frames
 exchanged back) interpolated through their gaps; the data's sigmas loosened at first, then tightened (STAGES).
@@ -46,6 +48,8 @@ DTYPE = torch.float64  # float32 is as accurate on sound input, but its line sea
 SWAP_GAIN = 0.5  # a frame is exchanged when that halves its keypoints' median distance from the frames around
 INIT_OUTLIER_M = 0.15  # metres from the median of 5 frames: a sample the start does not take
 STAGES = (8.0, 3.0, 1.0)  # the data's sigmas times these, in turn (a third of the iterations each)
+STILL_SPEED = 0.15  # m/s: a foot keypoint about this slow after the smoother stages is held still in the last ...
+PLANTED_SPEED, PLANTED_WEIGHT = 0.1, 10.0  # ... its speed then costs (speed / PLANTED_SPEED)^2 times this
 
 
 def _tree() -> tuple[list, list, list]:
@@ -283,7 +287,15 @@ def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np
     frames = len(points)
     at = {k: i for i, k in enumerate(USED)}
     knees = [(at[f"{s}_hip"], at[f"{s}_knee"], at[f"{s}_ankle"]) for s in SIDES]
+    feet = [at[f"{s}_{k}"] for s in SIDES for k in ("ankle", "heel", "big_toe", "small_toe")]
 
+    def foot_speed2(full):  # (T - 1, feet) m^2/s^2
+        return (torch.diff(full[:, feet], dim=0) * fps).pow(2).sum(-1)
+
+    # a foot on the floor does not slide: where a foot keypoint is nearly still in the smoother stages' fit (the
+    # noisy start's planted foot still looks like it moves), its speed is held near zero in the last stage (the
+    # weight of a Geman-McClure loss on its speed, re-weighted once)
+    held = [torch.zeros(max(len(points) - 1, 0), len(feet), dtype=DTYPE)]
     loose = [1.0]  # the data's sigmas are loosened at first (a smooth start), then tightened to their measure
 
     def energy():
@@ -299,6 +311,7 @@ def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np
             e = e + _huber((root[2:] - 2 * root[1:-1] + root[:-2]) * fps * fps / ACCELERATION_SIGMA).sum()
             turn = (turning[2:] - 2 * turning[1:-1] + turning[:-2]) * fps * fps / body.turn_sigma[:, None]
             e = e + _huber(turn).sum()
+        e = e + PLANTED_WEIGHT * (held[0] * foot_speed2(full)).sum() / PLANTED_SPEED ** 2
         across = _unit(full[:, at["left_hip"]] - full[:, at["right_hip"]])
         for hip, knee, ankle in knees:  # the shin turns backwards about the hips' axis, never forwards
             bend = torch.cross(_unit(full[:, knee] - full[:, hip]), _unit(full[:, ankle] - full[:, knee]), dim=-1)
@@ -306,7 +319,10 @@ def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np
         return e
 
     parameters = list(body.parameters()) + [offset]
-    for loose[0] in STAGES:
+    for stage, loose[0] in enumerate(STAGES):
+        if stage == len(STAGES) - 1:
+            with torch.no_grad():
+                held[0] = 1 / (1 + foot_speed2(body()) / STILL_SPEED ** 2) ** 2
         solver = torch.optim.LBFGS(parameters, lr=1, max_iter=iterations // len(STAGES), history_size=20,
                                    line_search_fn="strong_wolfe", tolerance_grad=1e-10, tolerance_change=1e-12)
 
