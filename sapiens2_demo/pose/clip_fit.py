@@ -10,7 +10,9 @@ Energy (each term a residual over its expected size, squared; L-BFGS in float64,
   Pose3DResult.covered), in pixels, weighted by the pose model's score, under a Geman-McClure loss so swapped,
   junk and heavy-tailed keypoints stop pulling: the main term;
 - the pointmap's depth, a weaker robust term, less a per-keypoint offset that varies slowly over time (a model's
-  depth error at a keypoint persists from frame to frame);
+  depth error at a keypoint persists from frame to frame); a covered keypoint's too (the depth its ray was read
+  at: its own where it was only far in front of its body, a cover's where someone hid it, which the robust loss,
+  never loosened, lets go);
   both sigmas are the data's own (`noise_scale`): clean input is fitted to the pixel, noisy input smoothed;
 - acceleration priors, not velocity: the root's, and each bone's and rigid part's angular acceleration (a
   finger's in its palm's frame), Huber so a sharp turn the data insist on passes while jitter does not; they also
@@ -253,8 +255,8 @@ def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np
          fps: float, iterations: int) -> tuple[np.ndarray, np.ndarray]:
     """Fits one person over the frames given (every frame between their first and last, seen or not).
     points (T, 70, 3): the lifted keypoints, camera frame (NaN = not lifted); available (T, 70): lifted;
-    rays (T, 70, 3): a point on each keypoint's ray where only its 2D place is known (hidden behind someone),
-    NaN elsewhere; scores (T, 70); focal: pixels per unit of x/z. Returns (T, 70, 3) fitted keypoints (NaN for
+    rays (T, 70, 3): the point read on each keypoint's ray where the lift did not take it (hidden behind someone,
+    or far in front of its body), NaN elsewhere; scores (T, 70); focal: pixels per unit of x/z. Returns (T, 70, 3) fitted keypoints (NaN for
     keypoints never seen and those the skeleton does not use) and (70,) each keypoint's median 2D error in
     metres at its depth (NaN where never seen)."""
     points, rays = np.asarray(points, np.float64), np.asarray(rays, np.float64)
@@ -278,9 +280,10 @@ def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np
     body = _Body(start)
     aimed, available, on_ray, points, scores = (a[:, order] for a in (aimed, available, on_ray, points, scores))
     target = torch.as_tensor(np.where(aimed[..., None], on_ray[..., :2] / on_ray[..., 2:], 0.0), dtype=DTYPE)
-    depth = torch.as_tensor(np.nan_to_num(points[..., 2]), dtype=DTYPE)
+    # a covered keypoint's read depth too: the nearest surface on its ray (its own, or a cover's: see the top)
+    depth = torch.as_tensor(np.where(aimed, np.nan_to_num(on_ray[..., 2]), 0.0), dtype=DTYPE)
     weight_2d = torch.as_tensor(np.where(aimed, np.clip(scores, 0, 1), 0.0), dtype=DTYPE)[..., None]
-    weight_z = torch.as_tensor(available, dtype=DTYPE)
+    weight_z = torch.as_tensor(aimed, dtype=DTYPE)
     offset = torch.nn.Parameter(torch.zeros(points.shape[:2], dtype=DTYPE))
     pixel_sigma = noise_scale(np.where(aimed[..., None], focal * target.numpy(), np.nan), MIN_PIXEL_SIGMA)
     depth_sigma = noise_scale(np.where(available, points[..., 2], np.nan)[..., None], MIN_DEPTH_SIGMA)
@@ -303,8 +306,8 @@ def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np
         z = full[..., 2].clamp_min(1e-3)
         pixels = focal * (full[..., :2] / z[..., None] - target) / (pixel_sigma * loose[0])
         e = (weight_2d * _robust(pixels, max(ROBUST_C, OUTLIER_PIXELS / pixel_sigma))).sum()
-        e = e + (weight_z * _robust((z - depth - offset) / (depth_sigma * loose[0]),
-                                    max(ROBUST_C, OUTLIER_DEPTH / depth_sigma))).sum()
+        e = e + (weight_z * _robust((z - depth - offset) / depth_sigma,
+                                    max(ROBUST_C, OUTLIER_DEPTH / depth_sigma))).sum() / loose[0] ** 2
         e = e + ((offset / OFFSET_SIGMA) ** 2).sum() + ((torch.diff(offset, dim=0) * fps / DRIFT_SIGMA) ** 2).sum()
         if frames > 2:
             root, turning = body.root, body.turning
