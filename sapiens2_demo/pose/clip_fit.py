@@ -48,7 +48,7 @@ OUTLIER_PIXELS, OUTLIER_DEPTH = 6.0, 0.1  # ... but never nearer than these (pix
 ITERATIONS = 300
 DTYPE = torch.float64  # float32 is as accurate on sound input, but its line search can overflow on junk
 SWAP_GAIN = 0.5  # a frame is exchanged when that halves its keypoints' median distance from the frames around
-INIT_OUTLIER_M = 0.15  # metres from the median of 5 frames: a sample the start does not take
+INIT_OUTLIER_M = 0.25  # metres from every guess the frames around make: a sample the start does not take
 STAGES = (8.0, 3.0, 1.0)  # the data's sigmas times these, in turn (a third of the iterations each)
 STILL_SPEED = 0.15  # m/s: a foot keypoint about this slow after the smoother stages is held still in the last ...
 PLANTED_SPEED, PLANTED_WEIGHT = 0.1, 10.0  # ... its speed then costs (speed / PLANTED_SPEED)^2 times this
@@ -128,17 +128,20 @@ def unswapped(points: np.ndarray, seen: np.ndarray, flip: np.ndarray) -> np.ndar
 
 
 def _median_filled(points: np.ndarray, seen: np.ndarray) -> np.ndarray:
-    """(T, K, 3) the seen samples, those far from their median over 5 frames replaced by it (a single-frame fault
-    drops out), every keypoint
-    interpolated through its gaps relative to the mid-hip point (held past its first and last frames)."""
+    """(T, K, 3) the seen samples, a single-frame fault replaced by the median over 5 frames, every keypoint
+    interpolated through its gaps relative to the mid-hip point (held past its first and last frames). A fault is
+    a sample far from every guess the frames around make of it (their median, the mean of the two beside it, each
+    side's two carried on at their speed): far from the median alone is also a fast limb."""
     frames = len(points)
     raw = np.where(seen[..., None], points, np.nan)
     padded = np.concatenate([np.full((2,) + raw.shape[1:], np.nan), raw, np.full((2,) + raw.shape[1:], np.nan)])
-    windows = np.stack([padded[i:i + frames] for i in range(5)])
+    windows = np.stack([padded[i:i + frames] for i in range(5)])  # frames f - 2 .. f + 2
+    guesses = np.stack([(windows[1] + windows[3]) / 2, 2 * windows[1] - windows[0], 2 * windows[3] - windows[4]])
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         median = np.nanmedian(windows, axis=0)
-    far = np.linalg.norm(raw - median, axis=-1) > INIT_OUTLIER_M  # a fault: the median instead
+        miss = np.nanmin(np.linalg.norm(np.concatenate([guesses, median[None]]) - raw, axis=-1), axis=0)
+    far = np.nan_to_num(miss) > INIT_OUTLIER_M  # a fault: the median instead
     filtered = np.where(seen[..., None], np.where(far[..., None], median, raw), np.nan)
     index, t = name_index(), np.arange(frames)
 
