@@ -259,9 +259,9 @@ def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np
     """Fits one person over the frames given (every frame between their first and last, seen or not).
     points (T, 70, 3): the lifted keypoints, camera frame (NaN = not lifted); available (T, 70): lifted;
     rays (T, 70, 3): the point read on each keypoint's ray where the lift did not take it (hidden behind someone,
-    or far in front of its body), NaN elsewhere; scores (T, 70); focal: pixels per unit of x/z. Returns (T, 70, 3) fitted keypoints (NaN for
-    keypoints never seen and those the skeleton does not use) and (70,) each keypoint's median 2D error in
-    metres at its depth (NaN where never seen)."""
+    or far in front of its body), NaN elsewhere; scores (T, 70); focal: pixels per unit of x/z. Returns (T, 70, 3)
+    fitted keypoints (NaN for keypoints never seen and those the skeleton does not use) and (70,) each keypoint's
+    median 2D error in metres at its depth (NaN where never seen)."""
     points, rays = np.asarray(points, np.float64), np.asarray(rays, np.float64)
     available = np.asarray(available, bool) & np.isfinite(points).all(-1)
     flip = np.asarray(keypoint_meta()["flip_indices"][:points.shape[1]], np.int64)
