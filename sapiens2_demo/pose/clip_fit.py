@@ -50,7 +50,7 @@ DTYPE = torch.float64  # float32 is as accurate on sound input, but its line sea
 SWAP_GAIN = 0.5  # a frame is exchanged when that halves its keypoints' median distance from the frames around
 INIT_OUTLIER_M = 0.25  # metres from every guess the frames around make: a sample the start does not take
 STAGES = (8.0, 3.0, 1.0)  # the data's sigmas times these, in turn (a third of the iterations each)
-STILL_SPEED = 0.15  # m/s: a foot keypoint about this slow after the smoother stages is held still in the last ...
+STILL_SPEED = 0.1  # m/s: a foot keypoint about this slow after the smoother stages is held still in the last ...
 PLANTED_SPEED, PLANTED_WEIGHT = 0.1, 10.0  # ... its speed then costs (speed / PLANTED_SPEED)^2 times this
 
 

@@ -95,7 +95,8 @@ def test_left_right_swaps_are_exchanged_back():
 
 def test_a_planted_foot_is_held_still_under_noisy_depth():
     """A person standing, raising their arms (the feet never move), 2 px and 2 cm of noise: the fit's feet (ankle,
-    big toe, heel) drift 1.8 cm across the floor at worst over 2 s (without the planted-foot term: 3.6 cm)."""
+    big toe, heel) step 1.6 mm a frame across the floor on average (without the planted-foot term: 7.3 mm, the
+    noise smoothed but not held)."""
     from tests.motion_clips import back_project, motion, project
 
     truth = motion("arms")[0][:48, :70]
@@ -105,8 +106,8 @@ def test_a_planted_foot_is_held_still_under_noisy_depth():
     fitted, _ = fit_clip(points, np.isfinite(points).all(-1), np.full_like(points, np.nan), np.full((48, 70), 0.9),
                          500.0, 24.0)
     feet = [name_index()[f"{s}_{k}"] for s in ("left", "right") for k in ("ankle", "big_toe", "heel")]
-    drift = np.linalg.norm((fitted[:, feet] - fitted[:1, feet])[..., [0, 2]], axis=-1).max()
-    assert drift < 0.025, drift
+    step = np.linalg.norm(np.diff(fitted[:, feet], axis=0)[..., [0, 2]], axis=-1)
+    assert step.mean() < 0.003, step.mean()
 
 
 def test_an_arm_reaching_towards_the_camera_keeps_the_depth_its_ray_was_read_at():
