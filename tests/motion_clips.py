@@ -142,11 +142,12 @@ def _walking(t: np.ndarray, start, velocity, phase0=0.0) -> dict:
     return p
 
 
-def motion(name: str, fps: float = FPS) -> list[np.ndarray]:
-    """The true keypoints of each person in the clip, (T, 308, 3) camera frame."""
+def motion(name: str, fps: float = FPS, seconds: float | None = None) -> list[np.ndarray]:
+    """The true keypoints of each person in the clip, (T, 308, 3) camera frame; `seconds`: only its first ones."""
     from tests.motion_moves import MOVES
 
-    seconds = MOVES[name][1] if name in MOVES else SECONDS.get(name, 3.0)
+    length = MOVES[name][1] if name in MOVES else SECONDS.get(name, 3.0)
+    seconds = length if seconds is None else min(seconds, length)
     t = np.arange(int(round(seconds * fps))) / fps
     frames = len(t)
     if name in MOVES:
@@ -290,9 +291,11 @@ def _heavy_depth(rng, frames: int, fps: float) -> np.ndarray:
 
 
 def make_clip(name: str, *, noise: bool = True, faults: bool = True, seed: int = 0, fps: float = FPS,
-              heavy: bool = False) -> Clip:
+              heavy: bool = False, seconds: float | None = None) -> Clip:
+    """The clip `name` as the models would hand it over (see the module docstring); `seconds`: only its first ones
+    (the tests' shorter runs)."""
     rng = np.random.default_rng([seed, CLIPS.index(name)] + ([int(fps)] if fps != FPS else []))
-    truth = motion(name, fps)
+    truth = motion(name, fps, seconds)
     frames = len(truth[0])
     body_points = np.isfinite(truth[0][0]).all(1)
     hidden, seen_depth = occlusion(truth) if name == "cross" else (None, None)

@@ -4,7 +4,8 @@ functions the video job runs after the models (tracking, the lift's occlusion ch
 and measured against the truth.
 
 `measure(name, seed=0, fps=24)` -> {metric: value} with the keys of `benchmarks/bench_motion_truth.py --json`,
-plus `glb_vs_bvh_mm`; `measure_run(name, noise, faults, seed, fps, heavy)` one condition's.
+plus `glb_vs_bvh_mm`; `measure_run(name, noise, faults, seed, fps, heavy, seconds)` one condition's
+(`seconds`: the clip's first ones only).
 """
 
 from __future__ import annotations
@@ -230,8 +231,8 @@ def foot_slide_mm(positions: np.ndarray, names: list, expected: dict, present: n
 
 
 def measure_run(name: str, noise: bool = True, faults: bool = True, seed: int = 0, fps: float = 24.0,
-                heavy: bool = False) -> dict:
-    clip = make_clip(name, noise=noise, faults=faults, seed=seed, fps=fps, heavy=heavy)
+                heavy: bool = False, seconds: float | None = None) -> dict:
+    clip = make_clip(name, noise=noise, faults=faults, seed=seed, fps=fps, heavy=heavy, seconds=seconds)
     with tempfile.TemporaryDirectory() as folder:
         ids, _, export = run(clip, Path(folder))
         return {**evaluate(clip, ids, Path(folder)), "fit_seconds": export.close_seconds,

@@ -10,11 +10,15 @@ Energy (each term a residual over its expected size, squared; L-BFGS in float64,
   Pose3DResult.covered), in pixels, weighted by the pose model's score, under a Geman-McClure loss so swapped,
   junk and heavy-tailed keypoints stop pulling: the main term;
 - the pointmap's depth, a weaker robust term, less a per-keypoint offset that varies slowly over time (a model's
-  depth error at a keypoint persists from frame to frame);
+  depth error at a keypoint persists from frame to frame); a covered keypoint's too (the depth its ray was read
+  at: its own where it was only far in front of its body, a cover's where someone hid it, which the robust loss,
+  never loosened, lets go);
   both sigmas are the data's own (`noise_scale`): clean input is fitted to the pixel, noisy input smoothed;
 - acceleration priors, not velocity: the root's, and each bone's and rigid part's angular acceleration (a
   finger's in its palm's frame), Huber so a sharp turn the data insist on passes while jitter does not; they also
   fill the frames a keypoint was not seen (an occlusion, an exit) from the frames around them;
+- a planted foot: a foot keypoint nearly still in the first stages' fit is held still in the last (the weight
+  of a Geman-McClure loss on its speed, re-weighted once), so noisy depth does not make it slide;
 - a knee limit (it does not bend forwards).
 Started from the lifted points (a sample far from its 5-frame median replaced by it; left/right swapped frames
 exchanged back) interpolated through their gaps; the data's sigmas loosened at first, then tightened (STAGES).
@@ -44,8 +48,10 @@ OUTLIER_PIXELS, OUTLIER_DEPTH = 6.0, 0.1  # ... but never nearer than these (pix
 ITERATIONS = 300
 DTYPE = torch.float64  # float32 is as accurate on sound input, but its line search can overflow on junk
 SWAP_GAIN = 0.5  # a frame is exchanged when that halves its keypoints' median distance from the frames around
-INIT_OUTLIER_M = 0.15  # metres from the median of 5 frames: a sample the start does not take
+INIT_OUTLIER_M = 0.25  # metres from every guess the frames around make: a sample the start does not take
 STAGES = (8.0, 3.0, 1.0)  # the data's sigmas times these, in turn (a third of the iterations each)
+STILL_SPEED = 0.1  # m/s: a foot keypoint about this slow after the smoother stages is held still in the last ...
+PLANTED_SPEED, PLANTED_WEIGHT = 0.1, 10.0  # ... its speed then costs (speed / PLANTED_SPEED)^2 times this
 
 
 def _tree() -> tuple[list, list, list]:
@@ -122,17 +128,20 @@ def unswapped(points: np.ndarray, seen: np.ndarray, flip: np.ndarray) -> np.ndar
 
 
 def _median_filled(points: np.ndarray, seen: np.ndarray) -> np.ndarray:
-    """(T, K, 3) the seen samples, those far from their median over 5 frames replaced by it (a single-frame fault
-    drops out), every keypoint
-    interpolated through its gaps relative to the mid-hip point (held past its first and last frames)."""
+    """(T, K, 3) the seen samples, a single-frame fault replaced by the median over 5 frames, every keypoint
+    interpolated through its gaps relative to the mid-hip point (held past its first and last frames). A fault is
+    a sample far from every guess the frames around make of it (their median, the mean of the two beside it, each
+    side's two carried on at their speed): far from the median alone is also a fast limb."""
     frames = len(points)
     raw = np.where(seen[..., None], points, np.nan)
     padded = np.concatenate([np.full((2,) + raw.shape[1:], np.nan), raw, np.full((2,) + raw.shape[1:], np.nan)])
-    windows = np.stack([padded[i:i + frames] for i in range(5)])
+    windows = np.stack([padded[i:i + frames] for i in range(5)])  # frames f - 2 .. f + 2
+    guesses = np.stack([(windows[1] + windows[3]) / 2, 2 * windows[1] - windows[0], 2 * windows[3] - windows[4]])
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         median = np.nanmedian(windows, axis=0)
-    far = np.linalg.norm(raw - median, axis=-1) > INIT_OUTLIER_M  # a fault: the median instead
+        miss = np.nanmin(np.linalg.norm(np.concatenate([guesses, median[None]]) - raw, axis=-1), axis=0)
+    far = np.nan_to_num(miss) > INIT_OUTLIER_M  # a fault: the median instead
     filtered = np.where(seen[..., None], np.where(far[..., None], median, raw), np.nan)
     index, t = name_index(), np.arange(frames)
 
@@ -180,47 +189,58 @@ class _Body(torch.nn.Module):
             sixes.append(six)
             shapes.append(local.median(dim=0).values)
         self.six = torch.nn.Parameter(torch.stack(sixes, 1))
-        # a finger's bones turn in its palm's frame: out of view, they go where the hand goes
+        self.shapes = torch.nn.Parameter(torch.cat(shapes))  # (members, 3): each rigid part's keypoints, its frame
+        self.member_group = torch.as_tensor([g for g, group in enumerate(GROUPS) for _ in group[1]])
+        # a finger's bones turn in its palm's frame: out of view, they go where the hand goes (the others in the
+        # camera's: group index len(GROUPS), the identity)
         palms = {g[0]: i for i, g in enumerate(GROUPS) if g[2].endswith("palm")}
-        self.palm_of = [palms[f"{c.split('_')[0]}_wrist"] if any(f in c for f in FINGERS) else -1 for c, _, _ in BONES]
+        self.palm_of = torch.as_tensor([palms[f"{c.split('_')[0]}_wrist"] if any(f in c for f in FINGERS)
+                                        else len(GROUPS) for c, _, _ in BONES])
         steps = torch.stack([named[c] - named[p] for c, p, _ in BONES], 1)
-        for b, g in enumerate(self.palm_of):
-            if g >= 0:
-                steps[:, b] = torch.einsum("tji,tj->ti", _rotation(self.six[:, g].detach()), steps[:, b])
-        self.direction = torch.nn.Parameter(steps)
-        self.shapes = torch.nn.ParameterList([torch.nn.Parameter(s) for s in shapes])
+        frames_of = torch.cat([_rotation(self.six.detach()), torch.eye(3, dtype=DTYPE).expand(len(p), 1, 3, 3)], 1)
+        self.direction = torch.nn.Parameter(torch.einsum("tbji,tbj->tbi", frames_of[:, self.palm_of], steps))
         self.length_of = [LENGTHS.index(b[2]) for b in BONES]
+        self.sums = torch.as_tensor(_sums(), dtype=DTYPE)
         trunk = [b[2] in TRUNK for b in BONES] + [True] + [g[2] in TRUNK for g in GROUPS for _ in range(3)]
         self.turn_sigma = torch.where(torch.as_tensor(trunk), TRUNK_SIGMA, ANGULAR_SIGMA).to(DTYPE)
 
     def forward(self) -> torch.Tensor:
-        """(T, len(USED), 3): the keypoints the skeleton uses, in USED's order."""
+        """(T, len(USED), 3): the keypoints the skeleton uses, in USED's order: the root plus the offsets along
+        each keypoint's path from it (the hips' half width, the bones, the rigid parts' members)."""
         frames = self.root.shape[0]
         half = torch.exp(self.log_hip) * _unit(self.hip)
-        named = {"pelvis": self.root}
-        lengths = torch.exp(self.log_length)[self.length_of]
         rotations = _rotation(self.six)  # (T, G, 3, 3)
-        turned = [_unit(self.direction[:, b]) if g < 0 else torch.einsum("tij,tj->ti", rotations[:, g],
-                                                                         _unit(self.direction[:, b]))
-                  for b, g in enumerate(self.palm_of)]
-        steps = torch.stack(turned, 1) * lengths[:, None]  # (T, B, 3)
-        pending = {g[0]: i for i, g in enumerate(GROUPS)}
-
-        def place(name, value):
-            named[name] = value
-            if name in pending:  # a rigid part hangs from this keypoint
-                g = pending.pop(name)
-                members = value[:, None] + torch.einsum("tij,kj->tki", rotations[:, g], self.shapes[g])
-                for m, member in enumerate(GROUPS[g][1]):
-                    place(member, members[:, m])
-
-        place("left_hip", self.root + half)
-        place("right_hip", self.root - half)
-        for b, (child, parent, _) in enumerate(BONES):
-            place(child, named[parent] + steps[:, b])
-        self.turning = torch.cat([_unit(self.direction), _unit(self.hip)[:, None],
+        frames_of = torch.cat([rotations, torch.eye(3, dtype=DTYPE).expand(frames, 1, 3, 3)], 1)
+        direction = _unit(self.direction)
+        steps = torch.einsum("tbij,tbj->tbi", frames_of[:, self.palm_of], direction)
+        steps = steps * torch.exp(self.log_length)[self.length_of][:, None]
+        members = torch.einsum("tmij,mj->tmi", rotations[:, self.member_group], self.shapes)
+        offsets = torch.cat([half[:, None], steps, members], 1)
+        self.turning = torch.cat([direction, _unit(self.hip)[:, None],
                                   rotations.transpose(-1, -2).reshape(frames, -1, 3)], 1)  # (T, M, 3) unit vectors
-        return torch.stack([named[k] for k in USED], 1)
+        return self.root[:, None] + torch.tensordot(self.sums, offsets, dims=([1], [1])).transpose(0, 1)
+
+
+def _sums() -> np.ndarray:
+    """(len(USED), offsets): +1 / -1 where an offset (the hips' half width, each bone, each rigid part's members)
+    lies on a keypoint's path from the root: a keypoint is the root plus these."""
+    count = 1 + len(BONES) + sum(len(g[1]) for g in GROUPS)
+    path = {"pelvis": np.zeros(count)}
+    first_member = np.cumsum([1 + len(BONES)] + [len(g[1]) for g in GROUPS])
+    pending = {g[0]: i for i, g in enumerate(GROUPS)}
+
+    def place(name, value):
+        path[name] = value
+        if name in pending:  # a rigid part hangs from this keypoint
+            g = pending.pop(name)
+            for m, member in enumerate(GROUPS[g][1]):
+                place(member, value + np.eye(count)[first_member[g] + m])
+
+    place("left_hip", np.eye(count)[0])
+    place("right_hip", -np.eye(count)[0])
+    for b, (child, parent, _) in enumerate(BONES):
+        place(child, path[parent] + np.eye(count)[1 + b])
+    return np.stack([path[k] for k in USED])
 
 
 def fit_clip(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np.ndarray, focal: float,
@@ -238,10 +258,10 @@ def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np
          fps: float, iterations: int) -> tuple[np.ndarray, np.ndarray]:
     """Fits one person over the frames given (every frame between their first and last, seen or not).
     points (T, 70, 3): the lifted keypoints, camera frame (NaN = not lifted); available (T, 70): lifted;
-    rays (T, 70, 3): a point on each keypoint's ray where only its 2D place is known (hidden behind someone),
-    NaN elsewhere; scores (T, 70); focal: pixels per unit of x/z. Returns (T, 70, 3) fitted keypoints (NaN for
-    keypoints never seen and those the skeleton does not use) and (70,) each keypoint's median 2D error in
-    metres at its depth (NaN where never seen)."""
+    rays (T, 70, 3): the point read on each keypoint's ray where the lift did not take it (hidden behind someone,
+    or far in front of its body), NaN elsewhere; scores (T, 70); focal: pixels per unit of x/z. Returns (T, 70, 3)
+    fitted keypoints (NaN for keypoints never seen and those the skeleton does not use) and (70,) each keypoint's
+    median 2D error in metres at its depth (NaN where never seen)."""
     points, rays = np.asarray(points, np.float64), np.asarray(rays, np.float64)
     available = np.asarray(available, bool) & np.isfinite(points).all(-1)
     flip = np.asarray(keypoint_meta()["flip_indices"][:points.shape[1]], np.int64)
@@ -263,16 +283,25 @@ def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np
     body = _Body(start)
     aimed, available, on_ray, points, scores = (a[:, order] for a in (aimed, available, on_ray, points, scores))
     target = torch.as_tensor(np.where(aimed[..., None], on_ray[..., :2] / on_ray[..., 2:], 0.0), dtype=DTYPE)
-    depth = torch.as_tensor(np.nan_to_num(points[..., 2]), dtype=DTYPE)
+    # a covered keypoint's read depth too: the nearest surface on its ray (its own, or a cover's: see the top)
+    depth = torch.as_tensor(np.where(aimed, np.nan_to_num(on_ray[..., 2]), 0.0), dtype=DTYPE)
     weight_2d = torch.as_tensor(np.where(aimed, np.clip(scores, 0, 1), 0.0), dtype=DTYPE)[..., None]
-    weight_z = torch.as_tensor(available, dtype=DTYPE)
+    weight_z = torch.as_tensor(aimed, dtype=DTYPE)
     offset = torch.nn.Parameter(torch.zeros(points.shape[:2], dtype=DTYPE))
     pixel_sigma = noise_scale(np.where(aimed[..., None], focal * target.numpy(), np.nan), MIN_PIXEL_SIGMA)
     depth_sigma = noise_scale(np.where(available, points[..., 2], np.nan)[..., None], MIN_DEPTH_SIGMA)
     frames = len(points)
     at = {k: i for i, k in enumerate(USED)}
     knees = [(at[f"{s}_hip"], at[f"{s}_knee"], at[f"{s}_ankle"]) for s in SIDES]
+    feet = [at[f"{s}_{k}"] for s in SIDES for k in ("ankle", "heel", "big_toe", "small_toe")]
 
+    def foot_speed2(full):  # (T - 1, feet) m^2/s^2
+        return (torch.diff(full[:, feet], dim=0) * fps).pow(2).sum(-1)
+
+    # a foot on the floor does not slide: where a foot keypoint is nearly still in the smoother stages' fit (the
+    # noisy start's planted foot still looks like it moves), its speed is held near zero in the last stage (the
+    # weight of a Geman-McClure loss on its speed, re-weighted once)
+    held = [torch.zeros(max(len(points) - 1, 0), len(feet), dtype=DTYPE)]
     loose = [1.0]  # the data's sigmas are loosened at first (a smooth start), then tightened to their measure
 
     def energy():
@@ -280,14 +309,15 @@ def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np
         z = full[..., 2].clamp_min(1e-3)
         pixels = focal * (full[..., :2] / z[..., None] - target) / (pixel_sigma * loose[0])
         e = (weight_2d * _robust(pixels, max(ROBUST_C, OUTLIER_PIXELS / pixel_sigma))).sum()
-        e = e + (weight_z * _robust((z - depth - offset) / (depth_sigma * loose[0]),
-                                    max(ROBUST_C, OUTLIER_DEPTH / depth_sigma))).sum()
+        e = e + (weight_z * _robust((z - depth - offset) / depth_sigma,
+                                    max(ROBUST_C, OUTLIER_DEPTH / depth_sigma))).sum() / loose[0] ** 2
         e = e + ((offset / OFFSET_SIGMA) ** 2).sum() + ((torch.diff(offset, dim=0) * fps / DRIFT_SIGMA) ** 2).sum()
         if frames > 2:
             root, turning = body.root, body.turning
             e = e + _huber((root[2:] - 2 * root[1:-1] + root[:-2]) * fps * fps / ACCELERATION_SIGMA).sum()
             turn = (turning[2:] - 2 * turning[1:-1] + turning[:-2]) * fps * fps / body.turn_sigma[:, None]
             e = e + _huber(turn).sum()
+        e = e + PLANTED_WEIGHT * (held[0] * foot_speed2(full)).sum() / PLANTED_SPEED ** 2
         across = _unit(full[:, at["left_hip"]] - full[:, at["right_hip"]])
         for hip, knee, ankle in knees:  # the shin turns backwards about the hips' axis, never forwards
             bend = torch.cross(_unit(full[:, knee] - full[:, hip]), _unit(full[:, ankle] - full[:, knee]), dim=-1)
@@ -295,7 +325,10 @@ def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np
         return e
 
     parameters = list(body.parameters()) + [offset]
-    for loose[0] in STAGES:
+    for stage, loose[0] in enumerate(STAGES):
+        if stage == len(STAGES) - 1:
+            with torch.no_grad():
+                held[0] = 1 / (1 + foot_speed2(body()) / STILL_SPEED ** 2) ** 2
         solver = torch.optim.LBFGS(parameters, lr=1, max_iter=iterations // len(STAGES), history_size=20,
                                    line_search_fn="strong_wolfe", tolerance_grad=1e-10, tolerance_change=1e-12)
 

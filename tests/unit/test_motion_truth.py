@@ -3,7 +3,8 @@ through the video job's after-model path, the motion read back from the written 
 agree with it), held to the issue's targets where the fit meets them and under ceilings set from the measured
 figures where it does not yet (benchmarks/bench_motion_truth.py prints them all; docs/motion.md has the table).
 The figures are deterministic (seeded data, a deterministic fit), so the margins only absorb floating-point
-differences between CPUs (float32 sums in the fit: well under 0.1 mm)."""
+differences between CPUs (float32 sums in the fit: well under 0.1 mm). Most run the clips' first 1.5 s (SHORT) to keep
+the suite's time down: the benchmark measures the whole clips."""
 
 import warnings
 
@@ -14,12 +15,13 @@ from tests.motion_truth import measure_run
 
 # the issue's targets
 CLEAN_MM, NOISE_MM, FAULTS_MM, HEAVY_MM, BONE_PCT = 2.0, 10.0, 12.0, 15.0, 5.0
+SHORT = 1.5  # seconds
 
 
-def _measure(name, noise=True, faults=True, seed=0, heavy=False):
+def _measure(name, noise=True, faults=True, seed=0, heavy=False, seconds=SHORT):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        return measure_run(name, noise, faults, seed, heavy=heavy)
+        return measure_run(name, noise, faults, seed, heavy=heavy, seconds=seconds)
 
 
 def _sound(m):
@@ -28,8 +30,9 @@ def _sound(m):
     assert m["id_switches"] == 0 and m["frames_lost"] == 0 and m["height_error"] <= 0.02, m
 
 
-# clean input, measured (seed 0): walk 0.19 mm, bones 0.1 %; dance (held out) 1.2 mm, 0.2 %
-@pytest.mark.parametrize("name", ["walk", "dance"])
+# clean input, measured (seed 0, 1.5 s): walk 0.19 mm, bones 0.04 %; dance (held out) 0.96 mm, 0.1 %; the jump 0.50 mm,
+# 0.1 % (its arm swing was taken for faults at the fit's start: 16 finger and 4 body flips on the whole clip)
+@pytest.mark.parametrize("name", ["walk", "dance", "jump"])
 def test_clean_input_comes_through_within_the_target(name):
     m = _measure(name, noise=False, faults=False)
     _sound(m)
@@ -39,14 +42,25 @@ def test_clean_input_comes_through_within_the_target(name):
 
 
 def test_a_fast_run_towards_the_camera_clean():
-    # measured 3.0 mm (before the fit: 16.8), bones 0.5 %: over the 2 mm target, where the feet leave the frame
+    # measured 1.5 mm on its first 1.5 s (3.4 before the start stopped taking fast limbs for faults), bones 0.6 %
     m = _measure("run", noise=False, faults=False)
     _sound(m)
-    assert m["mpjpe_mm"] <= 3.5 and m["bone_error_pct"] <= BONE_PCT and m["body_jumps_90"] == 0, m
+    assert m["mpjpe_mm"] <= CLEAN_MM and m["bone_error_pct"] <= BONE_PCT and m["body_jumps_90"] == 0, m
+
+
+def test_a_spin_with_the_arms_out_clean_turns_no_joint_over():
+    # the arms reach towards the camera as they go round: the lift drops them to their rays, and the fit keeps the
+    # depth read there (without it: 10 body and 21 finger rotations > 90 degrees between frames, 7.9 mm on the
+    # whole clip); measured on the first 1.5 s: 2.8 mm (over the 2 mm target), bones 0.7 %, no flip
+    m = _measure("spin", noise=False, faults=False)
+    _sound(m)
+    assert m["body_jumps_90"] == 0 and m["finger_jumps_90"] == 0 and m["euler_flips"] == 0, m
+    assert m["mpjpe_mm"] <= 3.2 and m["bone_error_pct"] <= BONE_PCT and m["finger_steps"] > 0, m
 
 
 def test_walk_under_noise_and_faults():
-    # measured 12.8 mm (target 12; last turn's road 9.4), swap frames 1.8x their baseline
+    # measured 12.1 mm on its first 1.5 s (target 12; the whole clip 11.9, last turn's road 9.4), swap frames 1.2x
+    # their baseline
     m = _measure("walk")
     _sound(m)
     assert m["mpjpe_mm"] <= 13.5 and m["swap_error_mm"] <= 2 * m["baseline_error_mm"], m
@@ -54,8 +68,9 @@ def test_walk_under_noise_and_faults():
 
 
 def test_walk_under_the_heavy_error_model():
-    # Student t 2D error and drifting depth: measured 22.1 mm (target 15; last turn's road 23.1)
-    m = _measure("walk", faults=False, heavy=True)
+    # Student t 2D error and drifting depth, the whole clip (its drift needs the 3 s): measured 22.3 mm (target 15;
+    # last turn's road 23.1)
+    m = _measure("walk", faults=False, heavy=True, seconds=None)
     _sound(m)
     assert m["mpjpe_mm"] <= 23.0 and m["body_jumps_90"] == 0, m
 
@@ -86,7 +101,7 @@ def test_motion_files_for_the_people_asked_for_and_a_note_per_id(tmp_path):
     from tests.motion_clips import make_clip
     from tests.motion_truth import run
 
-    clip = make_clip("cross", noise=False, faults=False)
+    clip = make_clip("cross", noise=False, faults=False, seconds=SHORT)
     ids, files, export = run(clip, tmp_path, motion_people="2, 7")
     assert sorted({i for i in ids[0] + ids[1] if i is not None and i >= 0}) == [1, 2]
     assert sorted(p.name for p in files if p.suffix == ".bvh") == ["motion_2.bvh"]
