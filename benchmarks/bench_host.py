@@ -112,6 +112,7 @@ def one_request(ctx, loaded, path: str, task: str, run_dir: Path) -> dict:
     stream = (image_jobs.stream_all if task == "all" else image_jobs.stream_task)
     kwargs = {} if task == "all" else {"task": task}
     saved: dict = {}
+    run_dir.mkdir(parents=True, exist_ok=True)  # as the app's OutputStore.new_run_dir: the render may come first
     with ForwardClock() as clock:
         started, cpu = time.perf_counter(), time.process_time()
         shown = None
