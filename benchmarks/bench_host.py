@@ -2,7 +2,7 @@
 
     HF_HUB_OFFLINE=1 YOLO_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False .venv/bin/python benchmarks/bench_host.py \
         [--json] [--kinds tiny,standins] [--reps 5] [--frames 48] [--tasks pose,segment,normals,pointmap,matting]
-        [--no-gradio] [--no-video] [--no-image] [--root DIR]
+        [--no-gradio] [--no-video] [--no-image] [--profile] [--root DIR]
 
 Two kinds of tiny checkpoints (the forward costs almost nothing on either: what is measured is the host):
 `tiny` (random weights, /tmp/sapiens2-tiny: every map is noise, the encoders' worst case) and `standins`
@@ -15,7 +15,10 @@ Image (the 1920x1080 astronaut, bench_endpoints.make_image), per task in this pr
 - render: the task's presenter alone (tasks.present); display: the display copies alone;
 - files: each download's completion, ms after its writing began (the file's mtime), and all of them together;
 - CPU: the same stages in this process's CPU time (all its threads), which other processes' load moves far less
-  than wall time; request CPU: from the start of the request to its complete answer, the forward included.
+  than wall time; request CPU: from the start of the request to its complete answer, the forward included;
+- --profile: the request thread's CPU per stage (load_image, detector, crops, preprocess, model forward, the
+  segmentation cache's key, the whole GPU call, present, summary, display copies), cProfile on thread time, each
+  request loading the image afresh as an upload is.
 Then through gradio as the page calls it (PageCalls: upload, queue/join, the event stream; the tabs' streamed events
 are private, out of gradio_client's reach; --no-gradio skips it), against an echo app's generator event, each call
 right after an echo call: ms beyond gradio's echo floor until the render reaches the caller (shown) and until the
@@ -55,6 +58,7 @@ sys.path.insert(0, str(HERE))
 
 import bench_endpoints as be  # noqa: E402 - the 1080p input, the apps and the timed client calls
 import bench_video as bv  # noqa: E402 - the clip, the floor, our video path and its stage clock
+from host_stages import profile_stages  # noqa: E402 - --profile: the request thread's CPU per stage
 
 IMAGE_TASKS = ("pose", "segment", "normals", "pointmap", "matting")
 VIDEO_NAMES = {"pose": "pose", "segment": "seg", "normals": "normal", "pointmap": "pointmap", "matting": "matting"}
@@ -112,6 +116,7 @@ def one_request(ctx, loaded, path: str, task: str, run_dir: Path) -> dict:
     stream = (image_jobs.stream_all if task == "all" else image_jobs.stream_task)
     kwargs = {} if task == "all" else {"task": task}
     saved: dict = {}
+    run_dir.mkdir(parents=True, exist_ok=True)  # as the app's OutputStore.new_run_dir: the render may come first
     with ForwardClock() as clock:
         started, cpu = time.perf_counter(), time.process_time()
         shown = None
@@ -152,7 +157,7 @@ def stage_times(ctx, loaded, task: str, work: Path) -> dict:
             "display_cpu": display_cpu, "files_cpu": files_cpu}
 
 
-def bench_image(kind: str, ckpts: Path, image: str, reps: int, task_names, work: Path) -> dict:
+def bench_image(kind: str, ckpts: Path, image: str, reps: int, task_names, work: Path, profile: bool = False) -> dict:
     from sapiens2_demo.jobs.image import AppContext
     from sapiens2_demo.media.image import load_image
     from sapiens2_demo.models.manager import ModelManager
@@ -172,6 +177,8 @@ def bench_image(kind: str, ckpts: Path, image: str, reps: int, task_names, work:
                 row[key] = ms(statistics.median(stage[key] for stage in stages))
             row["each_file"] = {name: ms(statistics.median(stage["each"].get(name, 0.0) for stage in stages))
                                 for name in sorted(stages[0]["each"])}
+        if profile:
+            row["profile"] = profile_stages(ctx, image, task, work / f"{kind}_{task}_profile", reps)
         figures[task] = row
         print(f"  [{kind}] /{task}: {row}  (load {be.load_average()})", file=sys.stderr, flush=True)
     return figures
@@ -313,6 +320,14 @@ def print_report(report: dict) -> None:
                   f"{row.get('request_cpu', nan):6.0f} {row.get('render', nan):7.1f} {row.get('display', nan):8.1f} "
                   f"{row.get('files', nan):7.1f} {row.get('render_cpu', nan):12.0f} {row.get('display_cpu', nan):8.0f} "
                   f"{row.get('files_cpu', nan):6.0f}  {each}")
+    for kind, image in report.get("image", {}).items():
+        profiled = {task: row["profile"] for task, row in image.items() if "profile" in row}
+        if profiled:
+            names = list(next(iter(profiled.values())))
+            print(f"\nrequest thread CPU ms per stage, {kind} checkpoints (cProfile on thread time, medians)")
+            print(f"{'task':9} " + " ".join(f"{name:>{max(7, len(name))}}" for name in names))
+            for task, row in profiled.items():
+                print(f"/{task:8} " + " ".join(f"{row[name]:>{max(7, len(name))}.1f}" for name in names))
     for kind, rows in report.get("gradio", {}).items():
         print(f"\nthrough gradio (the tab's streamed endpoint), {kind} checkpoints: ms beyond gradio's echo floor")
         print(f"{'endpoint':9} {'floor':>6} {'shown':>7} {'target':>7} {'complete':>9} {'best':>6} {'target':>7} "
@@ -345,6 +360,9 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--frames", type=int, default=48, help="video clip length")
     parser.add_argument("--no-image", action="store_true")
+    parser.add_argument("--profile", action="store_true",
+                        help="image: the request thread's CPU per stage (cProfile on thread time), each request "
+                             "loading the image afresh")
     parser.add_argument("--no-gradio", action="store_true")
     parser.add_argument("--no-video", action="store_true")
     parser.add_argument("--root", type=Path, default=None, help="import sapiens2_demo and app from this checkout")
@@ -362,7 +380,7 @@ def main() -> None:
         for kind in [k.strip() for k in args.kinds.split(",") if k.strip()]:
             ckpts = checkpoint_dir(kind)
             if not args.no_image:
-                report["image"][kind] = bench_image(kind, ckpts, image, args.reps, task_names, work)
+                report["image"][kind] = bench_image(kind, ckpts, image, args.reps, task_names, work, args.profile)
             if not args.no_gradio:
                 report["gradio"][kind] = bench_gradio(ckpts, image, args.reps, [*task_names, "all"])
             if not args.no_video:

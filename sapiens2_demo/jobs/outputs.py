@@ -44,17 +44,20 @@ class OutputStore:
         now = time.time() if now is None else now
         removed = 0
         for session_dir in self.root.iterdir():
-            if not session_dir.is_dir():
-                continue
-            for run_dir in session_dir.iterdir():
-                try:
-                    if now - run_dir.stat().st_mtime > self.max_age_s:
-                        shutil.rmtree(run_dir, ignore_errors=True)
-                        removed += 1
-                except FileNotFoundError:
-                    pass  # another request swept it first
-            if not any(session_dir.iterdir()):
-                shutil.rmtree(session_dir, ignore_errors=True)
+            try:
+                if not session_dir.is_dir():
+                    continue
+                for run_dir in session_dir.iterdir():
+                    try:
+                        if now - run_dir.stat().st_mtime > self.max_age_s:
+                            shutil.rmtree(run_dir, ignore_errors=True)
+                            removed += 1
+                    except FileNotFoundError:
+                        pass  # another request swept it first
+                if not any(session_dir.iterdir()):
+                    shutil.rmtree(session_dir, ignore_errors=True)
+            except FileNotFoundError:
+                pass  # another request (or another app on the same folder) removed the session's folder first
         return removed
 
     def delete_session(self, session: str | None) -> None:

@@ -25,6 +25,7 @@ class SkeletonAnnotator:
     def __init__(self):
         meta = keypoint_meta()
         self.links = np.asarray(meta["skeleton_links"], dtype=np.int64)
+        self.link_pairs = [tuple(pair) for pair in self.links.tolist()]
         self.link_colors = [tuple(int(c) for c in color) for color in meta["skeleton_link_colors"]]
         self.keypoint_colors = [tuple(int(c) for c in color) for color in meta["keypoint_colors"]]
 
@@ -45,15 +46,15 @@ class SkeletonAnnotator:
                 & (np.abs(points) < _LIMIT / _ONE).all(axis=1)
             if not show_face:
                 drawable[FACE_START:] = False
-            fixed = np.round(np.nan_to_num(points) * _ONE).astype(np.int64)
-            for (a, b), color in zip(self.links, self.link_colors):  # links first, circles on top
-                if a < num_keypoints and b < num_keypoints and drawable[a] and drawable[b]:
-                    cv2.line(canvas, tuple(map(int, fixed[a])), tuple(map(int, fixed[b])), color, thickness,
-                             cv2.LINE_AA, _SHIFT)
-            for k in np.flatnonzero(drawable):
+            # Python ints and tuples made once (indexing numpy per link and per keypoint cost more than the drawing)
+            fixed = [tuple(xy) for xy in np.round(np.nan_to_num(points) * _ONE).astype(np.int64).tolist()]
+            shown = drawable.tolist()
+            for (a, b), color in zip(self.link_pairs, self.link_colors):  # links first, circles on top
+                if a < num_keypoints and b < num_keypoints and shown[a] and shown[b]:
+                    cv2.line(canvas, fixed[a], fixed[b], color, thickness, cv2.LINE_AA, _SHIFT)
+            for k in np.flatnonzero(drawable).tolist():
                 r = face_radius if k >= FACE_START else radius
-                cv2.circle(canvas, tuple(map(int, fixed[k])), r * _ONE, self.keypoint_colors[k], -1,
-                           cv2.LINE_AA, _SHIFT)
+                cv2.circle(canvas, fixed[k], r * _ONE, self.keypoint_colors[k], -1, cv2.LINE_AA, _SHIFT)
         if show_boxes:
             ids = result.track_ids
             for person in range(result.num_people):

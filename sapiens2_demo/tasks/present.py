@@ -54,9 +54,18 @@ def present_normals(image, result, *, background: str = "black", **_) -> TaskOut
 
 
 def present_pointmap(image, result, *, tile: bool = False, **_) -> TaskOutput:
-    from ..render.depth import DepthAnnotator, attach_colorbar, depth_bounds
+    from ..render.depth import (
+        SUMMARY_PERCENTILES,
+        DepthAnnotator,
+        attach_colorbar,
+        clamped_bounds,
+        depth_bounds,
+        depth_percentiles,
+    )
 
-    bounds = depth_bounds(result, result.mask)
+    # the summary's percentiles, taken once for both (render.depth keeps them): the bounds are their ends
+    found = depth_percentiles(result, SUMMARY_PERCENTILES, result.mask)
+    bounds = depth_bounds(result, result.mask) if found is None else clamped_bounds(found[0], found[-1])
     rendered = DepthAnnotator().annotate(image.rgb, result, bounds=bounds)
     notes = [*image.notes, f"Depth colour scale: {bounds.near:.2f}–{bounds.far:.2f} m (inverse depth, turbo).",
              f"Focal length used: fx = {result.focal_length:.1f} px at the model input (scale {result.scale:.4f})."]

@@ -81,6 +81,39 @@ def test_cache_is_bounded_and_keyed_by_content_and_checkpoint():
     assert computed == ["k1", "k2", "k3", "k1"]  # k1 was evicted when k3 came in
 
 
+def _count_digests(monkeypatch):
+    """Counts the blake2b digests the cache's keys compute."""
+    made = []
+    real = dense.hashlib.blake2b
+
+    def counting(*args, **kwargs):
+        made.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(dense.hashlib, "blake2b", counting)
+    return made
+
+
+def test_an_image_is_hashed_once_however_many_keys_it_makes(monkeypatch):
+    """One image object keys the cache several times in a request (All tasks: six); its pixels are hashed once,
+    and again only once they change in place."""
+    made = _count_digests(monkeypatch)
+    image = np.arange(8 * 8 * 3, dtype=np.uint8).reshape(8, 8, 3)
+    first = SegmentationCache.key(image, "r", "main")
+    assert SegmentationCache.key(image, "other", "main")[0] == first[0]
+    assert len(made) == 1
+    image[0, 0, 0] += 1  # changed in place: a new digest, the one a fresh copy gets
+    changed = SegmentationCache.key(image, "r", "main")
+    assert changed != first and changed == SegmentationCache.key(image.copy(), "r", "main")
+
+
+def test_all_tasks_hashes_its_image_once(ctx, monkeypatch):
+    image = load_image(ASSETS / "camera.jpg")
+    made = _count_digests(monkeypatch)
+    image_jobs.all_tasks(ctx, image, run_dir=ctx.outputs.new_run_dir("s"))
+    assert len(made) == 1
+
+
 def test_background_removal_blackens_the_background(ctx):
     image = load_image(ASSETS / "grace_hopper.jpg")
     out = image_jobs.run_task(ctx, image, task="normals", run_dir=ctx.outputs.new_run_dir("s"), background="black")

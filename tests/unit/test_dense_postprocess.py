@@ -151,3 +151,14 @@ def test_map_helpers_match_transformers(processor, image_hw):
     ours_alpha, ours_fg = postprocess_matting(fg[0], alpha[0], image_hw)
     np.testing.assert_allclose(ours_alpha, ref_m["alpha"][0].numpy(), atol=1e-4)
     np.testing.assert_allclose(ours_fg, ref_m["foreground"].permute(1, 2, 0).numpy(), atol=1e-4)
+
+
+def test_unit_normals_divides_as_numpys_broadcast_does():
+    """The divisor laid out per component gives numpy's broadcast quotients bit for bit (a crop's strided view too)."""
+    from sapiens2_demo.pipelines.postprocess import unit_normals
+
+    maps = np.random.default_rng(3).standard_normal((40, 70, 3)).astype(np.float32) * 7
+    maps[0, 0] = 0  # the eps floor
+    for normals in (maps, maps[5:30, 10:60]):
+        norm = np.maximum(np.sqrt(np.einsum("...i,...i->...", normals, normals)), np.float32(1e-8))
+        assert np.array_equal(unit_normals(normals), normals / norm[..., None])

@@ -55,3 +55,24 @@ def test_a_new_run_folder_survives_a_sweep_removing_its_empty_session_folder(tmp
     monkeypatch.setattr(Path, "mkdir", racing)
     run = store.new_run_dir("s")
     assert raced and run.is_dir() and run.parent.name == "s"
+
+
+def test_a_sweep_goes_on_when_another_removes_a_session_folder_under_it(tmp_path, monkeypatch):
+    """Two apps (or two requests) sweeping one folder: the other removed a session's folder between this sweep's
+    look at it and its listing (a request of the two benchmark apps failed with FileNotFoundError)."""
+    import shutil
+    from pathlib import Path
+
+    store = OutputStore(tmp_path, max_age_s=60)
+    gone, kept = store.new_run_dir("gone"), store.new_run_dir("kept")
+    is_dir = Path.is_dir
+
+    def racing(self):
+        found = is_dir(self)
+        if self == gone.parent:
+            shutil.rmtree(self)  # the other sweep, right after this one saw the folder
+        return found
+
+    monkeypatch.setattr(Path, "is_dir", racing)
+    assert store.sweep() == 0
+    assert kept.is_dir() and not gone.exists()

@@ -126,3 +126,32 @@ def test_a_gallery_tiles_labels_keep_their_size_whatever_the_picture(height, wid
 def test_a_gallery_tile_keeps_its_bottom_corner_for_the_caption():
     tile = attach_colorbar(np.zeros((600, 500, 3), np.uint8), DepthBounds(0.4, 12.0), tile=True)
     assert (tile[-int(600 * 0.12):, 500:] == 255).all()  # the gallery's caption covers the bottom right
+
+
+def test_a_pointmap_answer_gathers_its_valid_depths_once(monkeypatch):
+    """The render's bounds, its drawing's background and the summary's percentiles of one result read one gathering
+    of its valid pixels (it was one each), and one partial sort (it was two), with the values a fresh np.percentile
+    gives."""
+    from sapiens2_demo.media.image import LoadedImage
+    from sapiens2_demo.render import depth as depth_module
+    from sapiens2_demo.tasks.present import present_pointmap
+    from sapiens2_demo.tasks.summary import summarize
+
+    rng = np.random.default_rng(0)
+    depth = rng.uniform(0.5, 5.0, (40, 60)).astype(np.float32)
+    depth[:5] = np.nan
+    mask = rng.random(depth.shape) > 0.3
+    result = _pointmap(depth, mask)
+    expected = np.percentile(depth[np.isfinite(depth) & mask], (1, 50, 99))
+    calls, sorts = [], []
+    real, percentile = depth_module.valid_depth, np.percentile
+    monkeypatch.setattr(depth_module, "valid_depth", lambda *args, **kwargs: calls.append(1) or real(*args, **kwargs))
+    monkeypatch.setattr(np, "percentile", lambda *args, **kwargs: sorts.append(1) or percentile(*args, **kwargs))
+    shown = present_pointmap(LoadedImage(np.zeros((40, 60, 3), np.uint8), (60, 40), []), result)
+    summary = summarize(result, depth.shape)
+    monkeypatch.setattr(np, "percentile", percentile)
+    assert len(calls) == 1 and len(sorts) == 1
+    assert summary["depth_m"] == {"p1": round(float(expected[0]), 3), "median": round(float(expected[1]), 3),
+                                  "p99": round(float(expected[2]), 3)}
+    assert any(f"{expected[0]:.2f}–{expected[2]:.2f} m" in note for note in shown.notes), shown.notes
+    assert np.array_equal(depth_module.depth_percentiles(result, (1, 50, 99), mask), expected)
