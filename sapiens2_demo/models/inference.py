@@ -6,9 +6,6 @@ reference (stretch for seg/matting, keep-aspect centre pad for normal/pointmap, 
 
 from __future__ import annotations
 
-import contextlib
-import threading
-
 import numpy as np
 
 from .. import ledger
@@ -43,43 +40,12 @@ def preprocess(loaded: LoadedModel, images: np.ndarray | list[np.ndarray], task:
                 ledger.record("h2d", "preprocess", image.shape, str(image.dtype), image.itemsize,
                               source=ledger.address(image))
         batch = ledger.off_device(list(batch))
-    with one_thread_on_cpu(loaded.device):
-        inputs = loaded.processor(images=list(batch), return_tensors="pt", **kwargs)
+    inputs = loaded.processor(images=list(batch), return_tensors="pt", **kwargs)
     return ledger.on_device(inputs["pixel_values"].to(device=loaded.device, dtype=loaded.dtype), ledger.batch_mark())
 
 
 def on_cuda(device) -> bool:
     return str(device).split(":")[0] == "cuda"
-
-
-_ONE_THREAD = {"users": 0, "threads": 0}
-_ONE_THREAD_LOCK = threading.Lock()
-
-
-@contextlib.contextmanager
-def one_thread_on_cpu(device):
-    """torch's CPU ops on one thread inside (the same values: each op's result does not depend on its threads),
-    for the pre-processing's dozen small ops (copy to channels-first, resize, pad, stack, normalise): each one
-    wakes torch's OpenMP pool, whose spinning or waking on a machine busy with a video's decoder and encoder cost
-    more than the op (a batch of four 720p frames to 256x192 on a loaded 2-core AMD EPYC: 341 ms wall and 228 ms
-    CPU on two threads, 22 ms and 15 ms on one). Another thread's torch work meanwhile runs on one thread too."""
-    if on_cuda(device):
-        yield
-        return
-    import torch
-
-    with _ONE_THREAD_LOCK:
-        if not _ONE_THREAD["users"]:
-            _ONE_THREAD["threads"] = torch.get_num_threads()
-            torch.set_num_threads(1)
-        _ONE_THREAD["users"] += 1
-    try:
-        yield
-    finally:
-        with _ONE_THREAD_LOCK:
-            _ONE_THREAD["users"] -= 1
-            if not _ONE_THREAD["users"]:
-                torch.set_num_threads(_ONE_THREAD["threads"])
 
 
 def upload(frames: list[np.ndarray], device) -> list:

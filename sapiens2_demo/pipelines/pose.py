@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import ledger
 from ..models.crops import crop_people
-from ..models.inference import forward, input_size, one_thread_on_cpu, upload
+from ..models.inference import forward, input_size, upload
 from ..models.registry import checkpoint
 from ..pose.boxes import parse_boxes
 from ..pose.decode import decode_heatmaps
@@ -127,9 +127,7 @@ def pose_start(frames: list[np.ndarray], manager, size: str = "0.4b", *,
     for start in range(0, len(crops), batch_size):
         chunk = crops[start:start + batch_size]
         boxes = np.stack([box for _, box in chunk])
-        # cut where the frames are, waiting for nothing (models/crops.py); on the CPU on one thread (its small ops
-        # wake torch's thread pool for less work than the waking costs on a busy machine)
-        with _timed(timings, "crop"), one_thread_on_cpu(loaded.device):
+        with _timed(timings, "crop"):  # cut where the frames are, waiting for nothing (models/crops.py)
             pixel_values = crop_people(loaded, images, [i for i, _ in chunk], boxes)
         with _timed(timings, "forward"):
             heatmaps = forward_with_flip(loaded, pixel_values, flip_pairs, on_device=on_device)
