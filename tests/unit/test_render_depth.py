@@ -155,3 +155,19 @@ def test_a_pointmap_answer_gathers_its_valid_depths_once(monkeypatch):
                                   "p99": round(float(expected[2]), 3)}
     assert any(f"{expected[0]:.2f}–{expected[2]:.2f} m" in note for note in shown.notes), shown.notes
     assert np.array_equal(depth_module.depth_percentiles(result, (1, 50, 99), mask), expected)
+
+
+def test_a_map_written_in_place_is_gathered_again():
+    """A caller's buffer reused for the next frame keeps its id: the bounds, the summary and the drawing follow
+    its new values, not the ones gathered from it before (including where its invalid pixels moved)."""
+    points = np.zeros((60, 80, 3), np.float32)
+    points[..., 2] = np.linspace(1.0, 3.0, 80, dtype=np.float32)
+    result = PointmapResult(points=points, scale=1.0, focal_length=1.0)
+    first = depth_bounds(result)
+    points[..., 2] += 2.0  # the next frame, written into the same array
+    second = depth_bounds(result)
+    assert second.near == pytest.approx(first.near + 2.0, rel=1e-5)
+    assert second.far == pytest.approx(first.far + 2.0, rel=1e-5)
+    points[:30, :5, 2] = np.nan  # and some of its pixels made invalid
+    drawn = DepthAnnotator().annotate(np.zeros((60, 80, 3), np.uint8), result)
+    assert (drawn[:30, :5] == (100, 100, 100)).all()  # the new invalid pixels drawn as background
