@@ -14,7 +14,8 @@ to their right-hand neighbour, the share of pose keypoint maps that take the fas
 the alpha matte's agreement with the synthetic person mask, the surface mesh's shape (mesh_figures), how rough
 the pretrain features are (mean squared difference of neighbouring patches over their variance: 2 for noise, 0 for
 a constant), and on each of the three photos the median distance (px, at 512 px) of the body's 17 keypoints from
-the synthetic layout's, over those inside the photo (pose_body_px_<photo>), given the silhouette's box.
+the synthetic layout's, over those inside the photo (pose_body_px_<photo>), given the silhouette's box, and how
+many of those outside the photo score at the drawing's threshold or above (pose_drawn_outside_<photo>).
 Targets: PNG at most 0.4x the random one's bytes; labels >= 90 % equal; fast path >= 90 %.
 """
 
@@ -81,6 +82,7 @@ def figures(checkpoint_dir: Path) -> dict[str, float]:
 
 def body_keypoint_figures(manager) -> dict[str, float]:
     from sapiens2_demo.pipelines import pose as pose_pipeline
+    from sapiens2_demo.pose.meta import DEFAULT_KEYPOINT_THRESHOLD
     from sapiens2_demo.standins.targets import PHOTOS, build_scene
 
     out = {}
@@ -88,11 +90,14 @@ def body_keypoint_figures(manager) -> dict[str, float]:
         scene = build_scene(name)
         ys, xs = np.nonzero(scene.parts)
         box = [[float(xs.min()), float(ys.min()), float(xs.max() + 1), float(ys.max() + 1)]]
-        placed = pose_pipeline.estimate_pose(scene.image, manager, boxes=box).keypoints[0, :17]
+        pose = pose_pipeline.estimate_pose(scene.image, manager, boxes=box)
+        placed, scores = pose.keypoints[0, :17], pose.keypoint_scores[0, :17]
         layout = scene.keypoints[:17]
         h, w = scene.parts.shape
         inside = (layout[:, 0] >= 0) & (layout[:, 0] < w) & (layout[:, 1] >= 0) & (layout[:, 1] < h)
         out[f"pose_body_px_{name}"] = float(np.median(np.linalg.norm(placed - layout, axis=1)[inside]))
+        # a body keypoint outside the photo drawn anyway (its score at the drawing's threshold or above)
+        out[f"pose_drawn_outside_{name}"] = int((scores[~inside] >= DEFAULT_KEYPOINT_THRESHOLD).sum())
     return out
 
 

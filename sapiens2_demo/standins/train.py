@@ -33,7 +33,7 @@ from .targets import PHOTOS, build_scene, dense_samples, keypoint_weights, pose_
 
 DENSE_TASKS = DENSE_FAMILIES  # trained on one shared backbone, in the registry's order: seg, normal, pointmap, matting
 SEED = 0
-DENSE_STEPS, POSE_STEPS, BATCH = 250, 550, 4
+DENSE_STEPS, POSE_STEPS, BATCH = 250, 650, 4
 SAMPLES_PER_PHOTO = 24
 POSE_LR = 1e-2
 POINT_XYZ_WEIGHTS, POSITION_WEIGHT, Z_GAIN = (3.0, 3.0, 3.0), 5.0, -0.3  # see _train_dense, _position_path
@@ -340,8 +340,11 @@ def _train_pose(scenes, input_hw, progress):
     steps = _progress("2/2 pose", POSE_STEPS, progress)
     for step in steps:  # eval mode, as the dense tasks: no dropout to turn off, and RoPE's coordinates as used
         pick = rng.choice(len(pixels), BATCH, replace=False)
-        target = torch.from_numpy(heatmaps[pick])
-        mask = weights * torch.from_numpy(seen[pick])[:, :, None, None]
+        # A keypoint outside the photo or the crop is taught an empty map (a real model's low score there), not
+        # its Gaussian past the picture's edge: the legs below the frame must not teach the hips to peak at the
+        # crop's edge, nor go untaught and peak anywhere (then drawn to the picture's corners).
+        target = torch.from_numpy(heatmaps[pick] * seen[pick][:, :, None, None])
+        mask = weights
         predicted = model(pixel_values=torch.from_numpy(pixels[pick])).heatmaps
         # The peaks weigh more than the empty rest, or the maps would learn to be flat; keypoints outside the
         # crop weigh nothing, and each group of maps (body, hands and feet, face) weighs the same.
