@@ -26,6 +26,8 @@ exchanged back) interpolated through their gaps; the data's sigmas loosened at f
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import warnings
 
 import numpy as np
@@ -246,12 +248,32 @@ def _sums() -> np.ndarray:
 def fit_clip(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np.ndarray, focal: float,
              fps: float, iterations: int = ITERATIONS) -> tuple[np.ndarray, np.ndarray]:
     """See `_fit`; on one thread (its tensors are small: more threads only wait on each other), restored after."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with _one_thread():
         return _fit(points, available, rays, scores, focal, fps, iterations)
+
+
+_THREADS = {"fits": 0, "before": 0}  # torch's thread count is the process's: fits running, and the count to restore
+_THREADS_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _one_thread():
+    """torch on one thread while any fit runs, the count restored when the last one ends (two fits saving and
+    restoring it each for itself could leave the process on one thread for good). A request's forward running
+    meanwhile runs on one thread too: on 2 cores two processes fitting on two threads each took 4x as long
+    (their threads spin waiting on each other), on one thread each 34 s against 146 s for the motion tests."""
+    with _THREADS_LOCK:
+        if not _THREADS["fits"]:
+            _THREADS["before"] = torch.get_num_threads()
+            torch.set_num_threads(1)
+        _THREADS["fits"] += 1
+    try:
+        yield
     finally:
-        torch.set_num_threads(threads)
+        with _THREADS_LOCK:
+            _THREADS["fits"] -= 1
+            if not _THREADS["fits"]:
+                torch.set_num_threads(_THREADS["before"])
 
 
 def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np.ndarray, focal: float,

@@ -140,3 +140,42 @@ def test_a_fast_arm_swing_is_not_taken_for_a_fault():
     fitted, _ = _fit(truth)
     hands = hand_keypoints("left") + hand_keypoints("right")
     assert np.linalg.norm(fitted[:, hands] - truth[:, hands], axis=-1).max() < 0.01
+
+
+def test_fits_at_once_give_torch_its_thread_count_back():
+    """A fit runs on one torch thread, a count the whole process shares: two fits overlapping (two video jobs) must
+    leave it as it was when the last one ends, whichever ends first (each restoring what it found left one)."""
+    import threading
+
+    import torch
+
+    from sapiens2_demo.pose import clip_fit
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        first_in, second_in, release = threading.Event(), threading.Event(), threading.Event()
+        seen = []
+
+        def first():
+            with clip_fit._one_thread():
+                first_in.set()
+                second_in.wait(10)
+                seen.append(torch.get_num_threads())
+            release.set()  # the first ends while the second still runs
+
+        def second():
+            first_in.wait(10)
+            with clip_fit._one_thread():
+                second_in.set()
+                release.wait(10)
+                seen.append(torch.get_num_threads())
+
+        threads = [threading.Thread(target=first), threading.Thread(target=second)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(20)
+        assert seen == [1, 1] and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
