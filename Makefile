@@ -8,7 +8,7 @@ TINY_DIR ?= /tmp/sapiens2-tiny
 # training code>) and reused; a folder = trained there when it has no STANDINS.txt
 STANDIN_DIR ?=
 # pytest-xdist workers for make test: one a core, at most 4, each given whole files, the longest first (tests/conftest.py;
-# 6 min 22 s on 2 idle cores, docs/tests.md); 0: one process
+# 6-7.5 minutes on 2 idle cores, docs/tests.md); 0: one process
 TEST_WORKERS ?= auto
 
 .PHONY: setup setup-dev run run-tiny run-standin lint test browser-deps bench bench-cpu
