@@ -162,3 +162,45 @@ def in_parallel(*calls):
     with ThreadPoolExecutor(max_workers=min(len(calls), os.cpu_count() or 2)) as pool:
         futures = [pool.submit(call) for call in calls]
     return [future.result() for future in futures]
+
+
+def bytes_check(array: np.ndarray) -> tuple:
+    """A crc32 of an array's bytes, with its shape and dtype (ISA-L where installed: 0.8 ms for a 1080p float32
+    pointmap, 0.05 ms for its mask; the stdlib's zlib about 7x that)."""
+    return _deflate().crc32(np.ascontiguousarray(array).data), array.shape, array.dtype.str
+
+
+class ArrayMemo:
+    """Something computed from some arrays, kept per array object while they live and hold the bytes they held
+    (`bytes_check`): a computation several readers of one request ask for (an image's digest, a map's valid depths)
+    is made once, and an array written in place (a caller's buffer reused for the next frame) is computed again.
+    `None` stands for an absent array."""
+
+    def __init__(self):
+        import threading
+
+        self._entries: dict[tuple, tuple] = {}  # ids -> (weak references, checks, value)
+        self._lock = threading.Lock()
+
+    def get(self, arrays: tuple, compute):
+        import weakref
+
+        key = tuple(id(a) for a in arrays)
+        checks = tuple(None if a is None else bytes_check(a) for a in arrays)
+        with self._lock:
+            entry = self._entries.get(key)
+        if entry is not None and entry[1] == checks and all(
+                (ref is None) == (a is None) and (ref is None or ref() is a) for ref, a in zip(entry[0], arrays)):
+            return entry[2]
+        value = compute()
+        try:
+            refs = tuple(None if a is None else weakref.ref(a, lambda _: self._forget(key)) for a in arrays)
+        except TypeError:  # not weak-referenceable: not kept
+            return value
+        with self._lock:
+            self._entries[key] = (refs, checks, value)
+        return value
+
+    def _forget(self, key: tuple) -> None:
+        with self._lock:
+            self._entries.pop(key, None)

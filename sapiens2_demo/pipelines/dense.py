@@ -19,7 +19,6 @@ import dataclasses
 import hashlib
 import os
 import threading
-import weakref
 from collections import OrderedDict
 from functools import partial
 
@@ -29,7 +28,7 @@ from ..models.inference import forward, image_size, input_size, preprocess, uplo
 from ..models.manager import ModelManager
 from ..models.registry import checkpoint
 from ..results import NORMAL_CODE, UNIT_CODE, CodedMap, MattingResult, NormalsResult, PointmapResult, SegmentationResult
-from ..util import _deflate
+from ..util import ArrayMemo
 from . import device_post
 from .device_post import use_device_post
 from .postprocess import postprocess_matting, postprocess_normals, postprocess_pointmap, upsample_labels
@@ -37,37 +36,20 @@ from .postprocess import postprocess_matting, postprocess_normals, postprocess_p
 Frames = list[np.ndarray]
 
 
-_DIGESTS: dict[int, tuple] = {}  # id(image) -> (weak reference to it, crc32 of its bytes, digest)
-_DIGESTS_LOCK = threading.Lock()
+_DIGESTS = ArrayMemo()
 
 
 def content_digest(image: np.ndarray) -> str:
     """blake2b of an image's pixels and shape, computed once per image object: an All-tasks request keys the
-    cache six times with one image (6.7 ms each at 1080p on an AMD EPYC). Kept while the array lives; a crc32 of
-    its bytes (ISA-L: 0.1 ms at 1080p) tells a change in place, which hashes again."""
-    data = np.ascontiguousarray(image)
-    check = (_deflate().crc32(data.data), image.shape)
-    with _DIGESTS_LOCK:
-        entry = _DIGESTS.get(id(image))
-    if entry is not None and entry[0]() is image and entry[1] == check:
-        return entry[2]
-    digest = hashlib.blake2b(data.data, digest_size=16)
-    digest.update(repr(image.shape).encode())
-    digest = digest.hexdigest()
-    try:
-        ref = weakref.ref(image, lambda _, key=id(image): _forget_digest(key))
-    except TypeError:  # not weak-referenceable: not kept
-        return digest
-    with _DIGESTS_LOCK:
-        _DIGESTS[id(image)] = (ref, check, digest)
-    return digest
+    cache six times with one image (6.7 ms each at 1080p on an AMD EPYC). Kept while the array lives and holds the
+    same bytes (util.ArrayMemo: a crc32, 0.1 ms at 1080p, tells a change in place, which hashes again)."""
 
+    def digest() -> str:
+        hashed = hashlib.blake2b(np.ascontiguousarray(image).data, digest_size=16)
+        hashed.update(repr(image.shape).encode())
+        return hashed.hexdigest()
 
-def _forget_digest(key: int) -> None:
-    with _DIGESTS_LOCK:
-        entry = _DIGESTS.get(key)
-        if entry is not None and entry[0]() is None:
-            del _DIGESTS[key]
+    return _DIGESTS.get((image,), digest)
 
 
 class SegmentationCache:

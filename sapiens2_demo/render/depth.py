@@ -9,7 +9,6 @@ strip and `attach_colorbar` puts that strip to the right of an image.
 from __future__ import annotations
 
 import threading
-import weakref
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -17,6 +16,7 @@ import cv2
 import numpy as np
 
 from ..results import PointmapResult, resolve_mask
+from ..util import ArrayMemo
 
 NEAR_LIMIT_M = 0.1
 FAR_LIMIT_M = 250.0
@@ -104,46 +104,21 @@ class _Gathered:
     valid: np.ndarray  # (H, W) bool: valid_depth of the map inside the mask
     values: np.ndarray  # the valid depths, 1-D, in any order (partially sorted by the percentiles taken)
     found: dict  # (q, its shape) -> np.percentile's answer (None: no valid depth)
-    witness: tuple  # _witness of the maps it was gathered from
 
 
-_GATHERED: dict[tuple, tuple] = {}  # (id(points), id(mask)) -> (their weak references, _Gathered)
-_GATHERED_LOCK = threading.RLock()
-
-
-def _witness(depth: np.ndarray, mask) -> tuple:
-    """A cheap check that the maps are the ones a gathering was made from: an array written in place (a caller's
-    buffer reused for the next frame) keeps its id but not its values. Every 7th row and column of the depth (a
-    0.2 ms copy at 1080p, against ~10 ms to gather), and the mask's count; edit a result's maps by making new ones."""
-    return (np.ascontiguousarray(depth[::7, ::7]).tobytes(),
-            None if mask is None else int(np.count_nonzero(mask)))
+_GATHERED = ArrayMemo()  # (points, mask) -> _Gathered
+_GATHERED_LOCK = threading.RLock()  # one partial sort at a time of values two threads may share
 
 
 def _gathered(result: PointmapResult, depth: np.ndarray, mask) -> _Gathered:
-    """`result`'s valid pixels and depths inside `mask`, gathered once while both maps live and hold the same values
+    """`result`'s valid pixels and depths inside `mask`, gathered once while both maps live and hold the same bytes
     (results share their maps: a cached result is a copy of the dataclass, not of its arrays)."""
-    points = result.points
-    key = (id(points), id(mask))
-    witness = _witness(depth, mask)
-    with _GATHERED_LOCK:
-        entry = _GATHERED.get(key)
-    if (entry is not None and entry[0]() is points and (mask is None or entry[1]() is mask)
-            and entry[2].witness == witness):
-        return entry[2]
-    valid = valid_depth(depth, mask)
-    gathered = _Gathered(valid, depth[valid], {}, witness)
-    try:
-        refs = (weakref.ref(points, lambda _: _forget(key)), None if mask is None else weakref.ref(mask))
-    except TypeError:  # not weak-referenceable: not kept
-        return gathered
-    with _GATHERED_LOCK:
-        _GATHERED[key] = (*refs, gathered)
-    return gathered
 
+    def gather() -> _Gathered:
+        valid = valid_depth(depth, mask)
+        return _Gathered(valid, depth[valid], {})
 
-def _forget(key: tuple) -> None:
-    with _GATHERED_LOCK:
-        _GATHERED.pop(key, None)
+    return gather() if result.points is None else _GATHERED.get((result.points, mask), gather)
 
 
 def clamped_bounds(low: float, high: float) -> DepthBounds:
