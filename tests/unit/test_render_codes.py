@@ -73,19 +73,26 @@ def test_two_threads_reading_a_coded_map_at_once_share_one_decode(monkeypatch):
     assert len(calls) == 1 and seen[0] is seen[1]
 
 
+def light_depth(most_mm: int, invalid_rows: int, masked: bool):
+    """Random millimetres (the first rows invalid) and a random mask or none: the decoded depth, the mask and the
+    light answer holding the codes."""
+    from sapiens2_demo.results import DEPTH_MM, PointmapResult
+
+    millimetres = RNG.integers(0, most_mm, (H, W)).astype(np.uint16)
+    millimetres[:invalid_rows] = 0
+    mask = RNG.random((H, W)) > 0.4 if masked else None
+    light = PointmapResult(points=None, scale=1.0, focal_length=500.0, mask=mask, depth_mm=millimetres)
+    return CodedMap(millimetres, DEPTH_MM).decode(), mask, light
+
+
 @pytest.mark.parametrize("masked", [False, True])
 def test_a_light_depth_summary_counts_its_millimetres_without_decoding(monkeypatch, masked):
     from sapiens2_demo.render.depth import valid_depth
-    from sapiens2_demo.results import DEPTH_MM, PointmapResult
     from sapiens2_demo.tasks.summary import summarize
 
-    millimetres = RNG.integers(0, 7000, (H, W)).astype(np.uint16)
-    millimetres[:5] = 0
-    mask = RNG.random((H, W)) > 0.4 if masked else None
-    depth = CodedMap(millimetres, DEPTH_MM).decode()
+    depth, mask, light = light_depth(7000, 5, masked)
     expected = np.percentile(depth[valid_depth(depth, mask)], (1, 50, 99))
     no_decoding(monkeypatch)
-    light = PointmapResult(points=None, scale=1.0, focal_length=500.0, mask=mask, depth_mm=millimetres)
     summary = summarize(light, (H, W))["depth_m"]
     # the same order statistics, to the summary's 3 decimals (1 mm: a rounding either side of a half)
     np.testing.assert_allclose([summary["p1"], summary["median"], summary["p99"]], np.round(expected, 3), atol=1.5e-3)
@@ -94,16 +101,11 @@ def test_a_light_depth_summary_counts_its_millimetres_without_decoding(monkeypat
 @pytest.mark.parametrize("masked", [False, True])
 def test_a_light_depth_is_drawn_from_its_millimetres_as_from_the_decoded_map(monkeypatch, masked):
     from sapiens2_demo.render.depth import DepthAnnotator, depth_bounds
-    from sapiens2_demo.results import DEPTH_MM, PointmapResult
 
-    millimetres = RNG.integers(0, 9000, (H, W)).astype(np.uint16)
-    millimetres[:7] = 0
-    mask = RNG.random((H, W)) > 0.4 if masked else None
-    depth = CodedMap(millimetres, DEPTH_MM).decode()
+    depth, mask, light = light_depth(9000, 7, masked)
     expected = DepthAnnotator().annotate(None, depth, mask=mask)
     expected_bounds = depth_bounds(depth, mask)
     no_decoding(monkeypatch)
-    light = PointmapResult(points=None, scale=1.0, focal_length=500.0, mask=mask, depth_mm=millimetres)
     bounds = depth_bounds(light, mask)
     assert bounds.near == pytest.approx(expected_bounds.near, rel=1e-6)
     assert bounds.far == pytest.approx(expected_bounds.far, rel=1e-6)
