@@ -344,11 +344,10 @@ def _train_pose(scenes, input_hw, progress):
         # its Gaussian past the picture's edge: the legs below the frame must not teach the hips to peak at the
         # crop's edge, nor go untaught and peak anywhere (then drawn to the picture's corners).
         target = torch.from_numpy(heatmaps[pick] * seen[pick][:, :, None, None])
-        mask = weights
         predicted = model(pixel_values=torch.from_numpy(pixels[pick])).heatmaps
-        # The peaks weigh more than the empty rest, or the maps would learn to be flat; keypoints outside the
-        # crop weigh nothing, and each group of maps (body, hands and feet, face) weighs the same.
-        loss = (((predicted - target) ** 2) * (1 + 20 * target) * mask).mean() * 100
+        # The peaks weigh more than the empty rest, or the maps would learn to be flat; each group of maps (body,
+        # hands and feet, face) weighs the same.
+        loss = (((predicted - target) ** 2) * (1 + 20 * target) * weights).mean() * 100
         optimiser.zero_grad(set_to_none=True)
         loss.backward()
         optimiser.step()
