@@ -1,8 +1,9 @@
 """One fit of a person's skeleton over a whole clip: what the video's mocap files are solved from.
 
 The body is a tree over its keypoints (camera frame, metres). Unknowns: per clip the bone lengths (left and right
-alike) and the rigid shapes of the head, the feet and the palms; per frame the root (mid-hip) position, each
-bone's direction and each rigid part's rotation (a 6D rotation: two vectors made orthonormal). A keypoint's place
+alike) and the rigid shapes of the head, the feet and the palms (one foot and one palm: the right the left's mirror
+image); per frame the root (mid-hip) position, each bone's direction and each rigid part's rotation (a 6D rotation:
+two vectors made orthonormal). A keypoint's place
 is its parent's plus its bone, so every frame holds one body by construction: nothing is smoothed per keypoint.
 
 Energy (each term a residual over its expected size, squared; L-BFGS in float64, CPU, deterministic):
@@ -17,8 +18,11 @@ Energy (each term a residual over its expected size, squared; L-BFGS in float64,
 - acceleration priors, not velocity: the root's, and each bone's and rigid part's angular acceleration (a
   finger's in its palm's frame), Huber so a sharp turn the data insist on passes while jitter does not; they also
   fill the frames a keypoint was not seen (an occlusion, an exit) from the frames around them;
-- a planted foot: a foot keypoint nearly still in the first stages' fit is held still in the last (the weight
-  of a Geman-McClure loss on its speed, re-weighted once), so noisy depth does not make it slide;
+- a planted foot: a foot keypoint still over half a second in the first stages' fit (clip_data.planted_runs)
+  holds one place in the last while it stays still (each frame pulled to the run's mean), so drifting depth does
+  not make it slide;
+- a weak prior on the body's proportions (an adult's, the person's own size free), for the bones the data say
+  little about;
 - a knee limit (it does not bend forwards).
 Started from the lifted points (a sample far from its 5-frame median replaced by it; left/right swapped frames
 exchanged back) interpolated through their gaps; the data's sigmas loosened at first, then tightened (STAGES).
@@ -33,6 +37,7 @@ import warnings
 import numpy as np
 import torch
 
+from .clip_data import median_filled, noise_scale, planted_runs, unswapped
 from .meta import keypoint_meta, name_index
 
 SIDES = ("left", "right")
@@ -47,13 +52,16 @@ TRUNK = ("torso", "shoulder", "head")
 PRIOR_C = 0.5  # the motion prior is quadratic up to this many sigmas, linear beyond
 ROBUST_C = 3.0  # residuals past ~3 sigma weigh less and less (Geman-McClure) ...
 OUTLIER_PIXELS, OUTLIER_DEPTH = 6.0, 0.1  # ... but never nearer than these (pixels, metres): on clean input too
+# an adult's proportions, as fractions of the height (Winter's table after Drillis and Contini; the hips' half width
+# between the hip joints' centres by Bell's rule): a weak prior on the lengths' ratios, for the bones the data say
+# little about (a hip line that points at the camera all clip); people differ from it by 5-10 %, so it is weak
+PROPORTIONS = {"torso": 0.288, "shoulder": 0.10, "upper_arm": 0.186, "forearm": 0.146, "thigh": 0.245,
+               "shin": 0.246, "hip": 0.05}
+PROPORTION_SIGMA = 0.08
 ITERATIONS = 300
 DTYPE = torch.float64  # float32 is as accurate on sound input, but its line search can overflow on junk
-SWAP_GAIN = 0.5  # a frame is exchanged when that halves its keypoints' median distance from the frames around
-INIT_OUTLIER_M = 0.25  # metres from every guess the frames around make: a sample the start does not take
 STAGES = (8.0, 3.0, 1.0)  # the data's sigmas times these, in turn (a third of the iterations each)
-STILL_SPEED = 0.1  # m/s: a foot keypoint about this slow after the smoother stages is held still in the last ...
-PLANTED_SPEED, PLANTED_WEIGHT = 0.1, 10.0  # ... its speed then costs (speed / PLANTED_SPEED)^2 times this
+PLANTED_SIGMA = 0.005  # m: and in the last stage it holds one place while it stays planted
 
 
 def _tree() -> tuple[list, list, list]:
@@ -105,70 +113,21 @@ def _huber(r: torch.Tensor) -> torch.Tensor:
     return torch.where(a < PRIOR_C, a * a, 2 * PRIOR_C * a - PRIOR_C ** 2)
 
 
-def noise_scale(values: np.ndarray, floor: float) -> float:
-    """A robust estimate of the white noise on (T, K, D) samples (NaN = none), from their third differences
-    over time (a person's motion changes its acceleration little from frame to frame; noise does, by sqrt(20)
-    times its sigma): the data's own noise sets how much the fit trusts them (clean input, none smoothed away)."""
-    third = np.diff(values, n=3, axis=0)
-    third = np.abs(third[np.isfinite(third)])
-    return max(float(np.median(third)) / (0.6745 * np.sqrt(20)), floor) if third.size else floor * 10
+def _shape_of(group: str) -> str:
+    """The shape a rigid part shares with its other side: "left_foot" and "right_foot" -> "foot"."""
+    return group.split("_", 1)[1] if group.startswith(SIDES) else group
 
 
-def unswapped(points: np.ndarray, seen: np.ndarray, flip: np.ndarray) -> np.ndarray:
-    """(T,) bool: the frames whose keypoints lie much nearer the frames around them (the median of two either side)
-    with left and right exchanged: a pose model's left/right swap, exchanged back before the fit."""
-    frames = len(points)
-    raw = np.where(seen[..., None], points, np.nan)
-    pad = np.full((2,) + raw.shape[1:], np.nan)
-    padded = np.concatenate([pad, raw, pad])
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        around = np.nanmedian(np.stack([padded[i:i + frames] for i in (0, 1, 3, 4)]), axis=0)
-        own = np.nanmedian(np.linalg.norm(raw - around, axis=-1), axis=1)
-        exchanged = np.nanmedian(np.linalg.norm(raw[:, flip] - around, axis=-1), axis=1)
-    return np.nan_to_num(exchanged) < SWAP_GAIN * np.nan_to_num(own)
-
-
-def _median_filled(points: np.ndarray, seen: np.ndarray) -> np.ndarray:
-    """(T, K, 3) the seen samples, a single-frame fault replaced by the median over 5 frames, every keypoint
-    interpolated through its gaps relative to the mid-hip point (held past its first and last frames). A fault is
-    a sample far from every guess the frames around make of it (their median, the mean of the two beside it, each
-    side's two carried on at their speed): far from the median alone is also a fast limb."""
-    frames = len(points)
-    raw = np.where(seen[..., None], points, np.nan)
-    padded = np.concatenate([np.full((2,) + raw.shape[1:], np.nan), raw, np.full((2,) + raw.shape[1:], np.nan)])
-    windows = np.stack([padded[i:i + frames] for i in range(5)])  # frames f - 2 .. f + 2
-    guesses = np.stack([(windows[1] + windows[3]) / 2, 2 * windows[1] - windows[0], 2 * windows[3] - windows[4]])
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        median = np.nanmedian(windows, axis=0)
-        miss = np.nanmin(np.linalg.norm(np.concatenate([guesses, median[None]]) - raw, axis=-1), axis=0)
-    far = np.nan_to_num(miss) > INIT_OUTLIER_M  # a fault: the median instead
-    filtered = np.where(seen[..., None], np.where(far[..., None], median, raw), np.nan)
-    index, t = name_index(), np.arange(frames)
-
-    def fill(values):  # (T, 3) with NaN -> interpolated, or None when never known
-        have = np.flatnonzero(np.isfinite(values).all(1))
-        return None if not have.size else np.stack([np.interp(t, have, values[have, a]) for a in range(3)], 1)
-
-    out = np.full_like(points, np.nan)
-    hips = [index["left_hip"], index["right_hip"]]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        pelvis = fill(np.nanmean(filtered[:, hips], axis=1))
-    if pelvis is None:
-        raise ValueError("the hips and neck were never placed in 3D")
-    for k in range(points.shape[1]):
-        relative = fill(filtered[:, k] - pelvis)
-        if relative is not None:
-            out[:, k] = pelvis + relative
-    return out
+def _mirror(group: str) -> torch.Tensor:
+    """(3,) a right part's coordinates in its own frame are the left one's with the third negated: the frame is
+    built from the part's own points (two vectors and their cross product), and a mirror image turns the cross."""
+    return torch.as_tensor([1.0, 1.0, -1.0 if group.startswith("right") else 1.0], dtype=DTYPE)
 
 
 class _Body(torch.nn.Module):
     """The unknowns and the forward pass: parameters -> (T, 70, 3) keypoints."""
 
-    def __init__(self, start: np.ndarray):
+    def __init__(self, start: np.ndarray, ever: dict):
         super().__init__()
         index = self.index = name_index()
         p = torch.as_tensor(start, dtype=DTYPE)
@@ -176,22 +135,31 @@ class _Body(torch.nn.Module):
         self.root = torch.nn.Parameter(pelvis.clone())
         across = p[:, index["left_hip"]] - p[:, index["right_hip"]]
         self.hip = torch.nn.Parameter(across.clone())
-        self.log_hip = torch.nn.Parameter(torch.log(across.norm(dim=-1).median() / 2))
+        self.log_hip = torch.nn.Parameter(torch.log((across.norm(dim=-1).median() / 2).clamp_min(0.005)))
         named = {k: p[:, index[k]] for k in USED if k in index}
         named["pelvis"] = pelvis
         lengths = {}
         for child, parent, length in BONES:
             lengths.setdefault(length, []).append((named[child] - named[parent]).norm(dim=-1).median())
-        self.log_length = torch.nn.Parameter(torch.log(torch.stack([torch.stack(lengths[n]).mean() for n in LENGTHS])))
-        sixes, shapes = [], []
-        for anchor, members, _, (a0, a1), (b0, b1) in GROUPS:
+        # a bone never seen starts at 1 cm (both its ends start beside the neck), not at log(0)
+        self.log_length = torch.nn.Parameter(torch.log(torch.stack([torch.stack(lengths[n]).mean()
+                                                                    for n in LENGTHS]).clamp_min(0.01)))
+        sixes, shapes = [], {}
+        for anchor, members, name, (a0, a1), (b0, b1) in GROUPS:
             six = torch.cat([named[a1] - named[a0], named[b1] - named[b0]], -1)
             local = torch.einsum("tji,tkj->tki", _rotation(six), torch.stack([named[m] - named[anchor]
                                                                                for m in members], 1))
             sixes.append(six)
-            shapes.append(local.median(dim=0).values)
+            seen = float(all(ever[m] for m in members))  # a part never seen starts from the other side's
+            shapes.setdefault(_shape_of(name), []).append((local.median(dim=0).values * _mirror(name), seen))
         self.six = torch.nn.Parameter(torch.stack(sixes, 1))
-        self.shapes = torch.nn.Parameter(torch.cat(shapes))  # (members, 3): each rigid part's keypoints, its frame
+        # (members, 3) each rigid part's keypoints in its frame, one shape for the left and the right (mirrored)
+        self.shapes = torch.nn.Parameter(torch.cat([
+            sum(shape * max(seen, 1e-3) for shape, seen in sides) / sum(max(seen, 1e-3) for _, seen in sides)
+            for sides in shapes.values()]))
+        first = dict(zip(shapes, np.cumsum([0] + [len(v[0][0]) for v in shapes.values()])))
+        self.member_row = torch.as_tensor([first[_shape_of(g[2])] + m for g in GROUPS for m in range(len(g[1]))])
+        self.member_sign = torch.stack([_mirror(g[2]) for g in GROUPS for _ in g[1]])
         self.member_group = torch.as_tensor([g for g, group in enumerate(GROUPS) for _ in group[1]])
         # a finger's bones turn in its palm's frame: out of view, they go where the hand goes (the others in the
         # camera's: group index len(GROUPS), the identity)
@@ -216,7 +184,8 @@ class _Body(torch.nn.Module):
         direction = _unit(self.direction)
         steps = torch.einsum("tbij,tbj->tbi", frames_of[:, self.palm_of], direction)
         steps = steps * torch.exp(self.log_length)[self.length_of][:, None]
-        members = torch.einsum("tmij,mj->tmi", rotations[:, self.member_group], self.shapes)
+        members = torch.einsum("tmij,mj->tmi", rotations[:, self.member_group],
+                               self.shapes[self.member_row] * self.member_sign)
         offsets = torch.cat([half[:, None], steps, members], 1)
         self.turning = torch.cat([direction, _unit(self.hip)[:, None],
                                   rotations.transpose(-1, -2).reshape(frames, -1, 3)], 1)  # (T, M, 3) unit vectors
@@ -295,14 +264,14 @@ def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np
     index, keypoints = name_index(), points.shape[1]
     order = np.array([index[k] for k in USED])
     ever = aimed.any(0)[order]
-    start = _median_filled(points, available)
+    start = median_filled(points, available)
     missing = ~np.isfinite(start).all(-1)
     if missing.all(0)[[index["left_hip"], index["right_hip"], index["neck"]]].any():
         raise ValueError("the hips and neck were never placed in 3D")
     for k in np.flatnonzero(missing.all(0)):  # never lifted: beside the neck, for a starting direction only
         start[:, k] = start[:, index["neck"]] + [0.0, 0.05, 0.0]
     torch.manual_seed(0)
-    body = _Body(start)
+    body = _Body(start, {k: bool(e) for k, e in zip(USED, ever)})
     aimed, available, on_ray, points, scores = (a[:, order] for a in (aimed, available, on_ray, points, scores))
     target = torch.as_tensor(np.where(aimed[..., None], on_ray[..., :2] / on_ray[..., 2:], 0.0), dtype=DTYPE)
     # a covered keypoint's read depth too: the nearest surface on its ray (its own, or a cover's: see the top)
@@ -313,17 +282,14 @@ def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np
     pixel_sigma = noise_scale(np.where(aimed[..., None], focal * target.numpy(), np.nan), MIN_PIXEL_SIGMA)
     depth_sigma = noise_scale(np.where(available, points[..., 2], np.nan)[..., None], MIN_DEPTH_SIGMA)
     frames = len(points)
+
     at = {k: i for i, k in enumerate(USED)}
     knees = [(at[f"{s}_hip"], at[f"{s}_knee"], at[f"{s}_ankle"]) for s in SIDES]
     feet = [at[f"{s}_{k}"] for s in SIDES for k in ("ankle", "heel", "big_toe", "small_toe")]
 
-    def foot_speed2(full):  # (T - 1, feet) m^2/s^2
-        return (torch.diff(full[:, feet], dim=0) * fps).pow(2).sum(-1)
-
-    # a foot on the floor does not slide: where a foot keypoint is nearly still in the smoother stages' fit (the
-    # noisy start's planted foot still looks like it moves), its speed is held near zero in the last stage (the
-    # weight of a Geman-McClure loss on its speed, re-weighted once)
-    held = [torch.zeros(max(len(points) - 1, 0), len(feet), dtype=DTYPE)]
+    # a foot on the floor does not slide: a foot keypoint still in the smoother stages' fit holds one place in the
+    # last, each frame pulled to the run's mean (the noisy depth would otherwise walk it about)
+    runs = [[]]
     loose = [1.0]  # the data's sigmas are loosened at first (a smooth start), then tightened to their measure
 
     def energy():
@@ -333,24 +299,34 @@ def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np
         e = (weight_2d * _robust(pixels, max(ROBUST_C, OUTLIER_PIXELS / pixel_sigma))).sum()
         e = e + (weight_z * _robust((z - depth - offset) / depth_sigma,
                                     max(ROBUST_C, OUTLIER_DEPTH / depth_sigma))).sum() / loose[0] ** 2
-        e = e + ((offset / OFFSET_SIGMA) ** 2).sum() + ((torch.diff(offset, dim=0) * fps / DRIFT_SIGMA) ** 2).sum()
+        # the offset's size: its mean over the clip once per keypoint (a persistent bias is one unknown, not one a
+        # frame), and its swing about that mean frame by frame
+        mean = offset.mean(0)
+        e = e + ((mean / OFFSET_SIGMA) ** 2).sum() + (((offset - mean) / OFFSET_SIGMA) ** 2).sum()
+        e = e + ((torch.diff(offset, dim=0) * fps / DRIFT_SIGMA) ** 2).sum()
         if frames > 2:
             root, turning = body.root, body.turning
             e = e + _huber((root[2:] - 2 * root[1:-1] + root[:-2]) * fps * fps / ACCELERATION_SIGMA).sum()
             turn = (turning[2:] - 2 * turning[1:-1] + turning[:-2]) * fps * fps / body.turn_sigma[:, None]
             e = e + _huber(turn).sum()
-        e = e + PLANTED_WEIGHT * (held[0] * foot_speed2(full)).sum() / PLANTED_SPEED ** 2
+        for k, a, b in runs[0]:
+            e = e + ((full[a:b, k] - full[a:b, k].mean(0)) ** 2).sum() / PLANTED_SIGMA ** 2
+        ratios = torch.cat([body.log_length[proportioned], body.log_hip[None]]) - proportion
+        e = e + (((ratios - ratios.mean()) / PROPORTION_SIGMA) ** 2).sum()  # the person's own size is free
         across = _unit(full[:, at["left_hip"]] - full[:, at["right_hip"]])
         for hip, knee, ankle in knees:  # the shin turns backwards about the hips' axis, never forwards
             bend = torch.cross(_unit(full[:, knee] - full[:, hip]), _unit(full[:, ankle] - full[:, knee]), dim=-1)
             e = e + 100 * (torch.relu(-(bend * across).sum(-1) - 0.05) ** 2).sum()
         return e
 
+    proportioned = torch.as_tensor([LENGTHS.index(n) for n in PROPORTIONS if n != "hip"])
+    proportion = torch.log(torch.as_tensor([PROPORTIONS[n] for n in PROPORTIONS if n != "hip"] + [PROPORTIONS["hip"]],
+                                           dtype=DTYPE))
     parameters = list(body.parameters()) + [offset]
     for stage, loose[0] in enumerate(STAGES):
         if stage == len(STAGES) - 1:
             with torch.no_grad():
-                held[0] = 1 / (1 + foot_speed2(body()) / STILL_SPEED ** 2) ** 2
+                runs[0] = [(feet[k], a, b) for k, a, b in planted_runs(body()[:, feet].numpy(), fps)]
         solver = torch.optim.LBFGS(parameters, lr=1, max_iter=iterations // len(STAGES), history_size=20,
                                    line_search_fn="strong_wolfe", tolerance_grad=1e-10, tolerance_change=1e-12)
 

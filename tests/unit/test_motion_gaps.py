@@ -4,7 +4,8 @@ exchanged back, clean input through unchanged."""
 
 import numpy as np
 
-from sapiens2_demo.pose.clip_fit import fit_clip, noise_scale, unswapped
+from sapiens2_demo.pose.clip_data import noise_scale, unswapped
+from sapiens2_demo.pose.clip_fit import fit_clip
 from sapiens2_demo.pose.lift import Pose3DResult
 from sapiens2_demo.pose.meta import keypoint_meta, name_index
 from sapiens2_demo.pose.motion import MotionRecorder
@@ -179,3 +180,59 @@ def test_fits_at_once_give_torch_its_thread_count_back():
         assert seen == [1, 1] and torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+def test_left_and_right_feet_and_palms_are_one_shape_mirrored():
+    """One foot and one palm for the clip, the right the left's mirror image: started from an exact, symmetric
+    body the skeleton puts every foot and palm keypoint back where it was (a wrong mirror would put the right
+    foot's toes on its inside, centimetres off); and fitted to noisy keypoints, the two sides keep equal shapes."""
+    from sapiens2_demo.pose import clip_fit
+
+    truth = walking_keypoints()[:, :70].astype(np.float64)
+    used = [name_index()[k] for k in clip_fit.USED]
+    body = clip_fit._Body(truth, {k: True for k in clip_fit.USED})
+    with np.errstate(all="ignore"):
+        rebuilt = body().detach().numpy()
+    parts = [clip_fit.USED.index(m) for g in clip_fit.GROUPS[1:] for m in g[1]]
+    assert np.abs(rebuilt[:, parts] - truth[:, used][:, parts]).max() < 1e-6
+
+    rng = np.random.default_rng(3)
+    fitted, _ = _fit(truth + rng.normal(0, 0.01, truth.shape))
+    index = name_index()
+    for anchor, members in (("ankle", ("heel", "big_toe", "small_toe")),
+                            ("wrist", ("forefinger_third_joint", "pinky_finger_third_joint"))):
+        for m in members:
+            left = np.linalg.norm(fitted[:, index[f"left_{m}"]] - fitted[:, index[f"left_{anchor}"]], axis=-1)
+            right = np.linalg.norm(fitted[:, index[f"right_{m}"]] - fitted[:, index[f"right_{anchor}"]], axis=-1)
+            assert np.allclose(left, right, atol=1e-9), m
+
+
+def test_planted_runs_find_a_foot_on_the_floor_through_noise():
+    """A foot still for a second, stepping 0.5 m in 0.5 s, still again, with 5 mm of jitter a frame (0.12 m/s
+    frame to frame at 25 frames/s, more than STILL_SPEED): two runs, each within the window's half of the truth,
+    and no run while it steps."""
+    from sapiens2_demo.pose.clip_data import PLANT_WINDOW, planted_runs
+
+    t = np.arange(63) / FPS
+    x = np.clip((t - 1.0) / 0.5, 0, 1) * 0.5
+    foot = np.stack([x, 0 * t, 3 + 0 * t], 1)[:, None] + np.random.default_rng(0).normal(0, 0.005, (63, 1, 3))
+    runs = planted_runs(foot, FPS)
+    assert [k for k, _, _ in runs] == [0, 0], runs
+    (_, a0, b0), (_, a1, b1) = runs
+    slack = PLANT_WINDOW * FPS / 2 + 1
+    assert a0 == 0 and abs(b0 - 25) <= slack and abs(a1 - 38) <= slack and b1 == 63, runs
+
+
+def test_an_arm_never_seen_still_fits_and_takes_the_body_s_proportions():
+    """The left elbow, wrist and hand never lifted (their starts all beside the neck, bones of length 0): the fit
+    converges (the proportions prior once took log(0) and every frame came back NaN, so no BVH was written) and the
+    seen keypoints stay near their truth (2.3 cm at worst, the right wrist: as before the prior was added)."""
+    truth = walking_keypoints()[:, :70].astype(np.float64)
+    index = name_index()
+    hidden = [index["left_elbow"], index["left_wrist"]] + hand_keypoints("left")
+    points = truth.copy()
+    points[:, hidden] = np.nan
+    fitted, _ = _fit(points)
+    seen = [k for k in BODY if k not in hidden]
+    assert np.isfinite(fitted[:, seen]).all()
+    assert np.abs(fitted[:, seen] - truth[:, seen]).max() < 0.03
