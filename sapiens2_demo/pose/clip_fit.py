@@ -299,11 +299,7 @@ def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np
         e = (weight_2d * _robust(pixels, max(ROBUST_C, OUTLIER_PIXELS / pixel_sigma))).sum()
         e = e + (weight_z * _robust((z - depth - offset) / depth_sigma,
                                     max(ROBUST_C, OUTLIER_DEPTH / depth_sigma))).sum() / loose[0] ** 2
-        # the offset's size: its mean over the clip once per keypoint (a persistent bias is one unknown, not one a
-        # frame), and its swing about that mean frame by frame
-        mean = offset.mean(0)
-        e = e + ((mean / OFFSET_SIGMA) ** 2).sum() + (((offset - mean) / OFFSET_SIGMA) ** 2).sum()
-        e = e + ((torch.diff(offset, dim=0) * fps / DRIFT_SIGMA) ** 2).sum()
+        e = e + ((offset / OFFSET_SIGMA) ** 2).sum() + ((torch.diff(offset, dim=0) * fps / DRIFT_SIGMA) ** 2).sum()
         if frames > 2:
             root, turning = body.root, body.turning
             e = e + _huber((root[2:] - 2 * root[1:-1] + root[:-2]) * fps * fps / ACCELERATION_SIGMA).sum()
