@@ -66,6 +66,21 @@ class _FakeManager:
         return self.loaded
 
 
+def test_the_detector_leaves_torchs_threads_as_they_were(person_image, manager):
+    """ultralytics sets torch's thread count, the whole process's, when its predictor is made (the first predict of
+    a fresh detector, as this manager's): the count the app had must stay, for its other forwards."""
+    from ultralytics.utils import NUM_THREADS
+
+    before = torch.get_num_threads()
+    wanted = NUM_THREADS + 1  # anything but the count ultralytics sets
+    torch.set_num_threads(wanted)
+    try:
+        detect_people(person_image, manager, score_threshold=0.0, classes=None)
+        assert torch.get_num_threads() == wanted
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_detector_filtering_rules():
     # person (0) boxes: two overlapping (IoU > 0.3), one low score, one far; a non-person box (class 2)
     fake = _FakeYolo(xyxy=[[0, 0, 100, 200], [5, 5, 105, 205], [300, 0, 400, 200], [200, 0, 260, 100],
