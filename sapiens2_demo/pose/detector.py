@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 
 import cv2
 import numpy as np
 
 from .. import ledger
+from ..models.detector_cpu import threads_kept
 from ..models.manager import CheckpointUnavailable
 from .boxes import clip_boxes, whole_image_box
 
@@ -44,32 +44,17 @@ def detect_people_batch(images: list[np.ndarray], manager, score_threshold: floa
     # ultralytics reads numpy images as BGR (cv2 convention); our images are RGB. OpenCV swaps the channels in
     # 0.15 ms at 1080p where numpy's strided copy took 6.8 (the same bytes)
     bgr = [cv2.cvtColor(np.ascontiguousarray(image[..., :3]), cv2.COLOR_RGB2BGR) for image in images]
+    predictor = loaded.runner or loaded.model  # on a CPU, the ONNX export under onnxruntime (models/detector_cpu.py)
     with loaded.lock, threads_kept():
-        results = loaded.model.predict(bgr[0] if len(bgr) == 1 else bgr, conf=float(score_threshold), iou=float(nms_iou),
-                                       classes=list(classes) if classes is not None else None,
-                                       max_det=300, device=loaded.device, verbose=False)
+        results = predictor.predict(bgr[0] if len(bgr) == 1 else bgr, conf=float(score_threshold), iou=float(nms_iou),
+                                   classes=list(classes) if classes is not None else None,
+                                   max_det=300, device=loaded.device, verbose=False)
     found = _ledgered([torch.cat([r.boxes.xyxy, r.boxes.conf[:, None], r.boxes.cls[:, None]], 1).float()
                        for r in results], images)
     counts = [int(r.boxes.xyxy.shape[0]) for r in results]
     every = torch.cat(found).cpu()  # the one copy back
     return [_kept(rows, image.shape[:2], score_threshold, nms_iou, max_people, classes)
             for rows, image in zip(every.split(counts), images)]
-
-
-@contextlib.contextmanager
-def threads_kept():
-    """Keeps torch's thread count, the whole process's, as it was: ultralytics' predictor, made at the first
-    predict, sets it to the cores less one (`select_device`: one thread on 2 cores, at most 8), and from then on
-    every forward of the app ran on that many threads, Sapiens2's included (the detector itself: 69 -> 51 ms at
-    1080p on 2 cores)."""
-    import torch
-
-    threads = torch.get_num_threads()
-    try:
-        yield
-    finally:
-        if torch.get_num_threads() != threads:
-            torch.set_num_threads(threads)
 
 
 def _kept(rows, size, score_threshold: float, nms_iou: float, max_people: int,
