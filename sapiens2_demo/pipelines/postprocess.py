@@ -6,7 +6,6 @@ centres, no antialias) but avoids its full-resolution float work where it isn't 
 
 from __future__ import annotations
 
-import functools
 import os
 from concurrent.futures import ThreadPoolExecutor
 
@@ -47,37 +46,15 @@ def resize_map(maps: np.ndarray, image_hw: tuple[int, int]) -> np.ndarray:
     return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=2)
 
 
-BAND_PIXELS = 1 << 19  # a map this large is normalised in row bands, one a core (each pixel on its own: the same bits)
-
-
-def unit_normals(normals: np.ndarray, bands: int | None = None) -> np.ndarray:
-    """L2-normalise the last axis (eps 1e-8, like torch's F.normalize); float32 out. A large (H, W, C) map is done
-    in `bands` row bands at once (default: one a core; numpy's and OpenCV's loops release the GIL), 14 -> ~8 ms
-    wall at 1080p on 2 idle cores."""
+def unit_normals(normals: np.ndarray) -> np.ndarray:
+    """L2-normalise the last axis (eps 1e-8, like torch's F.normalize); float32 out."""
     normals = np.asarray(normals, dtype=np.float32)
-    if bands is None:
-        bands = min(os.cpu_count() or 1, 4) if normals.ndim == 3 and normals.shape[0] * normals.shape[1] >= BAND_PIXELS else 1
-    if bands > 1 and normals.ndim == 3 and normals.shape[0] >= bands:
-        from ..util import in_parallel
-
-        out = np.empty(normals.shape, np.float32)
-        edges = np.linspace(0, normals.shape[0], bands + 1).astype(int)
-
-        def band(top: int, bottom: int):
-            _unit_normals(normals[top:bottom], out=out[top:bottom])
-
-        in_parallel(*[functools.partial(band, top, bottom) for top, bottom in zip(edges[:-1], edges[1:])])
-        return out
-    return _unit_normals(normals)
-
-
-def _unit_normals(normals: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     norm = np.sqrt(np.einsum("...i,...i->...", normals, normals))
     np.maximum(norm, np.float32(1e-8), out=norm)
     # the same IEEE quotients, the divisor laid out beside each component first: numpy's division by a broadcast
     # (H, W, 1) runs an inner loop of three (1080p: 7.0 ms CPU, against 2.7 for these two passes)
     divisor = cv2.merge([norm] * 3) if normals.ndim == 3 and normals.shape[2] == 3 else norm[..., None].repeat(normals.shape[-1], -1)
-    return np.divide(normals, divisor, out=divisor if out is None else out)
+    return np.divide(normals, divisor, out=divisor)
 
 
 def _hwc(maps) -> np.ndarray:
