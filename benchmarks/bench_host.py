@@ -10,8 +10,9 @@ Two kinds of tiny checkpoints (the forward costs almost nothing on either: what 
 
 Image (the 1920x1080 astronaut, bench_endpoints.make_image), per task in this process, medians of --reps:
 - forward: the GPU call (jobs.image.infer: pre-processing, forwards, post-processing);
-- shown / complete: the job's first and last yield (jobs.image.stream_task / stream_all) after the forward,
-  plus the display copies gradio is handed (ui.common.as_display_files): the host's part of the answer;
+- shown / complete: the image's loading (afresh each request, as an upload), the job's first and last yield
+  (jobs.image.stream_task / stream_all) after the forward, plus the display copies gradio is handed
+  (ui.common.as_display_files): the host's part of the answer;
 - render: the task's presenter alone (tasks.present); display: the display copies alone;
 - files: each download's completion, ms after its writing began (the file's mtime), and all of them together;
 - CPU: the same stages in this process's CPU time (all its threads), which other processes' load moves far less
@@ -26,12 +27,9 @@ answer is complete; "gradio part" is that complete-beyond-floor less our in-proc
 Targets (issue 37, stand-ins, 1080p, this 2-core CPU): complete <= 0.2 s beyond the floor (/all <= 0.8 s), shown
 <= 0.1 s beyond it.
 
-Video (a 1280x720 clip of the astronaut panning, bench_video.make_clip --content photo), per task: ms per frame of
-our `/video` path (bench_video.measure_ours, the Video tab's defaults), of its forwards (bench_video.StageClock),
-the host = ours - forwards, and the I/O floor (bench_video.measure_floor: decode + encode of the same frames with
-the same encoder settings; the mean of one run just before and one just after ours). The stages (decode,
-preprocess, draw, encode, exports) are per thread and overlap; CPU floor / CPU ours: this process's CPU time per
-frame (ours includes the forwards). Target: host <= 1.2x the floor for every task.
+Video (a 1280x720 clip of the astronaut panning, bench_video.make_clip --content photo), per task: see
+host_video.py (ms per frame of ours, the host = ours - forwards, the floor: decode + encode of the input frames,
+and the drawn floor: the same with the task's rendered frames encoded). Target: host <= 1.2x the floor.
 
 The machine is shared: compare ratios measured in one run, never absolute times across runs; the CPU and the
 load average (start and end) are printed and written into the JSON.
@@ -59,9 +57,9 @@ sys.path.insert(0, str(HERE))
 import bench_endpoints as be  # noqa: E402 - the 1080p input, the apps and the timed client calls
 import bench_video as bv  # noqa: E402 - the clip, the floor, our video path and its stage clock
 from host_stages import profile_stages  # noqa: E402 - --profile: the request thread's CPU per stage
+from host_video import bench_video, print_video  # noqa: E402 - the video part
 
 IMAGE_TASKS = ("pose", "segment", "normals", "pointmap", "matting")
-VIDEO_NAMES = {"pose": "pose", "segment": "seg", "normals": "normal", "pointmap": "pointmap", "matting": "matting"}
 TARGET_COMPLETE_S, TARGET_ALL_S, TARGET_SHOWN_S, TARGET_VIDEO = 0.2, 0.8, 0.1, 1.2
 
 
@@ -107,10 +105,12 @@ class ForwardClock:
         self.module.infer = self.original
 
 
-def one_request(ctx, loaded, path: str, task: str, run_dir: Path) -> dict:
-    """One request through the job and the display copies, as the tab's handler makes it: seconds of the forward,
-    of the host until the render is shown and until the answer is complete, and each file's completion."""
+def one_request(ctx, path: str, task: str, run_dir: Path) -> dict:
+    """One request through the job and the display copies, as the tab's handler makes it, the image loaded afresh
+    as an upload is: seconds of the forward, of the host until the render is shown and until the answer is
+    complete."""
     from sapiens2_demo.jobs import image as image_jobs
+    from sapiens2_demo.media.image import load_image
     from sapiens2_demo.ui.common import as_display_files
 
     stream = (image_jobs.stream_all if task == "all" else image_jobs.stream_task)
@@ -119,7 +119,7 @@ def one_request(ctx, loaded, path: str, task: str, run_dir: Path) -> dict:
     run_dir.mkdir(parents=True, exist_ok=True)  # as the app's OutputStore.new_run_dir: the render may come first
     with ForwardClock() as clock:
         started, cpu = time.perf_counter(), time.process_time()
-        shown = None
+        shown, loaded = None, load_image(path)
         for out in stream(ctx, loaded, run_dir=run_dir, **kwargs):
             as_display_files(out, run_dir, loaded, path, saved)
             if shown is None:
@@ -167,8 +167,8 @@ def bench_image(kind: str, ckpts: Path, image: str, reps: int, task_names, work:
     loaded = load_image(image)
     figures = {}
     for task in [*task_names, "all"]:
-        one_request(ctx, loaded, image, task, work / f"{kind}_{task}_warm")  # models load, first calls
-        runs = [one_request(ctx, loaded, image, task, work / f"{kind}_{task}_{i}") for i in range(reps)]
+        one_request(ctx, image, task, work / f"{kind}_{task}_warm")  # models load, first calls
+        runs = [one_request(ctx, image, task, work / f"{kind}_{task}_{i}") for i in range(reps)]
         row = {key: ms(statistics.median(run[key] for run in runs))
                for key in ("forward", "shown", "complete", "request_cpu")}
         if task != "all":
@@ -258,53 +258,6 @@ def bench_gradio(ckpts: Path, image: str, reps: int, endpoints) -> dict:
                 "complete_beyond_best": ms(min(r["complete"]))} for e, r in rows.items()}
 
 
-# -- video ------------------------------------------------------------------------------------------------------
-STAGES = {"decode": "decode thread", "encode": "writer thread: encode", "draw": "writer thread: render",
-          "exports": "writer thread: per-frame exports", "preprocess": ("main:   preprocess", "main:   crops"),
-          "forward": "main:   forward", "detector": "main:   detector", "wait for writer": "main: waiting",
-          "gpu call": "main: gpu.infer"}
-
-
-def bench_video(kind: str, ckpts: Path, frames: int, task_names, work: Path) -> dict:
-    checkpoints = bv.Checkpoints(ckpts, ckpts / "yolov8n-random.pt", kind)
-    manager = bv.make_manager(checkpoints, "cpu")
-    clip = bv.make_clip(work / f"clip_{frames}.mp4", frames, content="photo")
-    warm = bv.make_clip(work / "warm.mp4", 12, content="photo")
-    bv.measure_floor(warm, work / "floor_warm.mp4")
-    figures = {}
-    for task in task_names:
-        name = VIDEO_NAMES[task]
-        bv.load_models(manager, name)
-        bv.measure_ours(warm, name, manager, work / f"warm_{kind}_{name}")
-        cpu = time.process_time()
-        count, before = bv.measure_floor(clip, work / f"floor_{name}.mp4")
-        floor_cpu, cpu = time.process_time() - cpu, time.process_time()
-        clock = bv.StageClock().install()
-        try:
-            done, seconds = bv.measure_ours(clip, name, manager, work / f"ours_{kind}_{name}")
-        finally:
-            clock.remove()
-        ours_cpu, cpu = time.process_time() - cpu, time.process_time()
-        _, after = bv.measure_floor(clip, work / f"floor_{name}.mp4")
-        floor_cpu = (floor_cpu + time.process_time() - cpu) / 2
-        per = max(done, 1)
-        stages = {}
-        for stage, prefixes in STAGES.items():
-            prefixes = (prefixes,) if isinstance(prefixes, str) else prefixes
-            stages[stage] = ms(sum(v for label, v in clock.seconds.items() if label.startswith(prefixes)) / per)
-        floor = ms((before + after) / 2 / max(count, 1))
-        ours = ms(seconds / per)
-        host = round(ours - stages["forward"] - stages["detector"], 1)
-        videos = sorted((work / f"ours_{kind}_{name}").rglob("*.mp4"))
-        figures[task] = {"floor_ms": floor, "ours_ms": ours, "host_ms": host, "host_vs_floor": round(host / floor, 2),
-                         "stages_ms": stages, "frames": done, "floor_cpu_ms": ms(floor_cpu / max(count, 1)),
-                         "ours_cpu_ms": ms(ours_cpu / per),
-                         "video_kb": round(videos[0].stat().st_size / 1024) if videos else None,
-                         "floor_kb": round((work / f"floor_{name}.mp4").stat().st_size / 1024)}
-        print(f"  [{kind}] video {task}: {figures[task]}  (load {be.load_average()})", file=sys.stderr, flush=True)
-    return figures
-
-
 # -- the report -------------------------------------------------------------------------------------------------
 def print_report(report: dict) -> None:
     m = report["machine"]
@@ -341,15 +294,7 @@ def print_report(report: dict) -> None:
                   f"{row['complete_beyond']:9.0f} {row['complete_beyond_best']:6.0f} "
                   f"{'met' if row['complete_beyond'] <= 1000 * target else 'MISSED':>7} {part:12.0f}")
     for kind, rows in report.get("video", {}).items():
-        print(f"\nvideo 1280x720 (photo panning), {kind} checkpoints: ms per frame; host = ours - forwards")
-        print(f"{'task':9} {'floor':>6} {'ours':>6} {'host':>6} {'host/floor':>10} {'met':>6} {'CPU floor':>9} "
-              f"{'CPU ours':>8} {'kB':>6} {'floor kB':>8}  stages (per thread, overlapping)")
-        for task, row in rows.items():
-            stages = ", ".join(f"{k} {v:g}" for k, v in row["stages_ms"].items())
-            print(f"{task:9} {row['floor_ms']:6.1f} {row['ours_ms']:6.1f} {row['host_ms']:6.1f} "
-                  f"{row['host_vs_floor']:10.2f} {'met' if row['host_vs_floor'] <= TARGET_VIDEO else 'MISSED':>6} "
-                  f"{row.get('floor_cpu_ms', 0):9.1f} {row.get('ours_cpu_ms', 0):8.1f} "
-                  f"{row['video_kb'] or 0:6d} {row['floor_kb']:8d}  {stages}")
+        print_video(kind, rows, TARGET_VIDEO)
 
 
 def main() -> None:

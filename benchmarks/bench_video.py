@@ -237,8 +237,10 @@ def _sync(device) -> None:
 
 
 # -- the I/O floor --------------------------------------------------------------------------------------------
-def measure_floor(clip: Path, out: Path) -> tuple[int, float]:
-    """(frames, seconds): decode to RGB and encode again with the app's settings, audio copied; no model."""
+def measure_floor(clip: Path, out: Path, drawn: list | None = None) -> tuple[int, float]:
+    """(frames, seconds): decode to RGB and encode again with the app's settings, audio copied; no model.
+    `drawn` (RGB arrays, one a frame, made beforehand): the encoder encodes these in place of the decoded frames
+    (a task's rendered frames cost x264 more than the input's), the input still decoded."""
     import av
 
     started = time.perf_counter()
@@ -249,7 +251,8 @@ def measure_floor(clip: Path, out: Path) -> tuple[int, float]:
         stream.thread_type = "AUTO"  # as the app's reader
         rate = Fraction(stream.average_rate or 24).limit_denominator(1001)
         encoder = sink.add_stream("libx264", rate=rate, options={"crf": CRF, "preset": PRESET})
-        encoder.width, encoder.height, encoder.pix_fmt = stream.width, stream.height, "yuv420p"
+        height, width = drawn[0].shape[:2] if drawn else (stream.height, stream.width)
+        encoder.width, encoder.height, encoder.pix_fmt = width, height, "yuv420p"
         cc = encoder.codec_context
         cc.colorspace = cc.color_primaries = cc.color_trc = cc.color_range = 1  # BT.709 limited, as VideoSink
         audio_in = source.streams.audio[0] if source.streams.audio else None
@@ -262,6 +265,8 @@ def measure_floor(clip: Path, out: Path) -> tuple[int, float]:
                 continue
             for frame in packet.decode():
                 rgb = frame.to_ndarray(format="rgb24")
+                if drawn:
+                    rgb = drawn[count % len(drawn)]
                 picture = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(
                     format="yuv420p", dst_colorspace="ITU709", dst_color_range="MPEG")
                 picture.pts, picture.time_base = count, 1 / rate

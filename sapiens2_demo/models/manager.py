@@ -38,6 +38,7 @@ class LoadedModel:
     device: str = "cpu"
     dtype: Any = None
     compiled: Any = None  # compile.CompileState when compiling was asked for (status, seconds, note)
+    runner: Any = None  # the detector's CPU road, predicting in place of `model` (models/detector_cpu.py)
     # ultralytics predictors keep per-call state, so one YOLO must not predict from two threads at once
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -333,4 +334,11 @@ class ModelManager:
                 f"Pass a local weights file with --detector PATH (or SAPIENS2_DETECTOR)."
             ) from error
         log.info("loaded detector %s on %s", name, self.device)
-        return LoadedModel(model, None, _model_nbytes(model.model), name, self.device)
+        loaded = LoadedModel(model, None, _model_nbytes(model.model), name, self.device)
+        if self.device == "cpu":
+            import torch
+
+            from .detector_cpu import onnx_detector
+
+            loaded.runner = onnx_detector(path, torch.get_num_threads())
+        return loaded

@@ -8,6 +8,7 @@ import cv2
 import numpy as np
 
 from .. import ledger
+from ..models.detector_cpu import threads_kept
 from ..models.manager import CheckpointUnavailable
 from .boxes import clip_boxes, whole_image_box
 
@@ -43,10 +44,11 @@ def detect_people_batch(images: list[np.ndarray], manager, score_threshold: floa
     # ultralytics reads numpy images as BGR (cv2 convention); our images are RGB. OpenCV swaps the channels in
     # 0.15 ms at 1080p where numpy's strided copy took 6.8 (the same bytes)
     bgr = [cv2.cvtColor(np.ascontiguousarray(image[..., :3]), cv2.COLOR_RGB2BGR) for image in images]
-    with loaded.lock:
-        results = loaded.model.predict(bgr[0] if len(bgr) == 1 else bgr, conf=float(score_threshold), iou=float(nms_iou),
-                                       classes=list(classes) if classes is not None else None,
-                                       max_det=300, device=loaded.device, verbose=False)
+    predictor = loaded.runner or loaded.model  # on a CPU, the ONNX export under onnxruntime (models/detector_cpu.py)
+    with loaded.lock, threads_kept():
+        results = predictor.predict(bgr[0] if len(bgr) == 1 else bgr, conf=float(score_threshold), iou=float(nms_iou),
+                                   classes=list(classes) if classes is not None else None,
+                                   max_det=300, device=loaded.device, verbose=False)
     found = _ledgered([torch.cat([r.boxes.xyxy, r.boxes.conf[:, None], r.boxes.cls[:, None]], 1).float()
                        for r in results], images)
     counts = [int(r.boxes.xyxy.shape[0]) for r in results]

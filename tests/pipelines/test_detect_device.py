@@ -17,6 +17,14 @@ BOX_TOLERANCE = 1e-3  # px
 SCORE_TOLERANCE = 1e-6
 
 
+@pytest.fixture(autouse=True)
+def predict_on_torch(monkeypatch):
+    """predict on the torch module, the one the device road runs: on a CPU it would run the ONNX export
+    (models/detector_cpu.py), whose float32 sums round otherwise, and the random weights' tied anchors (240 share
+    the best score) would then be told apart differently by NMS."""
+    monkeypatch.setenv("SAPIENS2_CPU_DETECTOR", "torch")
+
+
 def _second_score(manager, image, classes) -> float:
     """The second-highest score any anchor gets for `image`: as a threshold it keeps the best anchors only (the
     random-weight detector scores by level: 240 anchors of a 1080p frame's letterboxed 640 x 384 share the best)."""

@@ -66,6 +66,21 @@ class _FakeManager:
         return self.loaded
 
 
+def test_the_detector_leaves_torchs_threads_as_they_were(person_image, manager):
+    """ultralytics sets torch's thread count, the whole process's, when its predictor is made (the first predict of
+    a fresh detector, as this manager's): the count the app had must stay, for its other forwards."""
+    from ultralytics.utils import NUM_THREADS
+
+    before = torch.get_num_threads()
+    wanted = NUM_THREADS + 1  # anything but the count ultralytics sets
+    torch.set_num_threads(wanted)
+    try:
+        detect_people(person_image, manager, score_threshold=0.0, classes=None)
+        assert torch.get_num_threads() == wanted
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_detector_filtering_rules():
     # person (0) boxes: two overlapping (IoU > 0.3), one low score, one far; a non-person box (class 2)
     fake = _FakeYolo(xyxy=[[0, 0, 100, 200], [5, 5, 105, 205], [300, 0, 400, 200], [200, 0, 260, 100],
@@ -138,9 +153,21 @@ def test_batching_matches_one_by_one(person_image, manager):
     assert close.mean() > 0.99
 
 
+@pytest.fixture()
+def one_thread():
+    """One intra-op thread: random weights give flat heatmaps where a 1e-7 change moves an argmax, and torch's CPU
+    kernels round by the threads they split the work over (the pipeline's one batch of crops and flipped crops
+    against the reference's two forwards). The test passed in a file run only because an earlier test's detector
+    had left the whole process on one thread (ultralytics' predictor did that until pose/detector.threads_kept)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.mark.parametrize("weights", ["random", "standin"])
 @pytest.mark.parametrize("road", ["host", "device", "host+reference", "device+reference"])
-def test_matches_transformers_post_processing(person_image, weights, road, request, monkeypatch):
+def test_matches_transformers_post_processing(person_image, weights, road, request, monkeypatch, one_thread):
     """The whole pipeline against the transformers recipe: processor crops, flipped forward, post-process; on
     random and stand-in weights, decoded on the host or on the device (forced here on the CPU, as CUDA takes
     it), and with every keypoint map sent down the reference path."""
