@@ -289,7 +289,7 @@ def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np
 
     # a foot on the floor does not slide: a foot keypoint still in the smoother stages' fit holds one place in the
     # last, each frame pulled to the run's mean (the noisy depth would otherwise walk it about)
-    runs = [[]]
+    runs = [None]  # (frame, column, run) per planted sample and each run's length, once the smooth stages are done
     loose = [1.0]  # the data's sigmas are loosened at first (a smooth start), then tightened to their measure
 
     def energy():
@@ -305,8 +305,11 @@ def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np
             e = e + _huber((root[2:] - 2 * root[1:-1] + root[:-2]) * fps * fps / ACCELERATION_SIGMA).sum()
             turn = (turning[2:] - 2 * turning[1:-1] + turning[:-2]) * fps * fps / body.turn_sigma[:, None]
             e = e + _huber(turn).sum()
-        for k, a, b in runs[0]:
-            e = e + ((full[a:b, k] - full[a:b, k].mean(0)) ** 2).sum() / PLANTED_SIGMA ** 2
+        if runs[0] is not None:  # each planted sample against its run's mean place, all runs at once
+            frame, column, run, count = runs[0]
+            held = full[frame, column]
+            mean = torch.zeros(len(count), 3, dtype=DTYPE).index_add(0, run, held) / count[:, None]
+            e = e + ((held - mean[run]) ** 2).sum() / PLANTED_SIGMA ** 2
         ratios = torch.cat([body.log_length[proportioned], body.log_hip[None]]) - proportion
         e = e + (((ratios - ratios.mean()) / PROPORTION_SIGMA) ** 2).sum()  # the person's own size is free
         across = _unit(full[:, at["left_hip"]] - full[:, at["right_hip"]])
@@ -322,7 +325,13 @@ def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np
     for stage, loose[0] in enumerate(STAGES):
         if stage == len(STAGES) - 1:
             with torch.no_grad():
-                runs[0] = [(feet[k], a, b) for k, a, b in planted_runs(body()[:, feet].numpy(), fps)]
+                found = planted_runs(body()[:, feet].numpy(), fps)
+                if found:
+                    frame = np.concatenate([np.arange(a, b) for _, a, b in found])
+                    column = np.concatenate([np.full(b - a, feet[k]) for k, a, b in found])
+                    run = np.repeat(np.arange(len(found)), [b - a for _, a, b in found])
+                    runs[0] = (torch.as_tensor(frame), torch.as_tensor(column), torch.as_tensor(run),
+                               torch.as_tensor([b - a for _, a, b in found], dtype=DTYPE))
         solver = torch.optim.LBFGS(parameters, lr=1, max_iter=iterations // len(STAGES), history_size=20,
                                    line_search_fn="strong_wolfe", tolerance_grad=1e-10, tolerance_change=1e-12)
 
