@@ -46,9 +46,9 @@ MIN_PIXEL_SIGMA = 0.2  # pixels: the least 2D error the fit assumes (its own is 
 MIN_DEPTH_SIGMA = 0.003  # metres: the least depth error about its slow offset
 OFFSET_SIGMA, DRIFT_SIGMA = 0.04, 0.1  # metres, metres/s: the depth offset's size and how fast it drifts
 ACCELERATION_SIGMA = 20.0  # m/s^2: the root's acceleration, most of the time
-ANGULAR_SIGMA = 10.0  # rad/s^2: a limb bone's (or a foot's, a hand's) angular acceleration, most of the time
-TRUNK_SIGMA = 3.0  # rad/s^2: the trunk's (hips, torso, shoulders, head): it turns slower than the limbs do
-TRUNK = ("torso", "shoulder", "head")
+# rad/s^2: a bone's or a rigid part's angular acceleration, most of the time; the trunk's too (a 3 rad/s^2 trunk
+# held back a dancer's or a runner's twist of 14-16 rad/s^2 once the fit had converged)
+ANGULAR_SIGMA = 10.0
 PRIOR_C = 0.5  # the motion prior is quadratic up to this many sigmas, linear beyond
 ROBUST_C = 3.0  # residuals past ~3 sigma weigh less and less (Geman-McClure) ...
 OUTLIER_PIXELS, OUTLIER_DEPTH = 6.0, 0.1  # ... but never nearer than these (pixels, metres): on clean input too
@@ -58,9 +58,10 @@ OUTLIER_PIXELS, OUTLIER_DEPTH = 6.0, 0.1  # ... but never nearer than these (pix
 PROPORTIONS = {"torso": 0.288, "shoulder": 0.10, "upper_arm": 0.186, "forearm": 0.146, "thigh": 0.245,
                "shin": 0.246, "hip": 0.05}
 PROPORTION_SIGMA = 0.08
-ITERATIONS = 300
+ITERATIONS = 400
 DTYPE = torch.float64  # float32 is as accurate on sound input, but its line search can overflow on junk
-STAGES = (8.0, 3.0, 1.0)  # the data's sigmas times these, in turn (a third of the iterations each)
+STAGES = (8.0, 3.0, 1.0)  # the data's sigmas times these, in turn ...
+STAGE_SHARES = (1 / 4, 1 / 4, 1 / 2)  # ... with these shares of the iterations (the last, at the data's own sigmas, longest)
 PLANTED_SIGMA = 0.005  # m: and in the last stage it holds one place while it stays planted
 
 
@@ -171,8 +172,6 @@ class _Body(torch.nn.Module):
         self.direction = torch.nn.Parameter(torch.einsum("tbji,tbj->tbi", frames_of[:, self.palm_of], steps))
         self.length_of = [LENGTHS.index(b[2]) for b in BONES]
         self.sums = torch.as_tensor(_sums(), dtype=DTYPE)
-        trunk = [b[2] in TRUNK for b in BONES] + [True] + [g[2] in TRUNK for g in GROUPS for _ in range(3)]
-        self.turn_sigma = torch.where(torch.as_tensor(trunk), TRUNK_SIGMA, ANGULAR_SIGMA).to(DTYPE)
 
     def forward(self) -> torch.Tensor:
         """(T, len(USED), 3): the keypoints the skeleton uses, in USED's order: the root plus the offsets along
@@ -303,7 +302,7 @@ def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np
         if frames > 2:
             root, turning = body.root, body.turning
             e = e + _huber((root[2:] - 2 * root[1:-1] + root[:-2]) * fps * fps / ACCELERATION_SIGMA).sum()
-            turn = (turning[2:] - 2 * turning[1:-1] + turning[:-2]) * fps * fps / body.turn_sigma[:, None]
+            turn = (turning[2:] - 2 * turning[1:-1] + turning[:-2]) * fps * fps / ANGULAR_SIGMA
             e = e + _huber(turn).sum()
         if runs[0] is not None:  # each planted sample against its run's mean place, all runs at once
             frame, column, run, count = runs[0]
@@ -332,7 +331,7 @@ def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np
                     run = np.repeat(np.arange(len(found)), [b - a for _, a, b in found])
                     runs[0] = (torch.as_tensor(frame), torch.as_tensor(column), torch.as_tensor(run),
                                torch.as_tensor([b - a for _, a, b in found], dtype=DTYPE))
-        solver = torch.optim.LBFGS(parameters, lr=1, max_iter=iterations // len(STAGES), history_size=20,
+        solver = torch.optim.LBFGS(parameters, lr=1, max_iter=round(iterations * STAGE_SHARES[stage]), history_size=20,
                                    line_search_fn="strong_wolfe", tolerance_grad=1e-10, tolerance_change=1e-12)
 
         def closure():

@@ -30,8 +30,8 @@ def _sound(m):
     assert m["id_switches"] == 0 and m["frames_lost"] == 0 and m["height_error"] <= 0.02, m
 
 
-# clean input, measured (seed 0, 1.5 s): walk 0.19 mm, bones 0.04 %; dance (held out) 0.96 mm, 0.1 %; the jump 0.50 mm,
-# 0.1 % (its arm swing was taken for faults at the fit's start: 16 finger and 4 body flips on the whole clip)
+# clean input, measured (seed 0, 1.5 s): walk 0.15 mm, bones 0.05 %; dance 0.53 mm, 0.09 %; the jump 0.36 mm, 0.17 %
+# (its arm swing was once taken for faults at the fit's start: 16 finger and 4 body flips on the whole clip)
 @pytest.mark.parametrize("name", ["walk", "dance", "jump"])
 def test_clean_input_comes_through_within_the_target(name):
     m = _measure(name, noise=False, faults=False)
@@ -42,7 +42,7 @@ def test_clean_input_comes_through_within_the_target(name):
 
 
 def test_a_fast_run_towards_the_camera_clean():
-    # measured 1.5 mm on its first 1.5 s (3.4 before the start stopped taking fast limbs for faults), bones 0.6 %
+    # measured 1.4 mm on its first 1.5 s (3.4 before the start stopped taking fast limbs for faults), bones 0.4 %
     m = _measure("run", noise=False, faults=False)
     _sound(m)
     assert m["mpjpe_mm"] <= CLEAN_MM and m["bone_error_pct"] <= BONE_PCT and m["body_jumps_90"] == 0, m
@@ -51,16 +51,16 @@ def test_a_fast_run_towards_the_camera_clean():
 def test_a_spin_with_the_arms_out_clean_turns_no_joint_over():
     # the arms reach towards the camera as they go round: the lift drops them to their rays, and the fit keeps the
     # depth read there (without it: 10 body and 21 finger rotations > 90 degrees between frames, 7.9 mm on the
-    # whole clip); measured on the first 1.5 s: 2.8 mm (over the 2 mm target), bones 0.7 %, no flip
+    # whole clip); measured on the first 1.5 s: 1.83 mm, bones 0.3 %, no flip (2.8 mm, over the target, while the
+    # trunk's motion prior was 3 rad/s^2 and the loose stages took two thirds of the iterations)
     m = _measure("spin", noise=False, faults=False)
     _sound(m)
     assert m["body_jumps_90"] == 0 and m["finger_jumps_90"] == 0 and m["euler_flips"] == 0, m
-    assert m["mpjpe_mm"] <= 3.2 and m["bone_error_pct"] <= BONE_PCT and m["finger_steps"] > 0, m
+    assert m["mpjpe_mm"] <= CLEAN_MM and m["bone_error_pct"] <= BONE_PCT and m["finger_steps"] > 0, m
 
 
 def test_walk_under_noise_and_faults():
-    # measured 12.1 mm on its first 1.5 s (target 12; the whole clip 11.9, last turn's road 9.4), swap frames 1.2x
-    # their baseline
+    # measured 12.3 mm on its first 1.5 s (target 12; the whole clip 11.1), swap frames 1.5x their baseline
     m = _measure("walk")
     _sound(m)
     assert m["mpjpe_mm"] <= 13.5 and m["swap_error_mm"] <= 2 * m["baseline_error_mm"], m
@@ -68,11 +68,11 @@ def test_walk_under_noise_and_faults():
 
 
 def test_walk_under_the_heavy_error_model():
-    # Student t 2D error and drifting depth, the whole clip (its drift needs the 3 s): measured 22.3 mm (target 15;
-    # last turn's road 23.1; 21.9 with one foot and palm shape for both sides and the planted feet held in place)
+    # Student t 2D error and drifting depth, the whole clip (its drift needs the 3 s): measured 20.0 mm (target 15;
+    # the first fit 22.3, the road before it 23.1)
     m = _measure("walk", faults=False, heavy=True, seconds=None)
     _sound(m)
-    assert m["mpjpe_mm"] <= 23.0 and m["body_jumps_90"] == 0, m
+    assert m["mpjpe_mm"] <= 21.0 and m["body_jumps_90"] == 0, m
 
 
 def test_rotation_orders_round_trip_and_stay_continuous():
@@ -130,8 +130,8 @@ def test_the_table_names_the_targets_a_run_misses():
 
 def test_a_standing_person_s_feet_hold_under_the_heavy_error_model():
     # the arms clip stands still on both feet for 3 s while each keypoint's depth drifts (the heavy model): the fit
-    # holds a foot planted over half a second in one place; measured 4.9 mm of slide (target 10; 31.4 when a
-    # planted foot's speed was only penalised frame by frame, where noise alone looks like a step)
+    # holds a foot planted over half a second in one place; measured 4.4 mm of slide (target 10; 31.4 when a
+    # planted foot's speed was only penalised frame by frame, where noise alone looks like a step), bones 2.5 %
     m = _measure("arms", faults=False, heavy=True, seconds=None)
     _sound(m)
-    assert m["foot_slide_mm"] <= 10.0 and m["bone_error_pct"] <= 6.0, m
+    assert m["foot_slide_mm"] <= 10.0 and m["bone_error_pct"] <= BONE_PCT, m
