@@ -21,7 +21,7 @@ from ..util import ArrayMemo
 NEAR_LIMIT_M = 0.1
 FAR_LIMIT_M = 250.0
 PERCENTILES = (1.0, 99.0)
-SUMMARY_PERCENTILES = (1.0, 50.0, 99.0)  # an image answer's summary (tasks/summary.py); its bounds are the ends
+SUMMARY_PERCENTILES = (PERCENTILES[0], 50.0, PERCENTILES[1])  # an image answer's summary: the bounds and the median
 BACKGROUND = (100, 100, 100)
 
 

@@ -41,9 +41,9 @@ def summarize(result, image_hw: tuple[int, int]) -> dict:
     elif isinstance(result, PointmapResult):
         summary.update(person_percent=_percent(result.mask, pixels),
                        focal_length_px_at_model_input=round(float(result.focal_length), 1))
-        from ..render.depth import depth_percentiles
+        from ..render.depth import SUMMARY_PERCENTILES, depth_percentiles
 
-        percentiles = depth_percentiles(result, (1, 50, 99), result.mask)
+        percentiles = depth_percentiles(result, SUMMARY_PERCENTILES, result.mask)  # the render asked for these too
         if percentiles is not None:
             low, median, high = percentiles
             summary["depth_m"] = {"p1": round(float(low), 3), "median": round(float(median), 3),
