@@ -89,6 +89,9 @@ def _tree() -> tuple[list, list, list]:
 
 BONES, GROUPS, USED = _tree()
 LENGTHS = sorted({b[2] for b in BONES})
+_PROPORTIONED = torch.as_tensor([LENGTHS.index(n) for n in PROPORTIONS if n != "hip"])  # then the hips' half width
+_LOG_PROPORTIONS = torch.log(torch.as_tensor([PROPORTIONS[n] for n in PROPORTIONS if n != "hip"] + [PROPORTIONS["hip"]],
+                                             dtype=DTYPE))
 
 
 def _unit(v: torch.Tensor) -> torch.Tensor:
@@ -309,7 +312,7 @@ def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np
             held = full[frame, column]
             mean = torch.zeros(len(count), 3, dtype=DTYPE).index_add(0, run, held) / count[:, None]
             e = e + ((held - mean[run]) ** 2).sum() / PLANTED_SIGMA ** 2
-        ratios = torch.cat([body.log_length[proportioned], body.log_hip[None]]) - proportion
+        ratios = torch.cat([body.log_length[_PROPORTIONED], body.log_hip[None]]) - _LOG_PROPORTIONS
         e = e + (((ratios - ratios.mean()) / PROPORTION_SIGMA) ** 2).sum()  # the person's own size is free
         across = _unit(full[:, at["left_hip"]] - full[:, at["right_hip"]])
         for hip, knee, ankle in knees:  # the shin turns backwards about the hips' axis, never forwards
@@ -317,9 +320,6 @@ def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np
             e = e + 100 * (torch.relu(-(bend * across).sum(-1) - 0.05) ** 2).sum()
         return e
 
-    proportioned = torch.as_tensor([LENGTHS.index(n) for n in PROPORTIONS if n != "hip"])
-    proportion = torch.log(torch.as_tensor([PROPORTIONS[n] for n in PROPORTIONS if n != "hip"] + [PROPORTIONS["hip"]],
-                                           dtype=DTYPE))
     parameters = list(body.parameters()) + [offset]
     for stage, loose[0] in enumerate(STAGES):
         if stage == len(STAGES) - 1:
