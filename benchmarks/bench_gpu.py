@@ -44,6 +44,7 @@ import bench_video  # noqa: E402
 
 TASKS = bench_video.TASKS
 TARGET_BEYOND_S = 0.3  # issue 10: per request, beyond the forward, every image endpoint, this CPU
+TARGET_REQUEST_X = 1.3  # issue 37: an image request on a GPU, against its forwards
 ENDPOINTS = {"pose": "/pose", "seg": "/segment", "normal": "/normals", "pointmap": "/pointmap",
              "matting": "/matting", "all": "/all"}
 
@@ -70,6 +71,7 @@ class ForwardClock:
         self._starts: dict = {}
         self._hooked: set[int] = set()
         self._lock = threading.Lock()
+        self.calls: list[str] = []  # what each forward since the last take() was given: shape, dtype, ms
 
     def attach_all(self, manager, tasks) -> None:
         from sapiens2_demo.models.registry import checkpoint
@@ -83,8 +85,8 @@ class ForwardClock:
     def attach(self, module) -> None:
         if id(module) not in self._hooked:
             self._hooked.add(id(module))
-            module.register_forward_pre_hook(self._pre)
-            module.register_forward_hook(self._post)
+            module.register_forward_pre_hook(self._pre, with_kwargs=True)
+            module.register_forward_hook(self._post, with_kwargs=True)
 
     def _sync(self):
         if self.cuda:
@@ -92,30 +94,36 @@ class ForwardClock:
 
             torch.cuda.synchronize()
 
-    def _pre(self, module, args):
+    def _pre(self, module, args, kwargs):
         self._sync()
         self._starts[(id(module), threading.get_ident())] = time.perf_counter()
 
-    def _post(self, module, args, output):
+    def _post(self, module, args, kwargs, output):
         self._sync()
-        started = self._starts.pop((id(module), threading.get_ident()))
+        elapsed = time.perf_counter() - self._starts.pop((id(module), threading.get_ident()))
+        given = kwargs.get("pixel_values", args[0] if args else None)
+        shape = "x".join(map(str, getattr(given, "shape", ()))) or type(given).__name__
+        dtype = str(getattr(given, "dtype", "")).replace("torch.", "")
         with self._lock:
-            self.seconds += time.perf_counter() - started
+            self.seconds += elapsed
+            self.calls.append(f"{type(module).__name__.removeprefix('Sapiens2')} {shape} {dtype} {1000 * elapsed:.1f}")
 
     def take(self) -> float:
         with self._lock:
-            seconds, self.seconds = self.seconds, 0.0
+            seconds, self.seconds, self.calls = self.seconds, 0.0, []
         return seconds
 
 
 def detector_network(manager):
     """The network ultralytics runs: its predictor deep-copies the YOLO model at the first predict, so hook
-    that copy (set up here with a blank image when no request has run yet)."""
+    that copy (set up here with a blank image when no request has run yet). On a CPU that is the ONNX export's
+    runner (models/detector_cpu.py), whose backend module wraps the onnxruntime session."""
     import numpy as np
 
     from sapiens2_demo.pose.detector import find_people
 
-    yolo = manager.get_detector().model
+    loaded = manager.get_detector()
+    yolo = loaded.runner or loaded.model
     if getattr(yolo, "predictor", None) is None:
         find_people(np.zeros((64, 64, 3), np.uint8), manager)
     return yolo.predictor.model
@@ -189,14 +197,23 @@ def bench_forward(managers, tasks, batches, args) -> None:
 
 # -- 2. end-to-end through the task functions --------------------------------------------------------------------
 def task_function(task: str):
+    """The request as the tab streams it: a generator of outputs (the render first, then the complete answer)."""
     import functools
 
     from sapiens2_demo import tasks
     from sapiens2_demo.jobs import image
 
     if task == "all":
-        return image.all_tasks
-    return functools.partial(image.run_task, task=tasks.get(task).name)
+        return image.stream_all
+    return functools.partial(image.stream_task, task=tasks.get(task).name)
+
+
+def timed_request(fn, ctx, image, run_dir) -> tuple[float, float, object]:
+    """(seconds to the first output: the render on the page, seconds to the complete answer, that answer)."""
+    started, shown, out = time.perf_counter(), None, None
+    for out in fn(ctx, image, run_dir=run_dir):
+        shown = shown or time.perf_counter() - started
+    return shown, time.perf_counter() - started, out
 
 
 def bench_task_functions(managers, tasks, images, args, work: Path) -> None:
@@ -204,9 +221,11 @@ def bench_task_functions(managers, tasks, images, args, work: Path) -> None:
     from sapiens2_demo.jobs.outputs import OutputStore
     from sapiens2_demo.media.image import load_image
 
-    print(f"\n== 2. end-to-end per 1080p image through the task functions (tasks.<task> on a loaded image; median of "
-          f"{args.repeat}, full-size on the CPU: 1)")
-    print(f"{'size':6} {'task':9} {'e2e ms':>9} {'forward ms':>11} {'beyond ms':>10} {'not forward':>12}")
+    print(f"\n== 2. end-to-end per 1080p image through the task functions (jobs.image.stream_task on a loaded image; "
+          f"median of {args.repeat}, full-size on the CPU: 1). e2e: the complete answer (downloads written); shown: the "
+          f"render's first output; target (issue 37, GPU): a request <= {TARGET_REQUEST_X}x its forwards")
+    print(f"{'size':6} {'task':9} {'e2e ms':>9} {'forward ms':>11} {'beyond ms':>10} {'not forward':>12} "
+          f"{'shown ms':>9} {'shown/fwd':>10} {'e2e/fwd':>8}")
     for size, manager in managers.items():
         ctx = AppContext(manager=manager, outputs=OutputStore(work / f"outputs_{size}"))
         clock = ForwardClock(manager.device)
@@ -220,26 +239,32 @@ def bench_task_functions(managers, tasks, images, args, work: Path) -> None:
             for i in range(1 if slow else args.repeat + 1):  # the first call (warm-up) is not counted
                 clock.take()
                 image = load_image(images.next())
-                started = time.perf_counter()
-                fn(ctx, image, run_dir=ctx.outputs.new_run_dir(None))
-                rows.append((time.perf_counter() - started, clock.take()))
-            print_split(f"{size:6} {task:9}", rows if slow else rows[1:])
+                shown, complete, _ = timed_request(fn, ctx, image, ctx.outputs.new_run_dir(None))
+                calls = list(clock.calls)
+                rows.append((complete, clock.take(), shown))
+            rows = rows if slow else rows[1:]
+            shown = statistics.median(r[2] for r in rows)
+            print_split(f"{size:6} {task:9}", rows, lambda _, fwd, e2e, shown=shown: (
+                f" {1000 * shown:9.0f} {shown / fwd if fwd else float('nan'):9.2f}x "
+                f"{e2e / fwd if fwd else float('nan'):7.2f}x"))
+            print(f"{'':16} the last request's forwards (input, ms): {'; '.join(calls)}")
 
 
-def print_split(label: str, rows, suffix=lambda beyond: "") -> float:
+def print_split(label: str, rows, suffix=lambda beyond, fwd, e2e: "") -> float:
     """Print median end-to-end, forward, beyond-the-forward (per call, then the median) and the share;
     returns the beyond seconds."""
     e2e = statistics.median(r[0] for r in rows)
     fwd = statistics.median(r[1] for r in rows)
     beyond = statistics.median(r[0] - r[1] for r in rows)
     print(f"{label} {1000 * e2e:9.0f} {1000 * fwd:11.1f} {1000 * beyond:10.0f} {beyond / e2e:11.0%}"
-          f"{suffix(beyond)}", flush=True)
+          f"{suffix(beyond, fwd, e2e)}", flush=True)
     return beyond
 
 
 def profile_handlers(manager, tasks, images, work: Path) -> None:
-    """cProfile of what an image request runs in the app, minus gradio: load_image -> tasks.<task> ->
-    the display files (ui.app._as_display_files), one warm call per task; top 15 by own time."""
+    """cProfile of what an image request runs in the app, minus gradio: load_image -> the job's stream (render,
+    then downloads) -> the display files (ui.common.as_display_files, where gradio is installed), one warm call per
+    task; top 15 by own time, then our own functions by cumulative time. The downloads' writer thread is not in it."""
     import cProfile
     import io
     import pstats
@@ -247,8 +272,11 @@ def profile_handlers(manager, tasks, images, work: Path) -> None:
     from sapiens2_demo.jobs.image import AppContext
     from sapiens2_demo.jobs.outputs import OutputStore
     from sapiens2_demo.media.image import load_image
-    from sapiens2_demo.ui.common import as_display_files as _as_display_files
 
+    try:
+        from sapiens2_demo.ui.common import as_display_files
+    except ImportError:  # a lent GPU machine without gradio: the display copies are left out
+        as_display_files = None
     ctx = AppContext(manager=manager, outputs=OutputStore(work / "outputs_profile"))
     for task in tasks:
         fn = task_function(task)
@@ -257,17 +285,21 @@ def profile_handlers(manager, tasks, images, work: Path) -> None:
             path = images.next()
             loaded = load_image(str(path))
             run_dir = ctx.outputs.new_run_dir(None)
-            _as_display_files(fn(ctx, loaded, run_dir=run_dir), run_dir, loaded, str(path))
+            for out in fn(ctx, loaded, run_dir=run_dir):
+                if as_display_files is not None:
+                    as_display_files(out, run_dir, loaded, str(path))
 
         handler()  # warm: models loaded, first-call costs paid
         profile = cProfile.Profile()
         profile.enable()
         handler()
         profile.disable()
-        text = io.StringIO()
-        pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(15)
-        print(f"\n-- cProfile, {task} request minus gradio (load_image + tasks + display files), top 15 by own time:")
-        print("\n".join(line for line in text.getvalue().splitlines()[4:] if line.strip()), flush=True)
+        shown = "load_image + job + display files" if as_display_files else "load_image + job (no gradio: no display files)"
+        for order, title, restrict in (("tottime", "own time", ()), ("cumulative", "cumulative time, ours", ("sapiens2_demo",))):
+            text = io.StringIO()
+            pstats.Stats(profile, stream=text).sort_stats(order).print_stats(*restrict, 15)
+            print(f"\n-- cProfile, {task} request minus gradio ({shown}), top 15 by {title}:")
+            print("\n".join(line for line in text.getvalue().splitlines()[4:] if line.strip()), flush=True)
 
 
 # -- 3. through gradio_client -----------------------------------------------------------------------------------
@@ -312,7 +344,7 @@ def bench_app(ckpts, tasks, images, args) -> None:
                     started = time.perf_counter()
                     client.predict(handle_file(str(path)), api_name=ENDPOINTS[task])
                     rows.append((time.perf_counter() - started, clock.take()))
-                beyond = print_split(f"{ENDPOINTS[task]:10} {mode:13}", rows[1:], verdict)
+                beyond = print_split(f"{ENDPOINTS[task]:10} {mode:13}", rows[1:], lambda beyond, *_: verdict(beyond))
                 if beyond > TARGET_BEYOND_S:
                     misses.append(f"{ENDPOINTS[task]} ({mode})")
             if hasattr(client, "close"):

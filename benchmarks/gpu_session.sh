@@ -3,8 +3,8 @@
 # machine's own Python, then the video, request and profile benchmarks, each under its own time limit, each log
 # under $OUT as it goes (what finished comes back even when the lease ends mid-run). Run from the repo root:
 #   device run: bash benchmarks/gpu_session.sh     (carry: [".whl"], the wheels GPU.md lists)
-# Limits in seconds: VIDEO_S (default 240), REQUESTS_S (90), PROFILE_S (120); TASKS (pose,seg,normal,pointmap),
-# PROFILE_TASKS (pose,seg). A fresh machine costs 1-2 minutes to start and every full-size model compiles once.
+# Limits in seconds: REQUESTS_S (default 200), VIDEO_S (220), PROFILE_S (90); REQUEST_TASKS and TASKS
+# (pose,seg,normal,pointmap), PROFILE_TASKS (pose,seg). A fresh machine costs 1-2 minutes to start and every full-size model compiles once.
 # A dry run here, before a lease (every command's flags and plumbing, on tiny checkpoints, a minute or two):
 #   INSTALL=0 PY=.venv/bin/python DEVICE=cpu FULL=0 FRAMES=8 bash benchmarks/gpu_session.sh
 set -u
@@ -24,9 +24,9 @@ run() {  # name, limit, command...: the log under $OUT, its tail here
   timeout "$limit" "$@" > "$OUT/$name.txt" 2>&1
   echo "== $name rc=$?"; grep -v "Loading weights\|Writing model\|^wrote " "$OUT/$name.txt" | tail -"${TAIL:-40}"
 }
-run video "${VIDEO_S:-240}" $PY benchmarks/bench_video.py --device "$DEVICE" $FULLSIZE --frames "$FRAMES" \
+run requests "${REQUESTS_S:-200}" $PY benchmarks/bench_gpu.py --device "$DEVICE" --sizes "$SIZES" --compile --skip-app \
+  --skip-video --tasks "${REQUEST_TASKS:-pose,seg,normal,pointmap}" --batches 1 --repeat 3 --forward-repeat 5
+run video "${VIDEO_S:-220}" $PY benchmarks/bench_video.py --device "$DEVICE" $FULLSIZE --frames "$FRAMES" \
   --tasks "${TASKS:-pose,seg,normal,pointmap}" --no-sequential --breakdown
-run requests "${REQUESTS_S:-90}" $PY benchmarks/bench_gpu.py --device "$DEVICE" --sizes "$SIZES" --compile --skip-app \
-  --skip-video --tasks pose --repeat 3 --forward-repeat 5
-run profile "${PROFILE_S:-120}" $PY benchmarks/profile_video.py --device "$DEVICE" $FULLSIZE --frames "$FRAMES" \
+run profile "${PROFILE_S:-90}" $PY benchmarks/profile_video.py --device "$DEVICE" $FULLSIZE --frames "$FRAMES" \
   --tasks "${PROFILE_TASKS:-pose,seg}"

@@ -16,7 +16,6 @@ and the mesh's vertices, matting's 8-bit PNGs), so no float32 map crosses; the n
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 import threading
 from collections import OrderedDict
@@ -28,28 +27,12 @@ from ..models.inference import forward, image_size, input_size, preprocess, uplo
 from ..models.manager import ModelManager
 from ..models.registry import checkpoint
 from ..results import NORMAL_CODE, UNIT_CODE, CodedMap, MattingResult, NormalsResult, PointmapResult, SegmentationResult
-from ..util import ArrayMemo
+from ..util import content_digest
 from . import device_post
 from .device_post import use_device_post
 from .postprocess import postprocess_matting, postprocess_normals, postprocess_pointmap, upsample_labels
 
 Frames = list[np.ndarray]
-
-
-_DIGESTS = ArrayMemo()
-
-
-def content_digest(image: np.ndarray) -> str:
-    """blake2b of an image's pixels and shape, computed once per image object: an All-tasks request keys the
-    cache six times with one image (6.7 ms each at 1080p on an AMD EPYC). Kept while the array lives and holds the
-    same bytes (util.ArrayMemo: a crc32, 0.1 ms at 1080p, tells a change in place, which hashes again)."""
-
-    def digest() -> str:
-        hashed = hashlib.blake2b(np.ascontiguousarray(image).data, digest_size=16)
-        hashed.update(repr(image.shape).encode())
-        return hashed.hexdigest()
-
-    return _DIGESTS.get((image,), digest)
 
 
 class SegmentationCache:

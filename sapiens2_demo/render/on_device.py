@@ -14,6 +14,7 @@ from functools import lru_cache
 import numpy as np
 
 from .. import ledger
+from ..util import content_digest
 from .depth import FAR_LIMIT_M, NEAR_LIMIT_M, PERCENTILES, DepthBounds, colormap_lut
 from .frames import DEPTH_SMOOTHING
 from .matting import cover_resize
@@ -83,7 +84,7 @@ def _background(annotator, image_hw: tuple[int, int], device):
     the same float32 division as the host's."""
     if annotator.mode == "transparent":
         raise ValueError("A transparent matte has no opaque picture to draw; draw it on the host.")
-    what = annotator.colour if annotator.mode != "image" else _digest(annotator.image)
+    what = annotator.colour if annotator.mode != "image" else content_digest(annotator.image)
     key = (what, tuple(image_hw), str(device), ledger.active() is not None)
     if key not in _BACKGROUNDS:
         pixels = np.asarray(annotator.colour, np.uint8) if annotator.mode != "image" else \
@@ -93,12 +94,6 @@ def _background(annotator, image_hw: tuple[int, int], device):
             _BACKGROUNDS.popitem(last=False)
     _BACKGROUNDS.move_to_end(key)
     return _BACKGROUNDS[key].float() / 255.0
-
-
-def _digest(image) -> str:
-    import hashlib
-
-    return hashlib.blake2b(np.ascontiguousarray(image).data, digest_size=16).hexdigest() + repr(image.shape)
 
 
 def depth(annotator, points, mask=None):

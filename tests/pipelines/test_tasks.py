@@ -7,6 +7,7 @@ import zipfile
 import numpy as np
 import pytest
 
+from sapiens2_demo import util
 from sapiens2_demo.jobs import image as image_jobs
 from sapiens2_demo.jobs.outputs import OutputStore
 from sapiens2_demo.media.image import load_image
@@ -82,15 +83,15 @@ def test_cache_is_bounded_and_keyed_by_content_and_checkpoint():
 
 
 def _count_digests(monkeypatch):
-    """Counts the blake2b digests the cache's keys compute."""
+    """Counts the pixel hashes the cache's keys compute."""
     made = []
-    real = dense.hashlib.blake2b
+    real = util._pixel_hash
 
     def counting(*args, **kwargs):
         made.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(dense.hashlib, "blake2b", counting)
+    monkeypatch.setattr(util, "_pixel_hash", counting)
     return made
 
 
