@@ -64,9 +64,12 @@ def median_filled(points: np.ndarray, seen: np.ndarray) -> np.ndarray:
 
     out = np.full_like(points, np.nan)
     hips = [index["left_hip"], index["right_hip"]]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        pelvis = fill(np.nanmean(filtered[:, hips], axis=1))
+    # the mid-hip point where both hips are seen, interpolated between (one hip alone is half a hip width off it)
+    pelvis = fill(filtered[:, hips].mean(axis=1))
+    if pelvis is None:  # never both at once: one hip's place will do
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            pelvis = fill(np.nanmean(filtered[:, hips], axis=1))
     if pelvis is None:
         raise ValueError("the hips and neck were never placed in 3D")
     for k in range(points.shape[1]):
