@@ -3,7 +3,8 @@
 # machine's own Python, then the video, request and profile benchmarks, each under its own time limit, each log
 # under $OUT as it goes (what finished comes back even when the lease ends mid-run). Run from the repo root:
 #   device run: bash benchmarks/gpu_session.sh     (carry: [".whl"], the wheels GPU.md lists)
-# Limits in seconds: REQUESTS_S (default 200), VIDEO_S (220), PROFILE_S (90); REQUEST_TASKS and TASKS
+# Limits in seconds: REQUESTS_S (default 200), VIDEO_S (220), REQUESTS_PROFILE_S (50: cProfile of one request a task on the
+# tiny checkpoints, the host's work being the same), PROFILE_S (90); REQUEST_TASKS and TASKS
 # (pose,seg,normal,pointmap), PROFILE_TASKS (pose,seg). A fresh machine costs 1-2 minutes to start and every full-size model compiles once.
 # A dry run here, before a lease (every command's flags and plumbing, on tiny checkpoints, a minute or two):
 #   INSTALL=0 PY=.venv/bin/python DEVICE=cpu FULL=0 FRAMES=8 bash benchmarks/gpu_session.sh
@@ -28,5 +29,7 @@ run requests "${REQUESTS_S:-200}" $PY benchmarks/bench_gpu.py --device "$DEVICE"
   --skip-video --tasks "${REQUEST_TASKS:-pose,seg,normal,pointmap}" --batches 1 --repeat 3 --forward-repeat 5
 run video "${VIDEO_S:-220}" $PY benchmarks/bench_video.py --device "$DEVICE" $FULLSIZE --frames "$FRAMES" \
   --tasks "${TASKS:-pose,seg,normal,pointmap}" --no-sequential --breakdown
+run requests_profile "${REQUESTS_PROFILE_S:-50}" $PY benchmarks/bench_gpu.py --device "$DEVICE" --sizes tiny --profile \
+  --tasks "${REQUEST_TASKS:-pose,seg,normal,pointmap}"
 run profile "${PROFILE_S:-90}" $PY benchmarks/profile_video.py --device "$DEVICE" $FULLSIZE --frames "$FRAMES" \
   --tasks "${PROFILE_TASKS:-pose,seg}"
