@@ -16,8 +16,10 @@ Energy (each term a residual over its expected size, squared; L-BFGS in float64,
   never loosened, lets go);
   both sigmas are the data's own (`noise_scale`): clean input is fitted to the pixel, noisy input smoothed;
 - acceleration priors, not velocity: the root's, and each bone's and rigid part's angular acceleration (a
-  finger's in its palm's frame), Huber so a sharp turn the data insist on passes while jitter does not; they also
-  fill the frames a keypoint was not seen (an occlusion, an exit) from the frames around them;
+  finger's in its palm's frame), Huber so a sharp turn the data insist on passes while jitter does not, and in
+  the last stage each part's own scale where it turns fast (measured on the smooth stages' fit: a runner's legs
+  are not held to a stroller's); they also fill the frames a keypoint was not seen (an occlusion, an exit) from
+  the frames around them;
 - a planted foot: a foot keypoint still over half a second in the first stages' fit (clip_data.planted_runs)
   holds one place in the last while it stays still (each frame pulled to the run's mean), so drifting depth does
   not make it slide;
@@ -49,6 +51,10 @@ ACCELERATION_SIGMA = 20.0  # m/s^2: the root's acceleration, most of the time
 # rad/s^2: a bone's or a rigid part's angular acceleration, most of the time; the trunk's too (a 3 rad/s^2 trunk
 # held back a dancer's or a runner's twist of 14-16 rad/s^2 once the fit had converged)
 ANGULAR_SIGMA = 10.0
+# ... and in the last stage each one's own where it turns faster: the upper quartile of its angular acceleration in
+# the smooth stages' fit, up to ANGULAR_MAX (a runner's legs, a dancer's arms: 20-50 rad/s^2; a weaker prior
+# there let the run under noise come 19.9 -> 14-16 mm; never stronger than ANGULAR_SIGMA: noise would set it)
+ANGULAR_QUANTILE, ANGULAR_MAX = 0.75, 50.0
 PRIOR_C = 0.5  # the motion prior is quadratic up to this many sigmas, linear beyond
 ROBUST_C = 3.0  # residuals past ~3 sigma weigh less and less (Geman-McClure) ...
 OUTLIER_PIXELS, OUTLIER_DEPTH = 6.0, 0.1  # ... but never nearer than these (pixels, metres): on clean input too
@@ -92,6 +98,34 @@ LENGTHS = sorted({b[2] for b in BONES})
 _PROPORTIONED = torch.as_tensor([LENGTHS.index(n) for n in PROPORTIONS if n != "hip"])  # then the hips' half width
 _LOG_PROPORTIONS = torch.log(torch.as_tensor([PROPORTIONS[n] for n in PROPORTIONS if n != "hip"] + [PROPORTIONS["hip"]],
                                              dtype=DTYPE))
+
+
+def _turning_seen(available: torch.Tensor) -> torch.Tensor:
+    """(T, M) whether each of the body's turning vectors (`_Body.turning`'s rows: each bone's direction, the hips'
+    line, three per rigid part) was seen in each frame: its keypoints lifted (a bone's two ends, a part's anchor
+    and two of its members at least)."""
+    at = {k: i for i, k in enumerate(USED)}
+
+    def seen(name):
+        return available[:, [at["left_hip"], at["right_hip"]]].all(1) if name == "pelvis" else available[:, at[name]]
+
+    bones = [seen(child) & seen(parent) for child, parent, _ in BONES]
+    parts = [seen(anchor) & (available[:, [at[m] for m in members]].sum(1) >= 2)
+             for anchor, members, *_ in GROUPS for _ in range(3)]
+    return torch.stack(bones + [seen("pelvis")] + parts, 1)
+
+
+def _own_angular_sigmas(turning: torch.Tensor, available: torch.Tensor, fps: float) -> torch.Tensor:
+    """(T - 2, M, 1) each turning vector's angular acceleration scale for the last stage: where it was seen (three
+    frames running), ANGULAR_QUANTILE of its own over those frames, between ANGULAR_SIGMA and ANGULAR_MAX; where it
+    was not, ANGULAR_SIGMA (what fills a gap is the generic prior, not a speed measured elsewhere: a hand hidden
+    behind someone, held to its arm's swing, followed the cover's depth 8 cm instead of 6)."""
+    acc = ((turning[2:] - 2 * turning[1:-1] + turning[:-2]) * fps * fps).norm(dim=-1)  # (T - 2, M)
+    seen = _turning_seen(available)
+    seen = seen[2:] & seen[1:-1] & seen[:-2]
+    scale = torch.nanquantile(torch.where(seen, acc, torch.nan), ANGULAR_QUANTILE, dim=0)
+    scale = torch.nan_to_num(scale, nan=ANGULAR_SIGMA).clamp(ANGULAR_SIGMA, ANGULAR_MAX)
+    return torch.where(seen, scale, torch.as_tensor(ANGULAR_SIGMA, dtype=scale.dtype))[..., None]
 
 
 def _unit(v: torch.Tensor) -> torch.Tensor:
@@ -293,6 +327,7 @@ def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np
     # last, each frame pulled to the run's mean (the noisy depth would otherwise walk it about)
     runs = [None]  # (frame, column, run) per planted sample and each run's length, once the smooth stages are done
     loose = [1.0]  # the data's sigmas are loosened at first (a smooth start), then tightened to their measure
+    angular = [ANGULAR_SIGMA]  # then each rotating part's own (ANGULAR_QUANTILE), in the last stage
 
     def energy():
         full = body()
@@ -305,7 +340,7 @@ def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np
         if frames > 2:
             root, turning = body.root, body.turning
             e = e + _huber((root[2:] - 2 * root[1:-1] + root[:-2]) * fps * fps / ACCELERATION_SIGMA).sum()
-            turn = (turning[2:] - 2 * turning[1:-1] + turning[:-2]) * fps * fps / ANGULAR_SIGMA
+            turn = (turning[2:] - 2 * turning[1:-1] + turning[:-2]) * fps * fps / angular[0]
             e = e + _huber(turn).sum()
         if runs[0] is not None:  # each planted sample against its run's mean place, all runs at once
             frame, column, run, count = runs[0]
@@ -324,7 +359,10 @@ def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np
     for stage, loose[0] in enumerate(STAGES):
         if stage == len(STAGES) - 1:
             with torch.no_grad():
-                found = planted_runs(body()[:, feet].numpy(), fps)
+                fitted = body()
+                if frames > 2:
+                    angular[0] = _own_angular_sigmas(body.turning, torch.as_tensor(available), fps)
+                found = planted_runs(fitted[:, feet].numpy(), fps)
                 if found:
                     frame = np.concatenate([np.arange(a, b) for _, a, b in found])
                     column = np.concatenate([np.full(b - a, feet[k]) for k, a, b in found])
