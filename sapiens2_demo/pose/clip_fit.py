@@ -53,7 +53,7 @@ ACCELERATION_SIGMA = 20.0  # m/s^2: the root's acceleration, most of the time
 ANGULAR_SIGMA = 10.0
 # ... and in the last stage each one's own where it turns faster: the upper quartile of its angular acceleration in
 # the smooth stages' fit, up to ANGULAR_MAX (a runner's legs, a dancer's arms: 20-50 rad/s^2; a weaker prior
-# there let the run under noise come 19.9 -> 14-16 mm; never stronger than ANGULAR_SIGMA: noise would set it)
+# there let the run under noise come 19.9 -> 17.0 mm; never stronger than ANGULAR_SIGMA: noise would set it)
 ANGULAR_QUANTILE, ANGULAR_MAX = 0.75, 50.0
 PRIOR_C = 0.5  # the motion prior is quadratic up to this many sigmas, linear beyond
 ROBUST_C = 3.0  # residuals past ~3 sigma weigh less and less (Geman-McClure) ...
@@ -119,7 +119,7 @@ def _own_angular_sigmas(turning: torch.Tensor, available: torch.Tensor, fps: flo
     """(T - 2, M, 1) each turning vector's angular acceleration scale for the last stage: where it was seen (three
     frames running), ANGULAR_QUANTILE of its own over those frames, between ANGULAR_SIGMA and ANGULAR_MAX; where it
     was not, ANGULAR_SIGMA (what fills a gap is the generic prior, not a speed measured elsewhere: a hand hidden
-    behind someone, held to its arm's swing, followed the cover's depth 8 cm instead of 6)."""
+    behind someone, held to its arm's swing, followed the cover's depth: 8.3 cm off instead of 7.7)."""
     acc = ((turning[2:] - 2 * turning[1:-1] + turning[:-2]) * fps * fps).norm(dim=-1)  # (T - 2, M)
     seen = _turning_seen(available)
     seen = seen[2:] & seen[1:-1] & seen[:-2]
