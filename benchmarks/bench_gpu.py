@@ -294,11 +294,11 @@ def profile_handlers(manager, tasks, images, work: Path) -> None:
         profile.enable()
         handler()
         profile.disable()
-        shown = "load_image + job + display files" if as_display_files else "load_image + job (no gradio: no display files)"
+        what = "load_image + job + display files" if as_display_files else "load_image + job (no gradio: no display files)"
         for order, title, restrict in (("tottime", "own time", ()), ("cumulative", "cumulative time, ours", ("sapiens2_demo",))):
             text = io.StringIO()
             pstats.Stats(profile, stream=text).sort_stats(order).print_stats(*restrict, 15)
-            print(f"\n-- cProfile, {task} request minus gradio ({shown}), top 15 by {title}:")
+            print(f"\n-- cProfile, {task} request minus gradio ({what}), top 15 by {title}:")
             print("\n".join(line for line in text.getvalue().splitlines()[4:] if line.strip()), flush=True)
 
 

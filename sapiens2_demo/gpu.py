@@ -49,7 +49,7 @@ FORK_IMPORTS = ("numpy.ma", "cv2", "av", "av.video.reformatter", "PIL.Image", "m
                 "transformers", "transformers.models.sapiens2.modeling_sapiens2",
                 "transformers.models.sapiens2.image_processing_sapiens2", "ultralytics", "ultralytics.data.augment",
                 "ultralytics.engine.results", "ultralytics.trackers.byte_tracker", "ultralytics.trackers.bot_sort",
-                "ultralytics.utils.checks", "lap", "isal.isal_zlib", "xxhash")
+                "ultralytics.utils.checks", "lap", "isal.isal_zlib")
 NOT_IN_CALLS = ("ui", "cli", "batch", "jobs", "standins")  # ours above this module: the front doors and the jobs
 _IMPORTED_BEFORE_FORKS = []
 

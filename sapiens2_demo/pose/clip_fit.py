@@ -94,6 +94,7 @@ def _tree() -> tuple[list, list, list]:
 
 
 BONES, GROUPS, USED = _tree()
+_COLUMN = {k: i for i, k in enumerate(USED)}  # each keypoint's column in the fit's arrays
 LENGTHS = sorted({b[2] for b in BONES})
 _PROPORTIONED = torch.as_tensor([LENGTHS.index(n) for n in PROPORTIONS if n != "hip"])  # then the hips' half width
 _LOG_PROPORTIONS = torch.log(torch.as_tensor([PROPORTIONS[n] for n in PROPORTIONS if n != "hip"] + [PROPORTIONS["hip"]],
@@ -104,13 +105,12 @@ def _turning_seen(available: torch.Tensor) -> torch.Tensor:
     """(T, M) whether each of the body's turning vectors (`_Body.turning`'s rows: each bone's direction, the hips'
     line, three per rigid part) was seen in each frame: its keypoints lifted (a bone's two ends, a part's anchor
     and two of its members at least)."""
-    at = {k: i for i, k in enumerate(USED)}
-
     def seen(name):
-        return available[:, [at["left_hip"], at["right_hip"]]].all(1) if name == "pelvis" else available[:, at[name]]
+        hips = [_COLUMN["left_hip"], _COLUMN["right_hip"]]
+        return available[:, hips].all(1) if name == "pelvis" else available[:, _COLUMN[name]]
 
     bones = [seen(child) & seen(parent) for child, parent, _ in BONES]
-    parts = [seen(anchor) & (available[:, [at[m] for m in members]].sum(1) >= 2)
+    parts = [seen(anchor) & (available[:, [_COLUMN[m] for m in members]].sum(1) >= 2)
              for anchor, members, *_ in GROUPS for _ in range(3)]
     return torch.stack(bones + [seen("pelvis")] + parts, 1)
 
@@ -319,9 +319,8 @@ def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np
     depth_sigma = noise_scale(np.where(available, points[..., 2], np.nan)[..., None], MIN_DEPTH_SIGMA)
     frames = len(points)
 
-    at = {k: i for i, k in enumerate(USED)}
-    knees = [(at[f"{s}_hip"], at[f"{s}_knee"], at[f"{s}_ankle"]) for s in SIDES]
-    feet = [at[f"{s}_{k}"] for s in SIDES for k in ("ankle", "heel", "big_toe", "small_toe")]
+    knees = [(_COLUMN[f"{s}_hip"], _COLUMN[f"{s}_knee"], _COLUMN[f"{s}_ankle"]) for s in SIDES]
+    feet = [_COLUMN[f"{s}_{k}"] for s in SIDES for k in ("ankle", "heel", "big_toe", "small_toe")]
 
     # a foot on the floor does not slide: a foot keypoint still in the smoother stages' fit holds one place in the
     # last, each frame pulled to the run's mean (the noisy depth would otherwise walk it about)
@@ -349,7 +348,7 @@ def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np
             e = e + ((held - mean[run]) ** 2).sum() / PLANTED_SIGMA ** 2
         ratios = torch.cat([body.log_length[_PROPORTIONED], body.log_hip[None]]) - _LOG_PROPORTIONS
         e = e + (((ratios - ratios.mean()) / PROPORTION_SIGMA) ** 2).sum()  # the person's own size is free
-        across = _unit(full[:, at["left_hip"]] - full[:, at["right_hip"]])
+        across = _unit(full[:, _COLUMN["left_hip"]] - full[:, _COLUMN["right_hip"]])
         for hip, knee, ankle in knees:  # the shin turns backwards about the hips' axis, never forwards
             bend = torch.cross(_unit(full[:, knee] - full[:, hip]), _unit(full[:, ankle] - full[:, knee]), dim=-1)
             e = e + 100 * (torch.relu(-(bend * across).sum(-1) - 0.05) ** 2).sum()
