@@ -3,7 +3,7 @@
 transformers' Sapiens2ImageProcessor cuts the crops itself when given boxes, but on CUDA each image's boxes go up
 from pageable memory (a copy that waits for everything queued on the device) and `if mask.any()` / `mask.sum()`
 read the device back: about four waits per frame of a batch, which hold the next batch's crops until the last
-forward is done. Here the arithmetic is theirs, op for op (the crops are equal, `tests/models/test_crops.py`), but
+forward is done. Here the arithmetic is theirs, op for op (the crops are equal, `tests/pipelines/test_crops.py`), but
 what they decide on the device is decided on the host from the host's boxes: each crop's interpolation mode, and
 its sampling parameters, which go up in one pinned copy per batch. Nothing comes back.
 """
@@ -32,12 +32,14 @@ def crop_people(loaded: LoadedModel, images: list, owners: list[int], boxes_xyxy
     params, bilinear = _crop_params(np.asarray(boxes_xyxy, np.float32).reshape(-1, 4), (out_h, out_w))
     device = loaded.device
     params = ledger.to_device(params, device, non_blocking=True)  # (N, 6): one small pinned copy, no wait
-    grid_y, grid_x = ledger.on_device(torch.meshgrid(torch.arange(out_h, dtype=torch.float32, device=device),
-                                                     torch.arange(out_w, dtype=torch.float32, device=device),
-                                                     indexing="ij"))  # made there: nothing crosses
+    # the sampling positions are separable (x depends on the column only, y on the row): computed per column and
+    # per row, (N, 1, w) and (N, h, 1), and spread over the grid once in `_grid` (a dozen full-size float ops
+    # were most of a crop's CPU time); the same float32 operations per element as crop_and_resize's meshgrid
+    columns, rows = ledger.on_device((torch.arange(out_w, dtype=torch.float32, device=device),
+                                      torch.arange(out_h, dtype=torch.float32, device=device)))  # made there
     scale_x, scale_y, center_x, center_y, half_w, half_h = (p[:, None, None] for p in params.unbind(-1))
-    in_x = grid_x / scale_x + center_x - half_w   # the order of crop_and_resize's terms: the same float32 sums
-    in_y = grid_y / scale_y + center_y - half_h
+    in_x = columns[None, None, :] / scale_x + center_x - half_w   # crop_and_resize's order of terms
+    in_y = rows[None, :, None] / scale_y + center_y - half_h
     sizes = {image_size(images[i]) for i in set(owners)}
     # frames of one size (a video's): every crop's sampling grid at once, the same float32 steps as one run's
     whole = _grid(in_x, in_y, *sizes.pop()) if len(sizes) == 1 else None
@@ -54,10 +56,13 @@ def crop_people(loaded: LoadedModel, images: list, owners: list[int], boxes_xyxy
 
 
 def _grid(in_x, in_y, h: int, w: int):
-    """grid_sample's (N, out_h, out_w, 2) grid from the sampling positions in an (h, w) image's pixels."""
+    """grid_sample's (N, out_h, out_w, 2) grid from the sampling positions in an (h, w) image's pixels: the
+    columns' (N, 1, out_w) and the rows' (N, out_h, 1), normalised, then spread over the grid in one copy."""
     import torch
 
-    return torch.stack([2.0 * in_x / (w - 1) - 1.0, 2.0 * in_y / (h - 1) - 1.0], dim=-1)
+    x, y = 2.0 * in_x / (w - 1) - 1.0, 2.0 * in_y / (h - 1) - 1.0
+    shape = (x.shape[0], y.shape[1], x.shape[2])
+    return torch.stack([x.expand(shape), y.expand(shape)], dim=-1)
 
 
 _NORMALISATION: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # processor -> {device: (mean, std)}
