@@ -4,7 +4,7 @@
         [--frames 96] [--tasks pose,seg,normal,pointmap,matting] [--checkpoint-dir /tmp/sapiens2-tiny]
         [--content shapes|photo] [--root DIR] [--batch-size N] [--plain-frames 48] [--no-sequential]
         [--no-model-only] [--fullsize] [--device auto] [--breakdown] [--profile] [--set detect_every=1]
-        [--overlap auto|on|off|both]
+        [--overlap auto|on|off|both] [--switch-interval 0.005]
 
 The clip (written here with PyAV): 1280x720 at 24 fps, moving shapes (tests/videos.py's pattern, what issue 15
 measured on; --content photo: the astronaut photo panning), with a 440 Hz sine AAC track of the same length.
@@ -824,7 +824,12 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="cProfile top 15 of our path (one more run)")
     parser.add_argument("--overlap", choices=("auto", "on", "off", "both"), default="auto",
                         help="batches overlapped in a GPU call (gpu.OVERLAP); both: ours twice, and their ratio")
+    parser.add_argument("--switch-interval", type=float, default=None, metavar="SECONDS",
+                        help="sys.setswitchinterval for the whole run (Python's default 0.005): how long a thread "
+                             "that wants the GIL waits for the one holding it")
     args = parser.parse_args()
+    if args.switch_interval:
+        sys.setswitchinterval(args.switch_interval)
     for item in args.set:
         name, _, value = item.partition("=")
         lowered = value.strip().lower()
@@ -857,7 +862,7 @@ def main() -> None:
         print(f"sapiens2_demo from {ROOT}; {ckpts.label} checkpoints ({ckpts.dir}) on "
               f"{device}/{str(dtype).replace('torch.', '')}; overlap {args.overlap}; "
               f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} CPUs; "
-              f"load {load_average()}")
+              f"GIL switch interval {1000 * sys.getswitchinterval():g} ms; load {load_average()}")
         print(f"clip: {frames} frames of 1280x720 at 24 fps ({args.content}) with AAC audio; batch size "
               f"{args.batch_size or default_batch(device)} (the app's default on {device} unless --batch-size)")
         print(f"ours: process_video with the Video tab's defaults {options}")
