@@ -40,6 +40,7 @@ import numpy as np
 import torch
 
 from .clip_data import median_filled, noise_scale, planted_runs, unswapped
+from .clip_terms import Acceleration, Data, Unit
 from .meta import keypoint_meta, name_index
 
 SIDES = ("left", "right")
@@ -72,9 +73,10 @@ PLANTED_SIGMA = 0.005  # m: and in the last stage it holds one place while it st
 
 
 def _tree() -> tuple[list, list, list]:
-    """(bones, groups, used): bones (child, parent, length name) parents first; rigid groups (anchor, members,
-    name, (a from, a to), (b from, b to)) whose two vectors give the part's rotation; every keypoint fitted."""
-    bones = [("neck", "pelvis", "torso")]
+    """(bones, groups, used): bones (child, parent, length name) parents first, the fingers' last (left then right,
+    15 each: they turn in their palm's frame); rigid groups (anchor, members, name, (a from, a to), (b from, b to))
+    whose two vectors give the part's rotation; every keypoint fitted."""
+    bones, fingers = [("neck", "pelvis", "torso")], []
     groups = [("neck", ["nose", "left_eye", "right_eye", "left_ear", "right_ear"], "head",
                ("right_ear", "left_ear"), ("neck", "nose"))]
     for s in SIDES:
@@ -83,17 +85,20 @@ def _tree() -> tuple[list, list, list]:
                   (f"{s}_ankle", f"{s}_knee", "shin")]
         for f in FINGERS:
             chain = [f"{s}_{f}_third_joint", f"{s}_{f}2", f"{s}_{f}3", f"{s}_{f}4"]
-            bones += [(chain[i + 1], chain[i], f"{f}{i}") for i in range(3)]
+            fingers += [(chain[i + 1], chain[i], f"{f}{i}") for i in range(3)]
         groups += [(f"{s}_ankle", [f"{s}_heel", f"{s}_big_toe", f"{s}_small_toe"], f"{s}_foot",
                     (f"{s}_heel", f"{s}_big_toe"), (f"{s}_heel", f"{s}_ankle")),
                    (f"{s}_wrist", [f"{s}_{f}_third_joint" for f in FINGERS], f"{s}_palm",
                     (f"{s}_wrist", f"{s}_middle_finger_third_joint"),
                     (f"{s}_pinky_finger_third_joint", f"{s}_forefinger_third_joint"))]
+    bones += fingers
     used = ["left_hip", "right_hip"] + [b[0] for b in bones] + [m for g in groups for m in g[1]]
     return bones, groups, used
 
 
 BONES, GROUPS, USED = _tree()
+CAMERA_BONES = len(BONES) - len(SIDES) * len(FINGERS) * 3  # the bones before the fingers turn in the camera's frame
+WIDEST = max(len(g[1]) for g in GROUPS)  # the rigid parts' members, each part's padded to this many
 _COLUMN = {k: i for i, k in enumerate(USED)}  # each keypoint's column in the fit's arrays
 LENGTHS = sorted({b[2] for b in BONES})
 _PROPORTIONED = torch.as_tensor([LENGTHS.index(n) for n in PROPORTIONS if n != "hip"])  # then the hips' half width
@@ -129,7 +134,7 @@ def _own_angular_sigmas(turning: torch.Tensor, available: torch.Tensor, fps: flo
 
 
 def _unit(v: torch.Tensor) -> torch.Tensor:
-    return v / v.norm(dim=-1, keepdim=True).clamp_min(1e-9)
+    return Unit.apply(v)
 
 
 def _rotation(six: torch.Tensor) -> torch.Tensor:
@@ -137,18 +142,6 @@ def _rotation(six: torch.Tensor) -> torch.Tensor:
     e1 = _unit(six[..., :3])
     e2 = _unit(six[..., 3:] - (e1 * six[..., 3:]).sum(-1, keepdim=True) * e1)
     return torch.stack([e1, e2, torch.cross(e1, e2, dim=-1)], dim=-1)
-
-
-def _robust(r: torch.Tensor, c: float) -> torch.Tensor:
-    """Geman-McClure: r^2 near zero, never more than c^2 (a fault's pull fades out)."""
-    r2 = r * r
-    return r2 / (1 + r2 / c ** 2)
-
-
-def _huber(r: torch.Tensor) -> torch.Tensor:
-    """Squares up to PRIOR_C, then grows linearly: a prior that lets a sharp turn the data insist on through."""
-    a = r.abs()
-    return torch.where(a < PRIOR_C, a * a, 2 * PRIOR_C * a - PRIOR_C ** 2)
 
 
 def _shape_of(group: str) -> str:
@@ -196,34 +189,39 @@ class _Body(torch.nn.Module):
             sum(shape * max(seen, 1e-3) for shape, seen in sides) / sum(max(seen, 1e-3) for _, seen in sides)
             for sides in shapes.values()]))
         first = dict(zip(shapes, np.cumsum([0] + [len(v[0][0]) for v in shapes.values()])))
-        self.member_row = torch.as_tensor([first[_shape_of(g[2])] + m for g in GROUPS for m in range(len(g[1]))])
-        self.member_sign = torch.stack([_mirror(g[2]) for g in GROUPS for _ in g[1]])
-        self.member_group = torch.as_tensor([g for g, group in enumerate(GROUPS) for _ in group[1]])
+        # (G, WIDEST) each part's members' rows in `shapes` and (G, WIDEST, 3) their mirror signs (0: padding)
+        self.member_row = torch.as_tensor([[first[_shape_of(g[2])] + min(m, len(g[1]) - 1) for m in range(WIDEST)]
+                                           for g in GROUPS])
+        self.member_sign = torch.stack([torch.stack([_mirror(g[2]) * (m < len(g[1])) for m in range(WIDEST)])
+                                        for g in GROUPS])
         # a finger's bones turn in its palm's frame: out of view, they go where the hand goes (the others in the
         # camera's: group index len(GROUPS), the identity)
         palms = {g[0]: i for i, g in enumerate(GROUPS) if g[2].endswith("palm")}
         self.palm_of = torch.as_tensor([palms[f"{c.split('_')[0]}_wrist"] if any(f in c for f in FINGERS)
                                         else len(GROUPS) for c, _, _ in BONES])
+        self.palms = self.palm_of[CAMERA_BONES::len(FINGERS) * 3]  # each side's palm, the fingers' bones in turn
         steps = torch.stack([named[c] - named[p] for c, p, _ in BONES], 1)
         frames_of = torch.cat([_rotation(self.six.detach()), torch.eye(3, dtype=DTYPE).expand(len(p), 1, 3, 3)], 1)
         self.direction = torch.nn.Parameter(torch.einsum("tbji,tbj->tbi", frames_of[:, self.palm_of], steps))
-        self.length_of = [LENGTHS.index(b[2]) for b in BONES]
+        self.length_of = torch.as_tensor([LENGTHS.index(b[2]) for b in BONES])
         self.sums = torch.as_tensor(_sums(), dtype=DTYPE)
 
     def forward(self) -> torch.Tensor:
         """(T, len(USED), 3): the keypoints the skeleton uses, in USED's order: the root plus the offsets along
-        each keypoint's path from it (the hips' half width, the bones, the rigid parts' members)."""
+        each keypoint's path from it (the hips' half width, the bones, the rigid parts' members). Few large
+        operations (an evaluation's cost): a finger's bones turned by its palm's rotation, side by side."""
         frames = self.root.shape[0]
-        half = torch.exp(self.log_hip) * _unit(self.hip)
+        across = _unit(self.hip)
         rotations = _rotation(self.six)  # (T, G, 3, 3)
-        frames_of = torch.cat([rotations, torch.eye(3, dtype=DTYPE).expand(frames, 1, 3, 3)], 1)
         direction = _unit(self.direction)
-        steps = torch.einsum("tbij,tbj->tbi", frames_of[:, self.palm_of], direction)
-        steps = steps * torch.exp(self.log_length)[self.length_of][:, None]
-        members = torch.einsum("tmij,mj->tmi", rotations[:, self.member_group],
-                               self.shapes[self.member_row] * self.member_sign)
-        offsets = torch.cat([half[:, None], steps, members], 1)
-        self.turning = torch.cat([direction, _unit(self.hip)[:, None],
+        steps = direction * torch.exp(self.log_length)[self.length_of][:, None]
+        body, fingers = steps.split([CAMERA_BONES, len(BONES) - CAMERA_BONES], 1)
+        fingers = torch.matmul(fingers.reshape(frames, len(self.palms), -1, 3),
+                               rotations[:, self.palms].transpose(-1, -2))
+        members = torch.einsum("tgij,gkj->tgki", rotations, self.shapes[self.member_row] * self.member_sign)
+        offsets = torch.cat([(torch.exp(self.log_hip) * across)[:, None], body, fingers.reshape(frames, -1, 3),
+                             members.reshape(frames, -1, 3)], 1)
+        self.turning = torch.cat([direction, across[:, None],
                                   rotations.transpose(-1, -2).reshape(frames, -1, 3)], 1)  # (T, M, 3) unit vectors
         return self.root[:, None] + torch.tensordot(self.sums, offsets, dims=([1], [1])).transpose(0, 1)
 
@@ -231,9 +229,9 @@ class _Body(torch.nn.Module):
 def _sums() -> np.ndarray:
     """(len(USED), offsets): +1 / -1 where an offset (the hips' half width, each bone, each rigid part's members)
     lies on a keypoint's path from the root: a keypoint is the root plus these."""
-    count = 1 + len(BONES) + sum(len(g[1]) for g in GROUPS)
+    count = 1 + len(BONES) + len(GROUPS) * WIDEST  # each part's members padded to WIDEST
     path = {"pelvis": np.zeros(count)}
-    first_member = np.cumsum([1 + len(BONES)] + [len(g[1]) for g in GROUPS])
+    first_member = 1 + len(BONES) + WIDEST * np.arange(len(GROUPS))
     pending = {g[0]: i for i, g in enumerate(GROUPS)}
 
     def place(name, value):
@@ -314,44 +312,47 @@ def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np
     depth = torch.as_tensor(np.where(aimed, np.nan_to_num(on_ray[..., 2]), 0.0), dtype=DTYPE)
     weight_2d = torch.as_tensor(np.where(aimed, np.clip(scores, 0, 1), 0.0), dtype=DTYPE)[..., None]
     weight_z = torch.as_tensor(aimed, dtype=DTYPE)
-    offset = torch.nn.Parameter(torch.zeros(points.shape[:2], dtype=DTYPE))
+    offset = torch.nn.Parameter(torch.zeros(points.shape[:2][::-1], dtype=DTYPE))  # (K, T)
     pixel_sigma = noise_scale(np.where(aimed[..., None], focal * target.numpy(), np.nan), MIN_PIXEL_SIGMA)
     depth_sigma = noise_scale(np.where(available, points[..., 2], np.nan)[..., None], MIN_DEPTH_SIGMA)
     frames = len(points)
 
-    knees = [(_COLUMN[f"{s}_hip"], _COLUMN[f"{s}_knee"], _COLUMN[f"{s}_ankle"]) for s in SIDES]
+    # the knees' thighs and shins: rows of the body's turning vectors (unit, the bones' directions), as the hips' line
+    knee_rows = [[c for c, _, _ in BONES].index(f"{s}_{k}") for k in ("knee", "ankle") for s in SIDES] + [len(BONES)]
     feet = [_COLUMN[f"{s}_{k}"] for s in SIDES for k in ("ankle", "heel", "big_toe", "small_toe")]
 
     # a foot on the floor does not slide: a foot keypoint still in the smoother stages' fit holds one place in the
     # last, each frame pulled to the run's mean (the noisy depth would otherwise walk it about)
     runs = [None]  # (frame, column, run) per planted sample and each run's length, once the smooth stages are done
     loose = [1.0]  # the data's sigmas are loosened at first (a smooth start), then tightened to their measure
-    angular = [ANGULAR_SIGMA]  # then each rotating part's own (ANGULAR_QUANTILE), in the last stage
+    # fps^2 over the angular acceleration's sigma: then each rotating part's own (ANGULAR_QUANTILE), in the last stage
+    turn_scale = [torch.as_tensor(fps * fps / ANGULAR_SIGMA, dtype=DTYPE)]
+
+    # the data terms' arrays keypoint by keypoint, (K, T), as the keypoints come (Data: their gradients written out)
+    target_k, weight_2d_k, depth_k, weight_z_k = (a.transpose(0, 1).contiguous() for a in (target, weight_2d[..., 0],
+                                                                                           depth, weight_z))
 
     def energy():
-        full = body()
-        z = full[..., 2].clamp_min(1e-3)
-        pixels = focal * (full[..., :2] / z[..., None] - target) / (pixel_sigma * loose[0])
-        e = (weight_2d * _robust(pixels, max(ROBUST_C, OUTLIER_PIXELS / pixel_sigma))).sum()
-        e = e + (weight_z * _robust((z - depth - offset) / depth_sigma,
-                                    max(ROBUST_C, OUTLIER_DEPTH / depth_sigma))).sum() / loose[0] ** 2
-        e = e + ((offset / OFFSET_SIGMA) ** 2).sum() + ((torch.diff(offset, dim=0) * fps / DRIFT_SIGMA) ** 2).sum()
+        full = body().transpose(0, 1)  # (K, T, 3), contiguous
+        e = Data.apply(full, offset, target_k, weight_2d_k, focal / (pixel_sigma * loose[0]),
+                       max(ROBUST_C, OUTLIER_PIXELS / pixel_sigma), depth_k, weight_z_k, depth_sigma,
+                       max(ROBUST_C, OUTLIER_DEPTH / depth_sigma), 1 / loose[0] ** 2)
+        e = e + ((offset / OFFSET_SIGMA) ** 2).sum() + ((torch.diff(offset, dim=1) * fps / DRIFT_SIGMA) ** 2).sum()
+        turning = body.turning
         if frames > 2:
-            root, turning = body.root, body.turning
-            e = e + _huber((root[2:] - 2 * root[1:-1] + root[:-2]) * fps * fps / ACCELERATION_SIGMA).sum()
-            turn = (turning[2:] - 2 * turning[1:-1] + turning[:-2]) * fps * fps / angular[0]
-            e = e + _huber(turn).sum()
+            e = e + Acceleration.apply(body.root, fps * fps / ACCELERATION_SIGMA, PRIOR_C)
+            e = e + Acceleration.apply(turning, turn_scale[0], PRIOR_C)
         if runs[0] is not None:  # each planted sample against its run's mean place, all runs at once
             frame, column, run, count = runs[0]
-            held = full[frame, column]
+            held = full[column, frame]
             mean = torch.zeros(len(count), 3, dtype=DTYPE).index_add(0, run, held) / count[:, None]
             e = e + ((held - mean[run]) ** 2).sum() / PLANTED_SIGMA ** 2
         ratios = torch.cat([body.log_length[_PROPORTIONED], body.log_hip[None]]) - _LOG_PROPORTIONS
         e = e + (((ratios - ratios.mean()) / PROPORTION_SIGMA) ** 2).sum()  # the person's own size is free
-        across = _unit(full[:, _COLUMN["left_hip"]] - full[:, _COLUMN["right_hip"]])
-        for hip, knee, ankle in knees:  # the shin turns backwards about the hips' axis, never forwards
-            bend = torch.cross(_unit(full[:, knee] - full[:, hip]), _unit(full[:, ankle] - full[:, knee]), dim=-1)
-            e = e + 100 * (torch.relu(-(bend * across).sum(-1) - 0.05) ** 2).sum()
+        # the shin turns backwards about the hips' axis, never forwards (both knees at once)
+        thigh, shin, across = turning[:, knee_rows].split([2, 2, 1], 1)  # (one gather: each one's gradient a copy)
+        bend = torch.cross(thigh, shin, dim=-1)
+        e = e + 100 * (torch.relu(-(bend * across).sum(-1) - 0.05) ** 2).sum()
         return e
 
     parameters = list(body.parameters()) + [offset]
@@ -360,7 +361,7 @@ def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np
             with torch.no_grad():
                 fitted = body()
                 if frames > 2:
-                    angular[0] = _own_angular_sigmas(body.turning, torch.as_tensor(available), fps)
+                    turn_scale[0] = fps * fps / _own_angular_sigmas(body.turning, torch.as_tensor(available), fps)
                 found = planted_runs(fitted[:, feet].numpy(), fps)
                 if found:
                     frame = np.concatenate([np.arange(a, b) for _, a, b in found])
