@@ -204,48 +204,36 @@ class _Body(torch.nn.Module):
         frames_of = torch.cat([_rotation(self.six.detach()), torch.eye(3, dtype=DTYPE).expand(len(p), 1, 3, 3)], 1)
         self.direction = torch.nn.Parameter(torch.einsum("tbji,tbj->tbi", frames_of[:, self.palm_of], steps))
         self.length_of = torch.as_tensor([LENGTHS.index(b[2]) for b in BONES])
-        self.sums = torch.as_tensor(_sums(), dtype=DTYPE)
+        self.hip_sign = torch.as_tensor([[1.0], [-1.0]], dtype=DTYPE)
+        self.anchors = torch.as_tensor([_COLUMN[g[0]] for g in GROUPS])
+        self.member_used = torch.as_tensor([g * WIDEST + m for g, group in enumerate(GROUPS) for m in range(len(group[1]))])
 
     def forward(self) -> torch.Tensor:
         """(T, len(USED), 3): the keypoints the skeleton uses, in USED's order: the root plus the offsets along
-        each keypoint's path from it (the hips' half width, the bones, the rigid parts' members). Few large
-        operations (an evaluation's cost): a finger's bones turned by its palm's rotation, side by side."""
+        each keypoint's path from it (the hips' half width, the bones, the rigid parts' members), chain by chain.
+        Few large operations (an evaluation's cost): both sides' fingers at once, each part's members at once."""
         frames = self.root.shape[0]
         across = _unit(self.hip)
         rotations = _rotation(self.six)  # (T, G, 3, 3)
         direction = _unit(self.direction)
-        steps = direction * torch.exp(self.log_length)[self.length_of][:, None]
-        body, fingers = steps.split([CAMERA_BONES, len(BONES) - CAMERA_BONES], 1)
-        fingers = torch.matmul(fingers.reshape(frames, len(self.palms), -1, 3),
-                               rotations[:, self.palms].transpose(-1, -2))
+        # (the lengths expanded to (bones, 3): their gradient a sum over the frames, not over a last axis of 3)
+        steps = direction * torch.exp(self.log_length)[self.length_of][:, None].expand(-1, 3)
+        torso, limbs, fingers = steps.split([1, CAMERA_BONES - 1, len(BONES) - CAMERA_BONES], 1)
+        hips = self.root[:, None] + (torch.exp(self.log_hip) * across)[:, None] * self.hip_sign  # (T, 2, 3)
+        neck = self.root[:, None] + torso
+        # each side's shoulder, elbow, wrist, then knee, ankle: their parents' places plus their bones, in turn
+        arms, legs = limbs.view(frames, len(SIDES), -1, 3).split([3, 2], 2)
+        limbs = torch.cat([neck[:, :, None] + arms.cumsum(2), hips[:, :, None] + legs.cumsum(2)], 2)
+        trunk = torch.cat([hips, neck, limbs.view(frames, -1, 3)], 1)  # USED's first keypoints, in its order
         members = torch.einsum("tgij,gkj->tgki", rotations, self.shapes[self.member_row] * self.member_sign)
-        offsets = torch.cat([(torch.exp(self.log_hip) * across)[:, None], body, fingers.reshape(frames, -1, 3),
-                             members.reshape(frames, -1, 3)], 1)
+        members = members + trunk.index_select(1, self.anchors)[:, :, None]  # (T, G, WIDEST, 3)
+        # each finger: its palm's member (the third joint) plus its bones, turned by the palm, in turn
+        fingers = torch.matmul(fingers.reshape(frames, len(self.palms), -1, 3), rotations[:, self.palms].mT)
+        fingers = members[:, self.palms, :, None] + fingers.view(frames, len(self.palms), len(FINGERS), -1, 3).cumsum(3)
         self.turning = torch.cat([direction, across[:, None],
                                   rotations.transpose(-1, -2).reshape(frames, -1, 3)], 1)  # (T, M, 3) unit vectors
-        return self.root[:, None] + torch.tensordot(self.sums, offsets, dims=([1], [1])).transpose(0, 1)
-
-
-def _sums() -> np.ndarray:
-    """(len(USED), offsets): +1 / -1 where an offset (the hips' half width, each bone, each rigid part's members)
-    lies on a keypoint's path from the root: a keypoint is the root plus these."""
-    count = 1 + len(BONES) + len(GROUPS) * WIDEST  # each part's members padded to WIDEST
-    path = {"pelvis": np.zeros(count)}
-    first_member = 1 + len(BONES) + WIDEST * np.arange(len(GROUPS))
-    pending = {g[0]: i for i, g in enumerate(GROUPS)}
-
-    def place(name, value):
-        path[name] = value
-        if name in pending:  # a rigid part hangs from this keypoint
-            g = pending.pop(name)
-            for m, member in enumerate(GROUPS[g][1]):
-                place(member, value + np.eye(count)[first_member[g] + m])
-
-    place("left_hip", np.eye(count)[0])
-    place("right_hip", -np.eye(count)[0])
-    for b, (child, parent, _) in enumerate(BONES):
-        place(child, path[parent] + np.eye(count)[1 + b])
-    return np.stack([path[k] for k in USED])
+        return torch.cat([trunk, fingers.reshape(frames, -1, 3),
+                          members.reshape(frames, -1, 3).index_select(1, self.member_used)], 1)
 
 
 def fit_clip(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np.ndarray, focal: float,
@@ -312,13 +300,14 @@ def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np
     depth = torch.as_tensor(np.where(aimed, np.nan_to_num(on_ray[..., 2]), 0.0), dtype=DTYPE)
     weight_2d = torch.as_tensor(np.where(aimed, np.clip(scores, 0, 1), 0.0), dtype=DTYPE)[..., None]
     weight_z = torch.as_tensor(aimed, dtype=DTYPE)
-    offset = torch.nn.Parameter(torch.zeros(points.shape[:2][::-1], dtype=DTYPE))  # (K, T)
+    offset = torch.nn.Parameter(torch.zeros(points.shape[:2], dtype=DTYPE))
     pixel_sigma = noise_scale(np.where(aimed[..., None], focal * target.numpy(), np.nan), MIN_PIXEL_SIGMA)
     depth_sigma = noise_scale(np.where(available, points[..., 2], np.nan)[..., None], MIN_DEPTH_SIGMA)
     frames = len(points)
 
     # the knees' thighs and shins: rows of the body's turning vectors (unit, the bones' directions), as the hips' line
-    knee_rows = [[c for c, _, _ in BONES].index(f"{s}_{k}") for k in ("knee", "ankle") for s in SIDES] + [len(BONES)]
+    knee_rows = torch.as_tensor([[c for c, _, _ in BONES].index(f"{s}_{k}") for k in ("knee", "ankle") for s in SIDES]
+                                + [len(BONES)])
     feet = [_COLUMN[f"{s}_{k}"] for s in SIDES for k in ("ankle", "heel", "big_toe", "small_toe")]
 
     # a foot on the floor does not slide: a foot keypoint still in the smoother stages' fit holds one place in the
@@ -328,29 +317,27 @@ def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np
     # fps^2 over the angular acceleration's sigma: then each rotating part's own (ANGULAR_QUANTILE), in the last stage
     turn_scale = [torch.as_tensor(fps * fps / ANGULAR_SIGMA, dtype=DTYPE)]
 
-    # the data terms' arrays keypoint by keypoint, (K, T), as the keypoints come (Data: their gradients written out)
-    target_k, weight_2d_k, depth_k, weight_z_k = (a.transpose(0, 1).contiguous() for a in (target, weight_2d[..., 0],
-                                                                                           depth, weight_z))
+    weight_2d = weight_2d.expand(-1, -1, 2).contiguous()
 
     def energy():
-        full = body().transpose(0, 1)  # (K, T, 3), contiguous
-        e = Data.apply(full, offset, target_k, weight_2d_k, focal / (pixel_sigma * loose[0]),
-                       max(ROBUST_C, OUTLIER_PIXELS / pixel_sigma), depth_k, weight_z_k, depth_sigma,
+        full = body()
+        e = Data.apply(full, offset, target, weight_2d, focal / (pixel_sigma * loose[0]),  # (gradients written out)
+                       max(ROBUST_C, OUTLIER_PIXELS / pixel_sigma), depth, weight_z, depth_sigma,
                        max(ROBUST_C, OUTLIER_DEPTH / depth_sigma), 1 / loose[0] ** 2)
-        e = e + ((offset / OFFSET_SIGMA) ** 2).sum() + ((torch.diff(offset, dim=1) * fps / DRIFT_SIGMA) ** 2).sum()
+        e = e + ((offset / OFFSET_SIGMA) ** 2).sum() + ((torch.diff(offset, dim=0) * fps / DRIFT_SIGMA) ** 2).sum()
         turning = body.turning
         if frames > 2:
             e = e + Acceleration.apply(body.root, fps * fps / ACCELERATION_SIGMA, PRIOR_C)
             e = e + Acceleration.apply(turning, turn_scale[0], PRIOR_C)
         if runs[0] is not None:  # each planted sample against its run's mean place, all runs at once
             frame, column, run, count = runs[0]
-            held = full[column, frame]
+            held = full[frame, column]
             mean = torch.zeros(len(count), 3, dtype=DTYPE).index_add(0, run, held) / count[:, None]
             e = e + ((held - mean[run]) ** 2).sum() / PLANTED_SIGMA ** 2
         ratios = torch.cat([body.log_length[_PROPORTIONED], body.log_hip[None]]) - _LOG_PROPORTIONS
         e = e + (((ratios - ratios.mean()) / PROPORTION_SIGMA) ** 2).sum()  # the person's own size is free
         # the shin turns backwards about the hips' axis, never forwards (both knees at once)
-        thigh, shin, across = turning[:, knee_rows].split([2, 2, 1], 1)  # (one gather: each one's gradient a copy)
+        thigh, shin, across = turning.index_select(1, knee_rows).split([2, 2, 1], 1)  # (one gather)
         bend = torch.cross(thigh, shin, dim=-1)
         e = e + 100 * (torch.relu(-(bend * across).sum(-1) - 0.05) ** 2).sum()
         return e

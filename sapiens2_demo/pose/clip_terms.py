@@ -33,49 +33,52 @@ class Acceleration(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, scale, c):
         scale = torch.as_tensor(scale, dtype=x.dtype)
-        a = (x[2:] - 2 * x[1:-1] + x[:-2]) * scale
+        a = torch.add(x[2:], x[:-2]).sub_(x[1:-1], alpha=2).mul_(scale)
         m = a.clamp(-c, c)  # Huber(a) = m (2 a - m)
         ctx.save_for_backward(m, scale)
-        ctx.frames = len(x)
-        return (m * (2 * a - m)).sum()
+        return 2 * m.view(-1).dot(a.view(-1)) - m.view(-1).dot(m.view(-1))
 
     @staticmethod
     def backward(ctx, grad):
         m, scale = ctx.saved_tensors
-        g = m * (2 * grad) * scale
-        out = g.new_zeros((ctx.frames,) + g.shape[1:])
-        out[2:] += g
+        g = (m * scale).mul_(2 * grad)
+        out = g.new_zeros((len(g) + 2,) + g.shape[1:])
+        out[2:] = g
         out[:-2] += g
         out[1:-1].add_(g, alpha=-2)
         return out, None, None
 
 
-def _robust(r, c):
-    """Geman-McClure (clip_fit's) and its derivative."""
-    r2 = r * r
-    den = 1 / (1 + r2 * (1 / c ** 2))
-    return r2 * den, 2 * r * den * den
+def _robust(r, w, c):
+    """sum of w GM(r) (Geman-McClure, clip_fit's: r^2 / (1 + r^2 / c^2)) and half its derivative, w r / (1 + r^2 /
+    c^2)^2, in few passes."""
+    den = (r * r).mul_(1 / c ** 2).add_(1).reciprocal_()
+    u = (r * den).mul_(w)
+    return u.view(-1).dot(r.reshape(-1)), u.mul_(den)
 
 
 class Data(torch.autograd.Function):
-    """clip_fit's data terms on the keypoints (K, T, 3) and the depth's offset (K, T): sum of w2 GM(pixel errors
-    over their sigma, cp) + wz GM((z - depth - offset) / depth sigma, cz) * depth_gain, with z at least 1e-3."""
+    """clip_fit's data terms on the keypoints (T, K, 3) and the depth's offset (T, K): sum of w2 GM((x / z, y / z)
+    less the target, times pixel_gain; cp) + depth_gain wz GM((z - depth - offset) / depth_sigma; cz), z at least
+    1e-3. target and w2 (T, K, 2), the others (T, K)."""
 
     @staticmethod
     def forward(ctx, points, offset, target, w2, pixel_gain, cp, depth, wz, depth_sigma, cz, depth_gain):
-        x, y, z = points.unbind(-1)
-        inv = 1 / z.clamp_min(1e-3)
-        ex, dx = _robust((x * inv - target[..., 0]) * pixel_gain, cp)
-        ey, dy = _robust((y * inv - target[..., 1]) * pixel_gain, cp)
-        ez, dz = _robust((z.clamp_min(1e-3) - depth - offset) * (1 / depth_sigma), cz)
-        ctx.save_for_backward(x, y, z, inv, w2 * dx, w2 * dy, wz * dz)
-        ctx.gains = pixel_gain, depth_gain / depth_sigma
-        return (w2 * (ex + ey)).sum() + (wz * ez).sum() * depth_gain
+        z = points[..., 2].clamp_min(1e-3)
+        inv = z.reciprocal()
+        e2, d2 = _robust((points[..., :2] * inv[..., None]).sub_(target).mul_(pixel_gain), w2, cp)
+        ez, dz = _robust((z - depth).sub_(offset).mul_(1 / depth_sigma), wz, cz)
+        ctx.save_for_backward(points, inv, d2, dz)
+        ctx.gains = 2 * pixel_gain, 2 * depth_gain / depth_sigma
+        return e2 + ez * depth_gain
 
     @staticmethod
     def backward(ctx, grad):
-        x, y, z, inv, dx, dy, dz = ctx.saved_tensors
+        points, inv, d2, dz = ctx.saved_tensors
         pixel_gain, depth_gain = ctx.gains
-        gx, gy, gz = dx * (grad * pixel_gain) * inv, dy * (grad * pixel_gain) * inv, dz * (grad * depth_gain)
-        gzz = (gz - (gx * x + gy * y) * inv) * (z >= 1e-3)
-        return (torch.stack([gx, gy, gzz], -1), -gz) + (None,) * 9
+        g2 = (d2 * (grad * pixel_gain)).mul_(inv[..., None])  # (T, K, 2)
+        gz = dz * (grad * depth_gain)
+        # z's own, less (x, y).g2 / z: a matrix product for the sum over two (no slow reduction)
+        across = ((g2 * points[..., :2]) @ torch.ones(2, dtype=g2.dtype)).mul_(inv)
+        gzz = (gz - across).mul_(points[..., 2] >= 1e-3)
+        return (torch.cat([g2, gzz[..., None]], -1), -gz) + (None,) * 9
