@@ -41,6 +41,7 @@ import torch
 
 from .clip_data import median_filled, noise_scale, planted_runs, unswapped
 from .clip_terms import Acceleration, Data, Unit
+from .lbfgs import minimize
 from .meta import keypoint_meta, name_index
 
 SIDES = ("left", "right")
@@ -356,17 +357,9 @@ def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np
                     run = np.repeat(np.arange(len(found)), [b - a for _, a, b in found])
                     runs[0] = (torch.as_tensor(frame), torch.as_tensor(column), torch.as_tensor(run),
                                torch.as_tensor([b - a for _, a, b in found], dtype=DTYPE))
-        solver = torch.optim.LBFGS(parameters, lr=1, max_iter=round(iterations * STAGE_SHARES[stage]), history_size=20,
-                                   line_search_fn="strong_wolfe", tolerance_grad=1e-10, tolerance_change=1e-12)
-
-        def closure():
-            solver.zero_grad()
-            e = energy()
-            e.backward()
-            return e
-
-        if iterations:
-            solver.step(closure)
+        if iterations:  # torch.optim.LBFGS's, lean: see lbfgs.py
+            minimize(energy, parameters, round(iterations * STAGE_SHARES[stage]), history_size=20,
+                     tolerance_grad=1e-10, tolerance_change=1e-12)
     with torch.no_grad():
         fitted = body().double().numpy()
     if not np.isfinite(fitted).all():
