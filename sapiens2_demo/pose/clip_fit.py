@@ -230,7 +230,11 @@ class _Body(torch.nn.Module):
         members = members + trunk.index_select(1, self.anchors)[:, :, None]  # (T, G, WIDEST, 3)
         # each finger: its palm's member (the third joint) plus its bones, turned by the palm, in turn
         fingers = torch.matmul(fingers.reshape(frames, len(self.palms), -1, 3), rotations[:, self.palms].mT)
-        fingers = members[:, self.palms, :, None] + fingers.view(frames, len(self.palms), len(FINGERS), -1, 3).cumsum(3)
+        chain = [members[:, self.palms]]  # (T, sides, fingers, 3) each
+        for bone in fingers.view(frames, len(self.palms), len(FINGERS), -1, 3).unbind(3):
+            chain.append(chain[-1] + bone)
+        fingers = torch.stack(chain[1:], 3)
+        self.knees = legs, across  # each side's thigh and shin, and the hips' line: the knee limit's
         self.turning = torch.cat([direction, across[:, None],
                                   rotations.transpose(-1, -2).reshape(frames, -1, 3)], 1)  # (T, M, 3) unit vectors
         return torch.cat([trunk, fingers.reshape(frames, -1, 3),
@@ -306,9 +310,6 @@ def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np
     depth_sigma = noise_scale(np.where(available, points[..., 2], np.nan)[..., None], MIN_DEPTH_SIGMA)
     frames = len(points)
 
-    # the knees' thighs and shins: rows of the body's turning vectors (unit, the bones' directions), as the hips' line
-    knee_rows = torch.as_tensor([[c for c, _, _ in BONES].index(f"{s}_{k}") for k in ("knee", "ankle") for s in SIDES]
-                                + [len(BONES)])
     feet = [_COLUMN[f"{s}_{k}"] for s in SIDES for k in ("ankle", "heel", "big_toe", "small_toe")]
 
     # a foot on the floor does not slide: a foot keypoint still in the smoother stages' fit holds one place in the
@@ -338,9 +339,9 @@ def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np
         ratios = torch.cat([body.log_length[_PROPORTIONED], body.log_hip[None]]) - _LOG_PROPORTIONS
         e = e + (((ratios - ratios.mean()) / PROPORTION_SIGMA) ** 2).sum()  # the person's own size is free
         # the shin turns backwards about the hips' axis, never forwards (both knees at once)
-        thigh, shin, across = turning.index_select(1, knee_rows).split([2, 2, 1], 1)  # (one gather)
-        bend = torch.cross(thigh, shin, dim=-1)
-        e = e + 100 * (torch.relu(-(bend * across).sum(-1) - 0.05) ** 2).sum()
+        legs, across = body.knees
+        bend = torch.cross(*_unit(legs).unbind(2), dim=-1)
+        e = e + 100 * (torch.relu(-(bend * across[:, None]).sum(-1) - 0.05) ** 2).sum()
         return e
 
     parameters = list(body.parameters()) + [offset]

@@ -42,7 +42,8 @@ class Acceleration(torch.autograd.Function):
     def backward(ctx, grad):
         m, scale = ctx.saved_tensors
         g = (m * scale).mul_(2 * grad)
-        out = g.new_zeros((len(g) + 2,) + g.shape[1:])
+        out = g.new_empty((len(g) + 2,) + g.shape[1:])
+        out[:2] = 0
         out[2:] = g
         out[:-2] += g
         out[1:-1].add_(g, alpha=-2)
