@@ -340,7 +340,7 @@ def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np
         e = e + (((ratios - ratios.mean()) / PROPORTION_SIGMA) ** 2).sum()  # the person's own size is free
         # the shin turns backwards about the hips' axis, never forwards (both knees at once)
         legs, across = body.knees
-        bend = torch.cross(*_unit(legs).unbind(2), dim=-1)
+        bend = torch.cross(*_unit(legs.contiguous()).unbind(2), dim=-1)
         e = e + 100 * (torch.relu(-(bend * across[:, None]).sum(-1) - 0.05) ** 2).sum()
         return e
 

@@ -13,17 +13,21 @@ class Unit(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, v):
-        norm = torch.linalg.vector_norm(v, dim=-1, keepdim=True)
-        length = norm.clamp_min(1e-9)
+        length = torch.linalg.vector_norm(v, dim=-1, keepdim=True)
+        short = bool(length.min() < 1e-9)  # (rare: a mask only then)
+        ctx.turns = (length >= 1e-9) if short else None
+        length = length.clamp_min(1e-9)
         unit = v / length
-        ctx.save_for_backward(unit, length, norm >= 1e-9)
+        ctx.save_for_backward(unit, length)
         return unit
 
     @staticmethod
     def backward(ctx, grad):
-        unit, length, turns = ctx.saved_tensors  # (a vector shorter than 1e-9 only scaled)
+        unit, length = ctx.saved_tensors
         along = (grad * unit) @ torch.ones(unit.shape[-1], dtype=unit.dtype)  # a matrix product: no slow reduction
-        return (grad - unit * (along[..., None] * turns)) / length
+        if ctx.turns is not None:  # a vector shorter than 1e-9 is only scaled
+            along = along * ctx.turns[..., 0]
+        return (grad - unit * along[..., None]) / length
 
 
 class Acceleration(torch.autograd.Function):

@@ -37,8 +37,9 @@ def minimize(energy: Callable[[], torch.Tensor], parameters: list, max_iter: int
         torch.add(x0, d, alpha=t, out=x)
         return evaluate()
 
-    def largest(v):
-        return float(torch.linalg.vector_norm(v, float("inf")))
+    def largest(v):  # max |v| (one pass: torch.linalg.vector_norm's inf-norm took 10x as long)
+        low, high = torch.aminmax(v)
+        return max(-float(low), float(high))
 
     loss, g = evaluate()
     if largest(g) <= tolerance_grad:
