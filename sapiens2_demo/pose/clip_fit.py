@@ -238,8 +238,9 @@ class _Body(torch.nn.Module):
         self.knees = legs, across  # each side's thigh and shin, and the hips' line: the knee limit's
         self.turning = torch.cat([direction, across[:, None],
                                   rotations.transpose(-1, -2).reshape(frames, -1, 3)], 1)  # (T, M, 3) unit vectors
-        return torch.cat([trunk, fingers.reshape(frames, -1, 3),
-                          members.reshape(frames, -1, 3).index_select(1, self.member_used)], 1)
+        # coordinate planes by frame in memory, (T, 3, K): the data terms' layout (clip_terms.Data)
+        return torch.cat([trunk.mT, fingers.reshape(frames, -1, 3).mT,
+                          members.reshape(frames, -1, 3).index_select(1, self.member_used).mT], 2).mT
 
 
 def fit_clip(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np.ndarray, focal: float,
@@ -320,11 +321,11 @@ def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np
     # fps^2 over the angular acceleration's sigma: then each rotating part's own (ANGULAR_QUANTILE), in the last stage
     turn_scale = [torch.as_tensor(fps * fps / ANGULAR_SIGMA, dtype=DTYPE)]
 
-    weight_2d = weight_2d.expand(-1, -1, 2).contiguous()
+    target_planes, weight_2d = target.mT.contiguous(), weight_2d.mT.contiguous()  # (T, 2 or 1, K): as Data's
 
     def energy():
-        full = body()
-        e = Data.apply(full, offset, target, weight_2d, focal / (pixel_sigma * loose[0]),  # (gradients written out)
+        full = body().mT  # (T, 3, K), contiguous
+        e = Data.apply(full, offset, target_planes, weight_2d, focal / (pixel_sigma * loose[0]),  # (written out)
                        max(ROBUST_C, OUTLIER_PIXELS / pixel_sigma), depth, weight_z, depth_sigma,
                        max(ROBUST_C, OUTLIER_DEPTH / depth_sigma), 1 / loose[0] ** 2)
         e = e + ((offset / OFFSET_SIGMA) ** 2).sum() + ((torch.diff(offset, dim=0) * fps / DRIFT_SIGMA) ** 2).sum()
@@ -334,7 +335,7 @@ def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np
             e = e + Acceleration.apply(turning, turn_scale[0], PRIOR_C)
         if runs[0] is not None:  # each planted sample against its run's mean place, all runs at once
             frame, column, run, count = runs[0]
-            held = full[frame, column]
+            held = full[frame, :, column]
             mean = torch.zeros(len(count), 3, dtype=DTYPE).index_add(0, run, held) / count[:, None]
             e = e + ((held - mean[run]) ** 2).sum() / PLANTED_SIGMA ** 2
         ratios = torch.cat([body.log_length[_PROPORTIONED], body.log_hip[None]]) - _LOG_PROPORTIONS

@@ -59,19 +59,20 @@ def _robust(r, w, c):
     c^2)^2, in few passes."""
     den = (r * r).mul_(1 / c ** 2).add_(1).reciprocal_()
     u = (r * den).mul_(w)
-    return u.view(-1).dot(r.reshape(-1)), u.mul_(den)
+    return u.reshape(-1).dot(r.reshape(-1)), u.mul_(den)
 
 
 class Data(torch.autograd.Function):
-    """clip_fit's data terms on the keypoints (T, K, 3) and the depth's offset (T, K): sum of w2 GM((x / z, y / z)
-    less the target, times pixel_gain; cp) + depth_gain wz GM((z - depth - offset) / depth_sigma; cz), z at least
-    1e-3. target and w2 (T, K, 2), the others (T, K)."""
+    """clip_fit's data terms on the keypoints, coordinate planes by frame (T, 3, K), and the depth's offset (T, K):
+    sum of w2 GM((x / z, y / z) less the target, times pixel_gain; cp) + depth_gain wz GM((z - depth - offset) /
+    depth_sigma; cz), z at least 1e-3. target (T, 2, K), w2 (T, 1, K), the others (T, K): each plane's keypoints
+    side by side in memory (a last axis of 2 or 3 made each operation several times slower)."""
 
     @staticmethod
     def forward(ctx, points, offset, target, w2, pixel_gain, cp, depth, wz, depth_sigma, cz, depth_gain):
-        z = points[..., 2].clamp_min(1e-3)
+        z = points[:, 2].clamp_min(1e-3)
         inv = z.reciprocal()
-        e2, d2 = _robust((points[..., :2] * inv[..., None]).sub_(target).mul_(pixel_gain), w2, cp)
+        e2, d2 = _robust((points[:, :2] * inv[:, None]).sub_(target).mul_(pixel_gain), w2, cp)
         ez, dz = _robust((z - depth).sub_(offset).mul_(1 / depth_sigma), wz, cz)
         ctx.save_for_backward(points, inv, d2, dz)
         ctx.gains = 2 * pixel_gain, 2 * depth_gain / depth_sigma
@@ -81,9 +82,7 @@ class Data(torch.autograd.Function):
     def backward(ctx, grad):
         points, inv, d2, dz = ctx.saved_tensors
         pixel_gain, depth_gain = ctx.gains
-        g2 = (d2 * (grad * pixel_gain)).mul_(inv[..., None])  # (T, K, 2)
+        g2 = (d2 * (grad * pixel_gain)).mul_(inv[:, None])  # (T, 2, K)
         gz = dz * (grad * depth_gain)
-        # z's own, less (x, y).g2 / z: a matrix product for the sum over two (no slow reduction)
-        across = ((g2 * points[..., :2]) @ torch.ones(2, dtype=g2.dtype)).mul_(inv)
-        gzz = (gz - across).mul_(points[..., 2] >= 1e-3)
-        return (torch.cat([g2, gzz[..., None]], -1), -gz) + (None,) * 9
+        gz = (gz - (g2 * points[:, :2]).sum(1).mul_(inv)).mul_(points[:, 2] >= 1e-3)  # z's own, less (x, y).g2 / z
+        return (torch.cat([g2, gz[:, None]], 1), -dz * (grad * depth_gain)) + (None,) * 9

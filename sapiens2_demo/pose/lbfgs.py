@@ -3,8 +3,9 @@ and stopping rules), for the clip's fit (clip_fit.py), where torch.optim's spent
 energy's evaluations on a minute's clip: its work is passes over vectors of the clip's length (3 MB a minute),
 bound by the memory's bandwidth, most of them the two-loop recursion's two over the history (20 pairs: 130 MB).
 Here one flat vector holds the parameters (each a view of it: no per-parameter copies), the history is kept in
-HISTORY_DTYPE (float32: half the bytes; each step's length and the line search stay float64), and each other
-vector is read as few times as the rules allow.
+HISTORY_DTYPE (float32: half the bytes; each pair measured in it, written straight into its slot, so the recursion's
+curvature is its own pairs'; the steps, their lengths and the line search stay float64), and each other vector is
+read as few times as the rules allow.
 """
 
 from __future__ import annotations
@@ -44,19 +45,22 @@ def minimize(energy: Callable[[], torch.Tensor], parameters: list, max_iter: int
     loss, g = evaluate()
     if largest(g) <= tolerance_grad:
         return loss
-    steps = torch.empty(history_size, len(x), dtype=HISTORY_DTYPE)  # (s, y) pairs in slots, `order` oldest first
-    changes = torch.empty_like(steps)
-    order, ro, h_diag, evals, t = [], [0.0] * history_size, 1.0, 1, 0.0
+    # (s, y) pairs in slots, `order` the slots in use, oldest first; a spare slot for the pair being measured
+    steps = torch.empty(history_size + 1, len(x), dtype=HISTORY_DTYPE)
+    changes, q = torch.empty_like(steps), torch.empty(len(x), dtype=HISTORY_DTYPE)
+    order, ro, h_diag, evals, t = [], [0.0] * (history_size + 1), 1.0, 1, 0.0
     d, g_prev = -g, g
     for n_iter in range(1, max_iter + 1):
         if n_iter > 1:
-            y, s = g - g_prev, d * t
-            ys = float(y.dot(s))
+            slot = min(set(range(history_size + 1)) - set(order))
+            s, y = torch.mul(d, t, out=steps[slot]), torch.sub(g, g_prev, out=changes[slot])
+            ys = float(y.dot(s))  # (in HISTORY_DTYPE: as the recursion sees the pair)
             if ys > 1e-10:
-                slot = order.pop(0) if len(order) == history_size else len(order)
+                if len(order) == history_size:
+                    order.pop(0)
                 order.append(slot)
-                steps[slot], changes[slot], ro[slot], h_diag = s, y, 1.0 / ys, ys / float(y.dot(y))
-            q = g.neg().to(HISTORY_DTYPE)  # the two-loop recursion
+                ro[slot], h_diag = 1.0 / ys, ys / float(y.dot(y))
+            q.copy_(g).neg_()  # the two-loop recursion
             al = {}
             for i in reversed(order):
                 al[i] = float(steps[i].dot(q)) * ro[i]
@@ -64,7 +68,7 @@ def minimize(energy: Callable[[], torch.Tensor], parameters: list, max_iter: int
             q.mul_(h_diag)
             for i in order:
                 q.add_(steps[i], alpha=al[i] - float(changes[i].dot(q)) * ro[i])
-            d = q.to(x.dtype)
+            d = q.to(x.dtype, copy=True)
         g_prev, prev_loss = g, loss
         t = min(1.0, 1.0 / float(g.abs().sum())) if n_iter == 1 else 1.0
         gtd = g.dot(d)

@@ -301,13 +301,13 @@ def test_the_fit_s_written_out_gradients_are_autograd_s():
     with torch.no_grad():
         points[..., 2] = points[..., 2].abs() + 0.5
         points[0, 0, 2] = 1e-4  # behind the clamp: no gradient through z's clamp
-    offset, target, w2 = random(6, 4), random(6, 4, 2).detach(), random(6, 4, 2, low=0, high=1).detach()
+    offset, target, w2 = random(6, 4), random(6, 4, 2).detach(), random(6, 4, 1, low=0, high=1).detach()
     depth, wz = random(6, 4).detach(), random(6, 4, low=0, high=1).detach()
     v, x, scale = random(5, 7, 3), random(9, 4, 3), random(7, 4, 1, low=0.5, high=3).detach()
     v.data[0, 0] = 1e-12  # shorter than 1e-9: only scaled
     weights = random(5, 7, 3).detach()
     cases = [
-        (lambda p, o: clip_terms.Data.apply(p, o, target, w2, 30.0, 3.0, depth, wz, 0.05, 4.0, 0.25),
+        (lambda p, o: clip_terms.Data.apply(p.mT, o, target.mT, w2.mT[:, :1], 30.0, 3.0, depth, wz, 0.05, 4.0, 0.25),
          lambda p, o: (w2 * gm((p[..., :2] / p[..., 2:].clamp_min(1e-3) - target) * 30.0, 3.0)).sum()
          + 0.25 * (wz * gm((p[..., 2].clamp_min(1e-3) - depth - o) / 0.05, 4.0)).sum(), (points, offset)),
         (lambda a: (clip_terms.Unit.apply(a) * weights).sum(),
