@@ -6,7 +6,7 @@ image); per frame the root (mid-hip) position, each bone's direction and each ri
 two vectors made orthonormal). A keypoint's place
 is its parent's plus its bone, so every frame holds one body by construction: nothing is smoothed per keypoint.
 
-Energy (each term a residual over its expected size, squared; L-BFGS in float64, its history in float32 (lbfgs.py),
+Energy (each term a residual over its expected size, squared; L-BFGS in float64 (torch.optim's, lean: lbfgs.py),
 CPU, deterministic; the heaviest terms' gradients written out, clip_terms.py):
 - the 2D keypoints (the rays of the lifted points, and of the points hidden behind someone, see
   Pose3DResult.covered), in pixels, weighted by the pose model's score, under a Geman-McClure loss so swapped,

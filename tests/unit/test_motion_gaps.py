@@ -323,9 +323,9 @@ def test_the_fit_s_written_out_gradients_are_autograd_s():
 
 
 def test_the_fit_s_l_bfgs_takes_torch_s_steps(monkeypatch):
-    """pose/lbfgs.py is torch.optim.LBFGS with a strong Wolfe line search, leaner: with its history in float64
-    it takes the same steps to the same place (Rosenbrock's valley, 40 steps, the history 5 pairs); in float32
-    (the fit's) it gets as near the minimum."""
+    """pose/lbfgs.py is torch.optim.LBFGS with a strong Wolfe line search, leaner: with its history in float64 (the
+    fit's) it takes the same steps to the same place (Rosenbrock's valley, 40 steps, the history 5 pairs); in
+    float32 it gets as near the minimum."""
     import torch
 
     from sapiens2_demo.pose import lbfgs
