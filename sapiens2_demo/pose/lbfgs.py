@@ -1,6 +1,6 @@
 """L-BFGS as torch.optim.LBFGS(lr=1, line_search_fn="strong_wolfe") runs it (its line search, first step, history
 and stopping rules: the same steps, to the bit, with the history in float64), for the clip's fit (clip_fit.py),
-where torch.optim's spent a third of the fit between the energy's evaluations on a minute's clip: its work is
+where torch.optim's spent a quarter of the fit between the energy's evaluations on a minute's clip: its work is
 passes over vectors of the clip's length (3 MB a minute), bound by the memory's bandwidth, most of them the
 two-loop recursion's two over the history (20 pairs: 130 MB). Here one flat vector holds the parameters (each a
 view of it: no per-parameter clones and copies), each pair is written straight into its history slot, and the
