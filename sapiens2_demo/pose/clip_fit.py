@@ -6,7 +6,8 @@ image); per frame the root (mid-hip) position, each bone's direction and each ri
 two vectors made orthonormal). A keypoint's place
 is its parent's plus its bone, so every frame holds one body by construction: nothing is smoothed per keypoint.
 
-Energy (each term a residual over its expected size, squared; L-BFGS in float64, CPU, deterministic):
+Energy (each term a residual over its expected size, squared; L-BFGS in float64 (torch.optim's, lean: lbfgs.py),
+CPU, deterministic; the heaviest terms' gradients written out, clip_terms.py):
 - the 2D keypoints (the rays of the lifted points, and of the points hidden behind someone, see
   Pose3DResult.covered), in pixels, weighted by the pose model's score, under a Geman-McClure loss so swapped,
   junk and heavy-tailed keypoints stop pulling: the main term;
@@ -40,6 +41,8 @@ import numpy as np
 import torch
 
 from .clip_data import median_filled, noise_scale, planted_runs, unswapped
+from .clip_terms import Acceleration, Data, Unit
+from .lbfgs import minimize
 from .meta import keypoint_meta, name_index
 
 SIDES = ("left", "right")
@@ -72,9 +75,10 @@ PLANTED_SIGMA = 0.005  # m: and in the last stage it holds one place while it st
 
 
 def _tree() -> tuple[list, list, list]:
-    """(bones, groups, used): bones (child, parent, length name) parents first; rigid groups (anchor, members,
-    name, (a from, a to), (b from, b to)) whose two vectors give the part's rotation; every keypoint fitted."""
-    bones = [("neck", "pelvis", "torso")]
+    """(bones, groups, used): bones (child, parent, length name) parents first, the fingers' last (left then right,
+    15 each: they turn in their palm's frame); rigid groups (anchor, members, name, (a from, a to), (b from, b to))
+    whose two vectors give the part's rotation; every keypoint fitted."""
+    bones, fingers = [("neck", "pelvis", "torso")], []
     groups = [("neck", ["nose", "left_eye", "right_eye", "left_ear", "right_ear"], "head",
                ("right_ear", "left_ear"), ("neck", "nose"))]
     for s in SIDES:
@@ -83,17 +87,20 @@ def _tree() -> tuple[list, list, list]:
                   (f"{s}_ankle", f"{s}_knee", "shin")]
         for f in FINGERS:
             chain = [f"{s}_{f}_third_joint", f"{s}_{f}2", f"{s}_{f}3", f"{s}_{f}4"]
-            bones += [(chain[i + 1], chain[i], f"{f}{i}") for i in range(3)]
+            fingers += [(chain[i + 1], chain[i], f"{f}{i}") for i in range(3)]
         groups += [(f"{s}_ankle", [f"{s}_heel", f"{s}_big_toe", f"{s}_small_toe"], f"{s}_foot",
                     (f"{s}_heel", f"{s}_big_toe"), (f"{s}_heel", f"{s}_ankle")),
                    (f"{s}_wrist", [f"{s}_{f}_third_joint" for f in FINGERS], f"{s}_palm",
                     (f"{s}_wrist", f"{s}_middle_finger_third_joint"),
                     (f"{s}_pinky_finger_third_joint", f"{s}_forefinger_third_joint"))]
+    bones += fingers
     used = ["left_hip", "right_hip"] + [b[0] for b in bones] + [m for g in groups for m in g[1]]
     return bones, groups, used
 
 
 BONES, GROUPS, USED = _tree()
+CAMERA_BONES = len(BONES) - len(SIDES) * len(FINGERS) * 3  # the bones before the fingers turn in the camera's frame
+WIDEST = max(len(g[1]) for g in GROUPS)  # the rigid parts' members, each part's padded to this many
 _COLUMN = {k: i for i, k in enumerate(USED)}  # each keypoint's column in the fit's arrays
 LENGTHS = sorted({b[2] for b in BONES})
 _PROPORTIONED = torch.as_tensor([LENGTHS.index(n) for n in PROPORTIONS if n != "hip"])  # then the hips' half width
@@ -129,7 +136,7 @@ def _own_angular_sigmas(turning: torch.Tensor, available: torch.Tensor, fps: flo
 
 
 def _unit(v: torch.Tensor) -> torch.Tensor:
-    return v / v.norm(dim=-1, keepdim=True).clamp_min(1e-9)
+    return Unit.apply(v)
 
 
 def _rotation(six: torch.Tensor) -> torch.Tensor:
@@ -137,18 +144,6 @@ def _rotation(six: torch.Tensor) -> torch.Tensor:
     e1 = _unit(six[..., :3])
     e2 = _unit(six[..., 3:] - (e1 * six[..., 3:]).sum(-1, keepdim=True) * e1)
     return torch.stack([e1, e2, torch.cross(e1, e2, dim=-1)], dim=-1)
-
-
-def _robust(r: torch.Tensor, c: float) -> torch.Tensor:
-    """Geman-McClure: r^2 near zero, never more than c^2 (a fault's pull fades out)."""
-    r2 = r * r
-    return r2 / (1 + r2 / c ** 2)
-
-
-def _huber(r: torch.Tensor) -> torch.Tensor:
-    """Squares up to PRIOR_C, then grows linearly: a prior that lets a sharp turn the data insist on through."""
-    a = r.abs()
-    return torch.where(a < PRIOR_C, a * a, 2 * PRIOR_C * a - PRIOR_C ** 2)
 
 
 def _shape_of(group: str) -> str:
@@ -196,58 +191,56 @@ class _Body(torch.nn.Module):
             sum(shape * max(seen, 1e-3) for shape, seen in sides) / sum(max(seen, 1e-3) for _, seen in sides)
             for sides in shapes.values()]))
         first = dict(zip(shapes, np.cumsum([0] + [len(v[0][0]) for v in shapes.values()])))
-        self.member_row = torch.as_tensor([first[_shape_of(g[2])] + m for g in GROUPS for m in range(len(g[1]))])
-        self.member_sign = torch.stack([_mirror(g[2]) for g in GROUPS for _ in g[1]])
-        self.member_group = torch.as_tensor([g for g, group in enumerate(GROUPS) for _ in group[1]])
+        # (G, WIDEST) each part's members' rows in `shapes` and (G, WIDEST, 3) their mirror signs (0: padding)
+        self.member_row = torch.as_tensor([[first[_shape_of(g[2])] + min(m, len(g[1]) - 1) for m in range(WIDEST)]
+                                           for g in GROUPS])
+        self.member_sign = torch.stack([torch.stack([_mirror(g[2]) * (m < len(g[1])) for m in range(WIDEST)])
+                                        for g in GROUPS])
         # a finger's bones turn in its palm's frame: out of view, they go where the hand goes (the others in the
         # camera's: group index len(GROUPS), the identity)
         palms = {g[0]: i for i, g in enumerate(GROUPS) if g[2].endswith("palm")}
         self.palm_of = torch.as_tensor([palms[f"{c.split('_')[0]}_wrist"] if any(f in c for f in FINGERS)
                                         else len(GROUPS) for c, _, _ in BONES])
+        self.palms = self.palm_of[CAMERA_BONES::len(FINGERS) * 3]  # each side's palm, the fingers' bones in turn
         steps = torch.stack([named[c] - named[p] for c, p, _ in BONES], 1)
         frames_of = torch.cat([_rotation(self.six.detach()), torch.eye(3, dtype=DTYPE).expand(len(p), 1, 3, 3)], 1)
         self.direction = torch.nn.Parameter(torch.einsum("tbji,tbj->tbi", frames_of[:, self.palm_of], steps))
-        self.length_of = [LENGTHS.index(b[2]) for b in BONES]
-        self.sums = torch.as_tensor(_sums(), dtype=DTYPE)
+        self.length_of = torch.as_tensor([LENGTHS.index(b[2]) for b in BONES])
+        self.hip_sign = torch.as_tensor([[1.0], [-1.0]], dtype=DTYPE)
+        self.anchors = torch.as_tensor([_COLUMN[g[0]] for g in GROUPS])
+        self.member_used = torch.as_tensor([g * WIDEST + m for g, group in enumerate(GROUPS) for m in range(len(group[1]))])
 
     def forward(self) -> torch.Tensor:
         """(T, len(USED), 3): the keypoints the skeleton uses, in USED's order: the root plus the offsets along
-        each keypoint's path from it (the hips' half width, the bones, the rigid parts' members)."""
+        each keypoint's path from it (the hips' half width, the bones, the rigid parts' members), chain by chain.
+        Few large operations (an evaluation's cost): both sides' fingers at once, each part's members at once."""
         frames = self.root.shape[0]
-        half = torch.exp(self.log_hip) * _unit(self.hip)
+        across = _unit(self.hip)
         rotations = _rotation(self.six)  # (T, G, 3, 3)
-        frames_of = torch.cat([rotations, torch.eye(3, dtype=DTYPE).expand(frames, 1, 3, 3)], 1)
         direction = _unit(self.direction)
-        steps = torch.einsum("tbij,tbj->tbi", frames_of[:, self.palm_of], direction)
-        steps = steps * torch.exp(self.log_length)[self.length_of][:, None]
-        members = torch.einsum("tmij,mj->tmi", rotations[:, self.member_group],
-                               self.shapes[self.member_row] * self.member_sign)
-        offsets = torch.cat([half[:, None], steps, members], 1)
-        self.turning = torch.cat([direction, _unit(self.hip)[:, None],
+        # (the lengths expanded to (bones, 3): their gradient a sum over the frames, not over a last axis of 3)
+        steps = direction * torch.exp(self.log_length)[self.length_of][:, None].expand(-1, 3)
+        torso, limbs, fingers = steps.split([1, CAMERA_BONES - 1, len(BONES) - CAMERA_BONES], 1)
+        hips = self.root[:, None] + (torch.exp(self.log_hip) * across)[:, None] * self.hip_sign  # (T, 2, 3)
+        neck = self.root[:, None] + torso
+        # each side's shoulder, elbow, wrist, then knee, ankle: their parents' places plus their bones, in turn
+        arms, legs = limbs.view(frames, len(SIDES), -1, 3).split([3, 2], 2)
+        limbs = torch.cat([neck[:, :, None] + arms.cumsum(2), hips[:, :, None] + legs.cumsum(2)], 2)
+        trunk = torch.cat([hips, neck, limbs.view(frames, -1, 3)], 1)  # USED's first keypoints, in its order
+        members = torch.einsum("tgij,gkj->tgki", rotations, self.shapes[self.member_row] * self.member_sign)
+        members = members + trunk.index_select(1, self.anchors)[:, :, None]  # (T, G, WIDEST, 3)
+        # each finger: its palm's member (the third joint) plus its bones, turned by the palm, in turn
+        fingers = torch.matmul(fingers.reshape(frames, len(self.palms), -1, 3), rotations[:, self.palms].mT)
+        chain = [members[:, self.palms]]  # (T, sides, fingers, 3) each
+        for bone in fingers.view(frames, len(self.palms), len(FINGERS), -1, 3).unbind(3):
+            chain.append(chain[-1] + bone)
+        fingers = torch.stack(chain[1:], 3)
+        self.knees = legs, across  # each side's thigh and shin, and the hips' line: the knee limit's
+        self.turning = torch.cat([direction, across[:, None],
                                   rotations.transpose(-1, -2).reshape(frames, -1, 3)], 1)  # (T, M, 3) unit vectors
-        return self.root[:, None] + torch.tensordot(self.sums, offsets, dims=([1], [1])).transpose(0, 1)
-
-
-def _sums() -> np.ndarray:
-    """(len(USED), offsets): +1 / -1 where an offset (the hips' half width, each bone, each rigid part's members)
-    lies on a keypoint's path from the root: a keypoint is the root plus these."""
-    count = 1 + len(BONES) + sum(len(g[1]) for g in GROUPS)
-    path = {"pelvis": np.zeros(count)}
-    first_member = np.cumsum([1 + len(BONES)] + [len(g[1]) for g in GROUPS])
-    pending = {g[0]: i for i, g in enumerate(GROUPS)}
-
-    def place(name, value):
-        path[name] = value
-        if name in pending:  # a rigid part hangs from this keypoint
-            g = pending.pop(name)
-            for m, member in enumerate(GROUPS[g][1]):
-                place(member, value + np.eye(count)[first_member[g] + m])
-
-    place("left_hip", np.eye(count)[0])
-    place("right_hip", -np.eye(count)[0])
-    for b, (child, parent, _) in enumerate(BONES):
-        place(child, path[parent] + np.eye(count)[1 + b])
-    return np.stack([path[k] for k in USED])
+        # coordinate planes by frame in memory, (T, 3, K): the data terms' layout (clip_terms.Data)
+        return torch.cat([trunk.mT, fingers.reshape(frames, -1, 3).mT,
+                          members.reshape(frames, -1, 3).index_select(1, self.member_used).mT], 2).mT
 
 
 def fit_clip(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np.ndarray, focal: float,
@@ -319,39 +312,38 @@ def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np
     depth_sigma = noise_scale(np.where(available, points[..., 2], np.nan)[..., None], MIN_DEPTH_SIGMA)
     frames = len(points)
 
-    knees = [(_COLUMN[f"{s}_hip"], _COLUMN[f"{s}_knee"], _COLUMN[f"{s}_ankle"]) for s in SIDES]
     feet = [_COLUMN[f"{s}_{k}"] for s in SIDES for k in ("ankle", "heel", "big_toe", "small_toe")]
 
     # a foot on the floor does not slide: a foot keypoint still in the smoother stages' fit holds one place in the
     # last, each frame pulled to the run's mean (the noisy depth would otherwise walk it about)
     runs = [None]  # (frame, column, run) per planted sample and each run's length, once the smooth stages are done
     loose = [1.0]  # the data's sigmas are loosened at first (a smooth start), then tightened to their measure
-    angular = [ANGULAR_SIGMA]  # then each rotating part's own (ANGULAR_QUANTILE), in the last stage
+    # fps^2 over the angular acceleration's sigma: then each rotating part's own (ANGULAR_QUANTILE), in the last stage
+    turn_scale = [torch.as_tensor(fps * fps / ANGULAR_SIGMA, dtype=DTYPE)]
+
+    target_planes, weight_2d = target.mT.contiguous(), weight_2d.mT.contiguous()  # (T, 2 or 1, K): as Data's
 
     def energy():
-        full = body()
-        z = full[..., 2].clamp_min(1e-3)
-        pixels = focal * (full[..., :2] / z[..., None] - target) / (pixel_sigma * loose[0])
-        e = (weight_2d * _robust(pixels, max(ROBUST_C, OUTLIER_PIXELS / pixel_sigma))).sum()
-        e = e + (weight_z * _robust((z - depth - offset) / depth_sigma,
-                                    max(ROBUST_C, OUTLIER_DEPTH / depth_sigma))).sum() / loose[0] ** 2
+        full = body().mT  # (T, 3, K), contiguous
+        e = Data.apply(full, offset, target_planes, weight_2d, focal / (pixel_sigma * loose[0]),  # (written out)
+                       max(ROBUST_C, OUTLIER_PIXELS / pixel_sigma), depth, weight_z, depth_sigma,
+                       max(ROBUST_C, OUTLIER_DEPTH / depth_sigma), 1 / loose[0] ** 2)
         e = e + ((offset / OFFSET_SIGMA) ** 2).sum() + ((torch.diff(offset, dim=0) * fps / DRIFT_SIGMA) ** 2).sum()
+        turning = body.turning
         if frames > 2:
-            root, turning = body.root, body.turning
-            e = e + _huber((root[2:] - 2 * root[1:-1] + root[:-2]) * fps * fps / ACCELERATION_SIGMA).sum()
-            turn = (turning[2:] - 2 * turning[1:-1] + turning[:-2]) * fps * fps / angular[0]
-            e = e + _huber(turn).sum()
+            e = e + Acceleration.apply(body.root, fps * fps / ACCELERATION_SIGMA, PRIOR_C)
+            e = e + Acceleration.apply(turning, turn_scale[0], PRIOR_C)
         if runs[0] is not None:  # each planted sample against its run's mean place, all runs at once
             frame, column, run, count = runs[0]
-            held = full[frame, column]
+            held = full[frame, :, column]
             mean = torch.zeros(len(count), 3, dtype=DTYPE).index_add(0, run, held) / count[:, None]
             e = e + ((held - mean[run]) ** 2).sum() / PLANTED_SIGMA ** 2
         ratios = torch.cat([body.log_length[_PROPORTIONED], body.log_hip[None]]) - _LOG_PROPORTIONS
         e = e + (((ratios - ratios.mean()) / PROPORTION_SIGMA) ** 2).sum()  # the person's own size is free
-        across = _unit(full[:, _COLUMN["left_hip"]] - full[:, _COLUMN["right_hip"]])
-        for hip, knee, ankle in knees:  # the shin turns backwards about the hips' axis, never forwards
-            bend = torch.cross(_unit(full[:, knee] - full[:, hip]), _unit(full[:, ankle] - full[:, knee]), dim=-1)
-            e = e + 100 * (torch.relu(-(bend * across).sum(-1) - 0.05) ** 2).sum()
+        # the shin turns backwards about the hips' axis, never forwards (both knees at once)
+        legs, across = body.knees
+        bend = torch.cross(*_unit(legs.contiguous()).unbind(2), dim=-1)
+        e = e + 100 * (torch.relu(-(bend * across[:, None]).sum(-1) - 0.05) ** 2).sum()
         return e
 
     parameters = list(body.parameters()) + [offset]
@@ -360,7 +352,7 @@ def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np
             with torch.no_grad():
                 fitted = body()
                 if frames > 2:
-                    angular[0] = _own_angular_sigmas(body.turning, torch.as_tensor(available), fps)
+                    turn_scale[0] = fps * fps / _own_angular_sigmas(body.turning, torch.as_tensor(available), fps)
                 found = planted_runs(fitted[:, feet].numpy(), fps)
                 if found:
                     frame = np.concatenate([np.arange(a, b) for _, a, b in found])
@@ -368,17 +360,9 @@ def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np
                     run = np.repeat(np.arange(len(found)), [b - a for _, a, b in found])
                     runs[0] = (torch.as_tensor(frame), torch.as_tensor(column), torch.as_tensor(run),
                                torch.as_tensor([b - a for _, a, b in found], dtype=DTYPE))
-        solver = torch.optim.LBFGS(parameters, lr=1, max_iter=round(iterations * STAGE_SHARES[stage]), history_size=20,
-                                   line_search_fn="strong_wolfe", tolerance_grad=1e-10, tolerance_change=1e-12)
-
-        def closure():
-            solver.zero_grad()
-            e = energy()
-            e.backward()
-            return e
-
-        if iterations:
-            solver.step(closure)
+        if iterations:  # torch.optim.LBFGS's, lean: see lbfgs.py
+            minimize(energy, parameters, round(iterations * STAGE_SHARES[stage]), history_size=20,
+                     tolerance_grad=1e-10, tolerance_change=1e-12)
     with torch.no_grad():
         fitted = body().double().numpy()
     if not np.isfinite(fitted).all():

@@ -276,3 +276,84 @@ def test_a_part_that_turns_fast_is_held_to_its_own_motion_prior(monkeypatch):
     own = error()
     monkeypatch.setattr(clip_fit, "ANGULAR_MAX", clip_fit.ANGULAR_SIGMA)
     assert own < error()
+
+
+def test_the_fit_s_written_out_gradients_are_autograd_s():
+    """pose/clip_terms.py computes the fit's heaviest terms and their gradients by hand (fewer passes over the
+    clip's arrays): each one's value and gradient are those of the same formula through autograd."""
+    import torch
+
+    from sapiens2_demo.pose import clip_terms
+
+    rng = torch.Generator().manual_seed(0)
+
+    def random(*shape, low=-2.0, high=2.0):
+        return (torch.rand(*shape, generator=rng, dtype=torch.float64) * (high - low) + low).requires_grad_()
+
+    def gm(r, c):
+        return r * r / (1 + r * r / c ** 2)
+
+    def huber(r, c):
+        a = r.abs()
+        return torch.where(a < c, a * a, 2 * c * a - c ** 2)
+
+    points = random(6, 4, 3)
+    with torch.no_grad():
+        points[..., 2] = points[..., 2].abs() + 0.5
+        points[0, 0, 2] = 1e-4  # behind the clamp: no gradient through z's clamp
+    offset, target, w2 = random(6, 4), random(6, 4, 2).detach(), random(6, 4, 1, low=0, high=1).detach()
+    depth, wz = random(6, 4).detach(), random(6, 4, low=0, high=1).detach()
+    v, x, scale = random(5, 7, 3), random(9, 4, 3), random(7, 4, 1, low=0.5, high=3).detach()
+    v.data[0, 0] = 1e-12  # shorter than 1e-9: only scaled
+    weights = random(5, 7, 3).detach()
+    cases = [
+        (lambda p, o: clip_terms.Data.apply(p.mT, o, target.mT, w2.mT[:, :1], 30.0, 3.0, depth, wz, 0.05, 4.0, 0.25),
+         lambda p, o: (w2 * gm((p[..., :2] / p[..., 2:].clamp_min(1e-3) - target) * 30.0, 3.0)).sum()
+         + 0.25 * (wz * gm((p[..., 2].clamp_min(1e-3) - depth - o) / 0.05, 4.0)).sum(), (points, offset)),
+        (lambda a: (clip_terms.Unit.apply(a) * weights).sum(),
+         lambda a: (a / a.norm(dim=-1, keepdim=True).clamp_min(1e-9) * weights).sum(), (v,)),
+        (lambda a: clip_terms.Acceleration.apply(a, scale, 0.5),
+         lambda a: huber((a[2:] - 2 * a[1:-1] + a[:-2]) * scale, 0.5).sum(), (x,)),
+    ]
+    for ours, autograd, inputs in cases:
+        mine, theirs = ours(*inputs), autograd(*inputs)
+        assert torch.allclose(mine, theirs, rtol=1e-12)
+        for a, b in zip(torch.autograd.grad(mine, inputs), torch.autograd.grad(theirs, inputs)):
+            assert torch.allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_the_fit_s_l_bfgs_takes_torch_s_steps(monkeypatch):
+    """pose/lbfgs.py is torch.optim.LBFGS with a strong Wolfe line search, leaner: with its history in float64 (the
+    fit's) it takes the same steps to the same place (Rosenbrock's valley, 40 steps, the history 5 pairs); in
+    float32 it gets as near the minimum."""
+    import torch
+
+    from sapiens2_demo.pose import lbfgs
+
+    def solve(ours, dtype=torch.float64):
+        monkeypatch.setattr(lbfgs, "HISTORY_DTYPE", dtype)
+        x = torch.nn.Parameter(torch.tensor([-1.5, 2.0, -0.5, 1.5], dtype=torch.float64))
+
+        def energy():
+            return (100 * (x[1:] - x[:-1] ** 2) ** 2 + (1 - x[:-1]) ** 2).sum()
+
+        if ours:
+            lbfgs.minimize(energy, [x], 40, history_size=5)
+        else:
+            solver = torch.optim.LBFGS([x], lr=1, max_iter=40, history_size=5, line_search_fn="strong_wolfe",
+                                       tolerance_grad=1e-10, tolerance_change=1e-12)
+
+            def closure():
+                solver.zero_grad()
+                e = energy()
+                e.backward()
+                return e
+
+            solver.step(closure)
+        return x.detach().clone(), float(energy().detach())
+
+    theirs, e_theirs = solve(False)
+    ours, e_ours = solve(True)
+    assert torch.allclose(ours, theirs, rtol=1e-12, atol=1e-14) and abs(e_ours - e_theirs) <= 1e-12 + 1e-9 * e_theirs
+    _, e_float32 = solve(True, torch.float32)
+    assert e_float32 < max(10 * e_theirs, 1e-6)
