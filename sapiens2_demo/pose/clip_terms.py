@@ -83,6 +83,6 @@ class Data(torch.autograd.Function):
         points, inv, d2, dz = ctx.saved_tensors
         pixel_gain, depth_gain = ctx.gains
         g2 = (d2 * (grad * pixel_gain)).mul_(inv[:, None])  # (T, 2, K)
-        gz = dz * (grad * depth_gain)
-        gz = (gz - (g2 * points[:, :2]).sum(1).mul_(inv)).mul_(points[:, 2] >= 1e-3)  # z's own, less (x, y).g2 / z
-        return (torch.cat([g2, gz[:, None]], 1), -dz * (grad * depth_gain)) + (None,) * 9
+        own = dz * (grad * depth_gain)  # the depth term's, on z and (negated) on the offset
+        gz = (own - (g2 * points[:, :2]).sum(1).mul_(inv)).mul_(points[:, 2] >= 1e-3)  # z's own, less (x, y).g2 / z
+        return (torch.cat([g2, gz[:, None]], 1), own.neg_()) + (None,) * 9
