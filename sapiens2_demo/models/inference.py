@@ -50,19 +50,95 @@ def on_cuda(device) -> bool:
 
 def upload(frames: list[np.ndarray], device) -> list:
     """RGB uint8 (H, W, 3) frames -> (3, H, W) uint8 tensors on `device`, one copy each (what `preprocess`
-    and the device-side drawing both read). On CUDA through pinned memory without blocking: a copy from
-    pageable memory would wait for everything queued on the device (the last batch's forward) first."""
+    and the device-side drawing both read). On CUDA through pinned memory without blocking (a copy from pageable
+    memory would wait for everything queued on the device, the last batch's forward, first): the frames are copied
+    into a pinned buffer kept for their size (`STAGING`) and cross in one copy."""
     import torch
 
-    cuda = on_cuda(device)
-    tensors = [torch.from_numpy(np.ascontiguousarray(frame[..., :3])) for frame in frames]
-    if cuda:
-        tensors = [t.pin_memory() for t in tensors]  # torch's pinned-block cache reuses them batch after batch
+    arrays = [np.ascontiguousarray(frame[..., :3]) for frame in frames]
+    if not on_cuda(device):
+        tensors = [torch.from_numpy(a) for a in arrays]
+        ledger_copies(tensors, frames)
+        return ledger.on_device([t.to(device).permute(2, 0, 1) for t in tensors], ledger.batch_mark())
+    if len({a.shape for a in arrays}) != 1:  # frames of several sizes (or none): each pinned on its own
+        tensors = [torch.from_numpy(a).pin_memory() for a in arrays]
+        ledger_copies(tensors, frames)
+        return ledger.on_device([t.to(device, non_blocking=True).permute(2, 0, 1) for t in tensors],
+                                ledger.batch_mark())
+    host = STAGING.take((len(arrays), *arrays[0].shape))
+    view = host.numpy()
+    for i, a in enumerate(arrays):
+        np.copyto(view[i], a)
+    ledger_copies(list(host), frames)
+    up = host.to(device, non_blocking=True)
+    STAGING.give(host)
+    return ledger.on_device(list(up.permute(0, 3, 1, 2)), ledger.batch_mark())
+
+
+def ledger_copies(tensors, frames) -> None:
     book = ledger.active()
     if book is not None:
         for t, frame in zip(tensors, frames):
             book.copy_in(t, "upload", blocking=False, source=ledger.address(frame))  # pinned on CUDA
-    return ledger.on_device([t.to(device, non_blocking=cuda).permute(2, 0, 1) for t in tensors], ledger.batch_mark())
+
+
+class Staging:
+    """Pinned host buffers that carry frames up to the GPU, kept per batch shape and reused once their copy is done.
+    Pinning every frame anew (`pin_memory()`) took a third of the main thread's time in a body-part video on an H200
+    (py-spy, docs/host.md). `pinned=False` (the CPU's tests) keeps plain buffers, and each is free at once."""
+
+    KEEP = 3     # buffers a shape: the batch crossing, the one queued behind the forward, the one being filled
+    SHAPES = 3   # shapes kept: a video's batch and its last, short one, an image request's; the oldest let go
+
+    def __init__(self, pinned: bool = True):
+        import threading
+        from collections import OrderedDict
+
+        self.pinned = pinned
+        self._lock = threading.Lock()
+        self._pools: OrderedDict = OrderedDict()  # shape -> [(buffer, its copy's event or None)]
+
+    def take(self, shape: tuple):
+        """A (B, H, W, C) uint8 host buffer nobody else uses; waits only when KEEP of them are all still crossing."""
+        import torch
+
+        shape, wait = tuple(shape), None
+        with self._lock:
+            pool = self._pools.setdefault(shape, [])
+            self._pools.move_to_end(shape)
+            while len(self._pools) > self.SHAPES:
+                self._pools.popitem(last=False)
+            ready = next((i for i, (_, done) in enumerate(pool) if done is None or done.query()), None)
+            if ready is not None:
+                return pool.pop(ready)[0]
+            if len(pool) >= self.KEEP:
+                buffer, wait = pool.pop(0)
+        if wait is not None:
+            wait.synchronize()
+            return buffer
+        return torch.empty(shape, dtype=torch.uint8, pin_memory=self.pinned)
+
+    def give(self, buffer) -> None:
+        """`buffer` back, after the copies from it were queued on this thread's current stream."""
+        done = self._copies_queued()
+        with self._lock:
+            pool = self._pools.get(tuple(buffer.shape))
+            if pool is not None and len(pool) < self.KEEP:
+                pool.append((buffer, done))
+
+
+    def _copies_queued(self):
+        """An event after the copies queued so far on this thread's stream (None: nothing to wait for)."""
+        if not self.pinned:
+            return None
+        import torch
+
+        done = torch.cuda.Event()
+        done.record()
+        return done
+
+
+STAGING = Staging()
 
 
 def image_size(image) -> tuple[int, int]:
