@@ -76,3 +76,13 @@ def test_names_are_written_inside_regions(seg):
     changed = np.argwhere((out != 0).any(axis=2))
     assert changed.size > 0  # text was drawn ...
     assert changed[:, 0].min() >= 50 and changed[:, 0].max() < 150  # ... inside the shirt's rows
+
+
+def test_the_legend_counts_every_pixel_of_each_class_as_bincount_does():
+    rng = np.random.default_rng(5)
+    labels = np.where(rng.random((1080, 1920)) < 0.7, 0, rng.integers(1, 29, (1080, 1920))).astype(np.uint8)
+    counts = np.bincount(labels.ravel(), minlength=29)
+    entries = legend(labels, include_background=True)
+    assert [e.class_id for e in entries] == list(np.flatnonzero(counts))
+    assert [e.share for e in entries] == [counts[e.class_id] / labels.size for e in entries]  # exact counts
+    assert [e.share for e in legend(labels.astype(np.int32), include_background=True)] == [e.share for e in entries]
