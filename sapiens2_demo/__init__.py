@@ -25,4 +25,14 @@ def _quiet_ultralytics() -> None:
             _sys.modules[name].AUTOINSTALL = False
 
 
+def _sleeping_openmp() -> None:
+    """torch's OpenMP threads wait for work asleep (`OMP_WAIT_POLICY=PASSIVE`), not spinning first as libgomp does
+    by default: on a 2-core CPU a spinning pool holds the core that a video's decoder and encoder, gradio's server or
+    another process needs, and each small op then waits for a descheduled thread (720p pre-processing with one core
+    busy elsewhere: 44 against 3.7 ms a frame; docs/host.md). libgomp reads it once, when torch loads: set here,
+    before any module of ours imports torch. A user's own setting wins."""
+    _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # also for the processes this one starts (Ray's workers)
+
+
 _quiet_ultralytics()
+_sleeping_openmp()

@@ -101,3 +101,21 @@ def test_the_footer_names_the_road(tiny_dir):
         manager = ModelManager(checkpoint_dir=tiny_dir, device="cpu")
         text = footer_text(SimpleNamespace(manager=manager))
     assert "CPU (AMD EPYC, AVX512-BF16), bfloat16, compiled" in text and "--dtype" in text
+
+
+@pytest.mark.parametrize("given", [None, "ACTIVE"])
+def test_torch_s_openmp_threads_sleep_when_idle_unless_the_user_says_otherwise(given):
+    """A spinning OpenMP pool holds the core a video's decoder and encoder need (docs/host.md): the package asks
+    libgomp for sleeping threads before torch loads, and a user's own setting is kept."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    if given is not None:
+        env["OMP_WAIT_POLICY"] = given
+    code = ("import sys, os, sapiens2_demo; assert 'torch' not in sys.modules; import torch; "
+            "print(os.environ['OMP_WAIT_POLICY'])")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == (given or "PASSIVE")
