@@ -10,7 +10,7 @@ The clip (written here with PyAV): 1280x720 at 24 fps, moving shapes (tests/vide
 measured on; --content photo: the astronaut photo panning), with a 440 Hz sine AAC track of the same length.
 Per task, in one run, frames per second of:
 - floor: the machine's I/O floor, no model: decode the same clip to RGB (PyAV, threaded decoder as ours) and
-  encode it again with the app's encoder settings (libx264 yuv420p BT.709, preset veryfast, CRF 20, faststart
+  encode it again with the app's encoder settings (libx264 yuv420p BT.709, preset superfast with the macroblock tree, CRF 20, faststart
   mp4), audio packets copied. Fixed here (plain PyAV, default encoder threading, as VideoSink today) so the
   package's own changes do not move it; measured right before and right after each task's run of ours (the
   mean of the two times), so load drift does not skew the ratio;
@@ -78,7 +78,10 @@ import numpy as np  # noqa: E402
 
 TASKS = ("pose", "seg", "normal", "pointmap", "matting")
 MASKED = ("normal", "pointmap")  # ours removes the background with the body-part segmentation by default
-CRF, PRESET = "20", "veryfast"  # the app's encoder settings (sapiens2_demo.media.video DEFAULT_CRF, DEFAULT_PRESET)
+# the app's encoder settings (sapiens2_demo.media.video DEFAULT_CRF, DEFAULT_PRESET, PRESET_PARAMS), written out so that
+# a --root of another checkout meets the same floor
+CRF, PRESET, X264_PARAMS = "20", "superfast", "mbtree=1:rc-lookahead=10"
+ENCODER_OPTIONS = {"crf": CRF, "preset": PRESET, "x264-params": X264_PARAMS}
 TARGET_FLOOR = {"seg": 0.5, "normal": 0.5, "pointmap": 0.5, "pose": 0.35, "matting": 0.35}
 TARGET_PLAIN = 3.0
 MIN_CHUNK = 12  # frames per GPU call, at least (or the whole clip)
@@ -250,7 +253,7 @@ def measure_floor(clip: Path, out: Path, drawn: list | None = None) -> tuple[int
         stream = source.streams.video[0]
         stream.thread_type = "AUTO"  # as the app's reader
         rate = Fraction(stream.average_rate or 24).limit_denominator(1001)
-        encoder = sink.add_stream("libx264", rate=rate, options={"crf": CRF, "preset": PRESET})
+        encoder = sink.add_stream("libx264", rate=rate, options=dict(ENCODER_OPTIONS))
         height, width = drawn[0].shape[:2] if drawn else (stream.height, stream.width)
         encoder.width, encoder.height, encoder.pix_fmt = width, height, "yuv420p"
         cc = encoder.codec_context
@@ -423,7 +426,7 @@ class PlainScript:
             stream = source.streams.video[0]
             encoder = sink.add_stream("libx264", rate=stream.average_rate)
             encoder.width, encoder.height, encoder.pix_fmt = stream.width, stream.height, "yuv420p"
-            encoder.options = {"crf": CRF, "preset": PRESET}
+            encoder.options = dict(ENCODER_OPTIONS)
             with torch.inference_mode():
                 for frame in source.decode(stream):
                     if max_frames and count >= max_frames:
@@ -866,7 +869,7 @@ def main() -> None:
         print(f"clip: {frames} frames of 1280x720 at 24 fps ({args.content}) with AAC audio; batch size "
               f"{args.batch_size or default_batch(device)} (the app's default on {device} unless --batch-size)")
         print(f"ours: process_video with the Video tab's defaults {options}")
-        print("floor: decode to RGB + libx264 veryfast CRF 20 yuv420p, audio copied, no model; measured just "
+        print("floor: decode to RGB + libx264 superfast (mbtree, lookahead 10) CRF 20 yuv420p, audio copied, no model; measured just "
               "before and after each task's run of ours")
         print("plain/model-only: pose: detector + flip test; normal/pointmap: + the body-part mask forward")
         print("bytes: pickled gpu.infer arguments + return value per frame, on the "

@@ -136,6 +136,21 @@ def test_round_trip_keeps_count_fps_duration_and_copies_audio(clip, tmp_path):
     assert head.find(b"moov") < head.find(b"mdat") or b"mdat" not in head
 
 
+def test_the_encoder_runs_superfast_with_the_macroblock_tree(clip, tmp_path):
+    """x264 writes the options it ran with into the stream: the speed preset chosen by measured speed, and the rate
+    control superfast alone turns off (without it the files were 1.5-1.65x larger, docs/host.md); a caller's own
+    preset gets no options of ours."""
+    out = transcode(clip, tmp_path / "out.mp4")
+    used = out.read_bytes()
+    assert b"x264 - core" in used
+    assert b" mbtree=1 " in used and b" rc_lookahead=10 " in used and b" subme=1 " in used  # superfast's search
+    with VideoSink(tmp_path / "slow.mp4", fps=24, preset="slow") as sink:
+        for frame in decode_rgb(clip)[:3]:
+            sink.write(frame)
+    slow = (tmp_path / "slow.mp4").read_bytes()
+    assert b" rc_lookahead=50 " in slow and b" subme=8 " in slow  # x264's own slow preset, untouched
+
+
 def test_cut_at_max_duration_cuts_audio_too(clip, tmp_path):
     out = transcode(clip, tmp_path / "cut.mp4", read={"max_duration": 0.5}, audio_until=0.5)
     assert count_frames(out) == 12
