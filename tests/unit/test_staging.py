@@ -2,6 +2,7 @@
 handed to two batches at once, a buffer still crossing waited for only when every kept one is."""
 
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -81,11 +82,9 @@ def test_threads_taking_at_once_never_share_a_buffer():
                 held.remove(b)
             staging.give(b)
 
-    threads = [threading.Thread(target=work) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    with ThreadPoolExecutor(4) as pool:
+        for done in [pool.submit(work) for _ in range(4)]:
+            done.result()
     assert shared == [], "one buffer handed to two batches at once"
     assert len(staging._pools[(1, 2, 2, 3)]) <= Staging.KEEP
 
