@@ -69,22 +69,23 @@ def test_at_most_keep_buffers_a_shape_and_shapes_shapes_are_kept():
 
 
 def test_threads_taking_at_once_never_share_a_buffer():
-    staging, held, shared, lock = Recorded(), [], [], threading.Lock()
+    staging, held, shared, lock = Recorded(), set(), [], threading.Lock()
 
     def work():
         for _ in range(300):
             b = staging.take((1, 2, 2, 3))
             with lock:
-                shared.extend(other for other in held if other is b)
-                held.append(b)
+                if id(b) in held:
+                    shared.append(b)
+                held.add(id(b))
             b.fill_(1)  # some work while it is held
             with lock:
-                held.remove(b)
+                held.discard(id(b))
             staging.give(b)
+        return True
 
     with ThreadPoolExecutor(4) as pool:
-        for done in [pool.submit(work) for _ in range(4)]:
-            done.result()
+        assert all(done.result() for done in [pool.submit(work) for _ in range(4)])  # an error in a thread fails here
     assert shared == [], "one buffer handed to two batches at once"
     assert len(staging._pools[(1, 2, 2, 3)]) <= Staging.KEEP
 
