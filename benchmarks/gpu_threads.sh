@@ -25,7 +25,7 @@ for mode in gil idle; do
   timeout 80 "$SPY" record --$mode --threads --format raw -r 100 -o "$OUT/spy_$mode.txt" -- $V --no-model-only \
     > "$OUT/spy_$mode.log" 2>&1
   echo "== py-spy --$mode rc=$?"
-  $PY benchmarks/spy_summary.py "$OUT/spy_$mode.txt" --within measure_ours --top 10 --chain 3 > "$OUT/spy_$mode.summary.txt"
+  $PY benchmarks/spy_summary.py "$OUT/spy_$mode.txt" --within timed_ours --top 10 --chain 3 > "$OUT/spy_$mode.summary.txt"
   head -45 "$OUT/spy_$mode.summary.txt" | cut -c1-200
   gzip -f "$OUT/spy_$mode.txt"
 done

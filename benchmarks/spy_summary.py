@@ -1,7 +1,7 @@
 """Where each thread of a run spends its time, from py-spy's raw samples (a script, not a test).
 
     py-spy record --idle --threads --format raw -r 200 -o spy.txt -- python benchmarks/bench_video.py ...
-    python benchmarks/spy_summary.py spy.txt [--within measure_ours] [--top 12] [--chain 3]
+    python benchmarks/spy_summary.py spy.txt [--within timed_ours] [--top 12] [--chain 3]
 (py-spy's --gil: only the samples where a thread held the GIL, which thread holds it how often)
 
 Per thread: its samples, and the places it was found most often as (the innermost frame of this package, the
