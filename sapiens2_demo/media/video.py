@@ -38,7 +38,7 @@ DEFAULT_CRF = 20            # x264/VP9 constant quality: visually lossless for o
 DEFAULT_PRESET = "superfast"  # x264's speed preset, with PRESET_PARAMS on top
 # x264 options on top of a preset: superfast's search with the rate control that superfast turns off (the macroblock
 # tree over 10 frames ahead, as veryfast's). On drawn 720p frames of four tasks: 0.56-0.75x veryfast's CPU, files
-# 1.07-1.18x its size (superfast alone: 1.51-1.65x), PSNR 0.2-0.6 dB lower at CRF 20 (docs/host.md)
+# 1.06-1.18x its size (superfast alone: 1.51-1.65x), PSNR 0.2-0.6 dB lower at CRF 20 (docs/host.md)
 PRESET_PARAMS = {"superfast": "mbtree=1:rc-lookahead=10"}
 TIME_BASE = Fraction(1, 90000)  # output tick: 1/90000 s keeps input timing to ~11 us (MPEG's own clock)
 _IMAGE_DEMUXERS = ("image2", "gif", "ico", "apng")  # plus every "*_pipe" (jpeg_pipe, png_pipe, webp_pipe ...)

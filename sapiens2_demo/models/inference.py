@@ -58,24 +58,25 @@ def upload(frames: list[np.ndarray], device) -> list:
     arrays = [np.ascontiguousarray(frame[..., :3]) for frame in frames]
     if not on_cuda(device):
         tensors = [torch.from_numpy(a) for a in arrays]
-        ledger_copies(tensors, frames)
+        _ledger_copies(tensors, frames)
         return ledger.on_device([t.to(device).permute(2, 0, 1) for t in tensors], ledger.batch_mark())
     if len({a.shape for a in arrays}) != 1:  # frames of several sizes (or none): each pinned on its own
         tensors = [torch.from_numpy(a).pin_memory() for a in arrays]
-        ledger_copies(tensors, frames)
+        _ledger_copies(tensors, frames)
         return ledger.on_device([t.to(device, non_blocking=True).permute(2, 0, 1) for t in tensors],
                                 ledger.batch_mark())
     host = STAGING.take((len(arrays), *arrays[0].shape))
     view = host.numpy()
     for i, a in enumerate(arrays):
         np.copyto(view[i], a)
-    ledger_copies(list(host), frames)
+    _ledger_copies(list(host), frames)
     up = host.to(device, non_blocking=True)
     STAGING.give(host)
     return ledger.on_device(list(up.permute(0, 3, 1, 2)), ledger.batch_mark())
 
 
-def ledger_copies(tensors, frames) -> None:
+def _ledger_copies(tensors, frames) -> None:
+    """A recording ledger's uploads, one a frame."""
     book = ledger.active()
     if book is not None:
         for t, frame in zip(tensors, frames):
@@ -125,7 +126,6 @@ class Staging:
             pool = self._pools.get(tuple(buffer.shape))
             if pool is not None and len(pool) < self.KEEP:
                 pool.append((buffer, done))
-
 
     def _copies_queued(self):
         """An event after the copies queued so far on this thread's stream (None: nothing to wait for)."""
