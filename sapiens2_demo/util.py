@@ -84,7 +84,6 @@ def png_bytes(array: np.ndarray) -> bytes:
     `isal` is missing (the same bytes format, about OpenCV's speed). Both release the GIL, so downloads
     encode in parallel threads."""
     import struct
-    import zlib
 
     array = np.asarray(array)
     if array.dtype not in (np.uint8, np.uint16) or array.ndim not in (2, 3) or min(array.shape[:2]) < 1 \
@@ -100,13 +99,39 @@ def png_bytes(array: np.ndarray) -> bytes:
     filtered[0, 1:] = rows[0]
     np.subtract(rows[1:], rows[:-1], out=filtered[1:, 1:])
 
+    crc32 = _deflate().crc32  # ISA-L's: 0.2 against zlib's 2.9 ms for 12 MB
+
     def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(data, zlib.crc32(kind)))
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc32(data, crc32(kind)))
 
     colour_type = {1: 0, 3: 2, 4: 6}[channels]  # greyscale, RGB, RGBA
     header = struct.pack(">IIBBBBB", width, height, 8 * array.itemsize, colour_type, 0, 0, 0)
     return b"".join([b"\x89PNG\r\n\x1a\n", chunk(b"IHDR", header),
-                     chunk(b"IDAT", _deflate().compress(filtered.reshape(-1), 1)), chunk(b"IEND", b"")])
+                     chunk(b"IDAT", zlib_stream(filtered.reshape(-1))), chunk(b"IEND", b"")])
+
+
+DEFLATE_BLOCK = 2 << 20  # bytes: a PNG's data past twice this is deflated in blocks of about this size, in threads
+
+
+def zlib_stream(data: np.ndarray) -> bytes:
+    """`data` (uint8, 1-D) as a zlib stream at level 1. Past 2 * DEFLATE_BLOCK it is cut into blocks (how many
+    depends on the size alone, so the bytes do not depend on the machine) deflated in threads and joined as pigz
+    does: each block ends on a byte boundary (a sync flush), the last one finishes the stream, the checksum is the
+    whole data's. A 16-bit 1080p normals map is 12 MB: 30 ms of one core, most of a GPU image request's files."""
+    lib = _deflate()
+    blocks = min(8, len(data) // DEFLATE_BLOCK)
+    if blocks < 2:
+        return lib.compress(data, 1)
+    bounds = np.linspace(0, len(data), blocks + 1).astype(int)
+    parts = [data[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+
+    def deflate(i: int) -> bytes:
+        raw = lib.compressobj(1, lib.DEFLATED, -15)  # raw deflate: no header, no checksum
+        return raw.compress(parts[i]) + raw.flush(lib.Z_FINISH if i == blocks - 1 else lib.Z_SYNC_FLUSH)
+
+    body = in_parallel(*(lambda i=i: deflate(i) for i in range(blocks)))  # threads of this call (a pool kept
+    # across calls would not survive the fork of a ZeroGPU worker)
+    return b"".join([b"\x78\x01", *body, lib.adler32(data).to_bytes(4, "big")])  # 0x7801: deflate, 32K, fastest
 
 
 def _deflate():

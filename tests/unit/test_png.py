@@ -13,7 +13,8 @@ from PIL import Image
 from sapiens2_demo import util
 
 SHAPES = [((1, 1), np.uint8), ((5, 7), np.uint16), ((33, 17, 3), np.uint8), ((33, 17, 3), np.uint16),
-          ((9, 4, 4), np.uint8), ((9, 4, 4), np.uint16), ((3, 5, 1), np.uint8), ((270, 480, 3), np.uint16)]
+          ((9, 4, 4), np.uint8), ((9, 4, 4), np.uint16), ((3, 5, 1), np.uint8), ((270, 480, 3), np.uint16),
+          ((1080, 1920, 3), np.uint16)]  # the last: 12 MB, deflated in blocks
 
 
 def _opencv(data: bytes) -> np.ndarray:
@@ -37,6 +38,27 @@ def test_png_bytes_round_trip_exactly(shape, dtype, compressor, monkeypatch):
     assert decoded.dtype == dtype and np.array_equal(decoded, expected)
     if dtype == np.uint8 or array.ndim == 2:  # PIL reads 16-bit greyscale, not 16-bit colour
         assert np.array_equal(np.asarray(Image.open(io.BytesIO(data))).astype(dtype), expected)
+
+
+@pytest.mark.parametrize("compressor", ["isal", "zlib"])
+def test_a_big_png_is_deflated_in_blocks_into_one_valid_zlib_stream(compressor, monkeypatch):
+    """Blocks deflated in threads and joined (pigz's way) must make one zlib stream whose checksum a strict reader
+    accepts, with the same bytes every time (the block count follows the size, not the machine)."""
+    if compressor == "zlib":
+        monkeypatch.setattr(util, "_deflate", lambda: zlib)
+    else:
+        pytest.importorskip("isal")
+    monkeypatch.setattr(util, "DEFLATE_BLOCK", 4096)  # 8 blocks for this array
+    lib, blocks = util._deflate(), []
+    real = lib.compressobj
+    monkeypatch.setattr(lib, "compressobj", lambda *a, **k: blocks.append(a) or real(*a, **k))
+    array = np.random.default_rng(3).integers(0, 60000, (120, 100, 3), dtype=np.uint16)
+    data = util.png_bytes(array)
+    assert len(blocks) == 8 and data == util.png_bytes(array)
+    assert np.array_equal(_opencv(data), array)
+    start = data.index(b"IDAT") + 4
+    idat = data[start:start + int.from_bytes(data[start - 8:start - 4], "big")]
+    assert len(zlib.decompress(idat)) == 120 * (100 * 6 + 1)  # zlib checks the Adler-32 of the whole stream
 
 
 def test_png_bytes_of_a_smooth_map_is_compressed():
