@@ -56,23 +56,21 @@ def upload(frames: list[np.ndarray], device) -> list:
     import torch
 
     arrays = [np.ascontiguousarray(frame[..., :3]) for frame in frames]
-    if not on_cuda(device):
-        tensors = [torch.from_numpy(a) for a in arrays]
-        _ledger_copies(tensors, frames)
-        return ledger.on_device([t.to(device).permute(2, 0, 1) for t in tensors], ledger.batch_mark())
-    if len({a.shape for a in arrays}) != 1:  # frames of several sizes (or none): each pinned on its own
-        tensors = [torch.from_numpy(a).pin_memory() for a in arrays]
-        _ledger_copies(tensors, frames)
-        return ledger.on_device([t.to(device, non_blocking=True).permute(2, 0, 1) for t in tensors],
-                                ledger.batch_mark())
-    host = STAGING.take((len(arrays), *arrays[0].shape))
-    view = host.numpy()
-    for i, a in enumerate(arrays):
-        np.copyto(view[i], a)
-    _ledger_copies(list(host), frames)
-    up = host.to(device, non_blocking=True)
-    STAGING.give(host)
-    return ledger.on_device(list(up.permute(0, 3, 1, 2)), ledger.batch_mark())
+    cuda = on_cuda(device)
+    if cuda and len({a.shape for a in arrays}) == 1:  # a batch of one size: staged, one copy
+        host = STAGING.take((len(arrays), *arrays[0].shape))
+        view = host.numpy()
+        for i, a in enumerate(arrays):
+            np.copyto(view[i], a)
+        _ledger_copies(list(host), frames)
+        up = host.to(device, non_blocking=True)
+        STAGING.give(host)
+        return ledger.on_device(list(up.permute(0, 3, 1, 2)), ledger.batch_mark())
+    tensors = [torch.from_numpy(a) for a in arrays]
+    if cuda:  # frames of several sizes: each pinned on its own
+        tensors = [t.pin_memory() for t in tensors]
+    _ledger_copies(tensors, frames)
+    return ledger.on_device([t.to(device, non_blocking=cuda).permute(2, 0, 1) for t in tensors], ledger.batch_mark())
 
 
 def _ledger_copies(tensors, frames) -> None:
