@@ -92,10 +92,10 @@ def main() -> None:
               "PSNR dB against the frames given, size against the first variant's")
         print(f"{'variant':28}" + "".join(f"{task:>30}" for task in drawn))
         first = {}
-        for name in args.variants:
+        for number, name in enumerate(args.variants):
             cells = []
             for task, frames in drawn.items():
-                path = work / f"{task}_{len(first)}_{abs(hash(name))}.mp4"
+                path = work / f"{task}_{number}.mp4"
                 ms = min(encode(frames, VARIANTS[name], path) for _ in range(args.reps))
                 size = path.stat().st_size
                 first.setdefault(task, size)
