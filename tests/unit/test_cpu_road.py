@@ -2,6 +2,7 @@
 where bf16 would be emulated; decided from what torch reports (mocked here both ways), overridable. The bf16 + compiled road
 itself runs in tests/system/test_cpu_bf16_road.py (inductor's C++ compile takes tens of seconds)."""
 
+import sys
 from unittest.mock import patch
 
 import pytest
@@ -119,3 +120,40 @@ def test_torch_s_openmp_threads_sleep_when_idle_unless_the_user_says_otherwise(g
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == (given or "PASSIVE")
+
+
+HEAP_PROBE = """
+import resource, sys, threading
+import numpy as np
+if sys.argv[1] == "import":
+    import sapiens2_demo
+def frames():  # a video's per-frame maps, made and dropped in a worker thread (its own glibc arena)
+    for size in (3_000_000, 2_000_000) * 10:
+        a = np.ones(size, np.float32); b = a * 2; del a, b
+for _ in range(2):  # the second round counts: the first finds the heap empty either way
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    t = threading.Thread(target=frames); t.start(); t.join()
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+"""
+
+
+def _page_faults(mode: str, **env) -> int:
+    import os
+    import subprocess
+    import sys
+
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"}
+    out = subprocess.run([sys.executable, "-c", HEAP_PROBE, mode], env={**clean, **env}, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return int(out.stdout)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's heap")
+def test_large_arrays_reuse_the_heap_instead_of_fresh_pages_unless_the_user_set_malloc():
+    """glibc maps each large array afresh and every frame's maps page-fault on their first write (docs/host.md):
+    the package keeps freed memory in the heap. 40 arrays of 8-12 MB are ~24,000 pages' first writes; kept, the
+    second round reuses the first's pages. A user's MALLOC_* setting leaves glibc as the user set it."""
+    plain, kept = _page_faults("plain"), _page_faults("import")
+    assert kept * 4 < plain, (kept, plain)
+    assert _page_faults("import", MALLOC_ARENA_MAX="8") * 4 > plain  # the user's: nothing changed
