@@ -49,7 +49,13 @@ def resize_map(maps: np.ndarray, image_hw: tuple[int, int]) -> np.ndarray:
 def unit_normals(normals: np.ndarray) -> np.ndarray:
     """L2-normalise the last axis (eps 1e-8, like torch's F.normalize); float32 out."""
     normals = np.asarray(normals, dtype=np.float32)
-    norm = np.sqrt(np.einsum("...i,...i->...", normals, normals))
+    if normals.ndim == 3 and normals.shape[2] == 3:
+        # x*x + y*y + z*z as einsum sums them, (x*x + y*y) + z*z in float32, by OpenCV: numpy's einsum over an
+        # axis of three runs a loop per pixel (720p: 4.3-5.3 against 0.8 ms; the same sums, tested bit for bit)
+        norm = cv2.transform(cv2.multiply(normals, normals), np.ones((1, 3), np.float32))
+    else:
+        norm = np.einsum("...i,...i->...", normals, normals)
+    np.sqrt(norm, out=norm)
     np.maximum(norm, np.float32(1e-8), out=norm)
     # the same IEEE quotients, the divisor laid out beside each component first: numpy's division by a broadcast
     # (H, W, 1) runs an inner loop of three (1080p: 7.0 ms CPU, against 2.7 for these two passes)

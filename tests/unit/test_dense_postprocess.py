@@ -157,8 +157,10 @@ def test_unit_normals_divides_as_numpys_broadcast_does():
     """The divisor laid out per component gives numpy's broadcast quotients bit for bit (a crop's strided view too)."""
     from sapiens2_demo.pipelines.postprocess import unit_normals
 
-    maps = np.random.default_rng(3).standard_normal((40, 70, 3)).astype(np.float32) * 7
+    rng = np.random.default_rng(3)
+    maps = rng.standard_normal((40, 70, 3)).astype(np.float32) * 7
     maps[0, 0] = 0  # the eps floor
-    for normals in (maps, maps[5:30, 10:60]):
+    large = [rng.standard_normal((300, 500, 3)).astype(np.float32) * scale for scale in (1e-3, 1, 1e3)]
+    for normals in (maps, maps[5:30, 10:60], *large):  # OpenCV's sums of squares are einsum's, bit for bit
         norm = np.maximum(np.sqrt(np.einsum("...i,...i->...", normals, normals)), np.float32(1e-8))
         assert np.array_equal(unit_normals(normals), normals / norm[..., None])
