@@ -43,6 +43,12 @@ def register(manager: ModelManager, seg_cache=None) -> str:
     return key
 
 
+def device_of(manager_key: str) -> str | None:
+    """The device a registered manager runs its models on ("cpu", "cuda", ...); None for a key not registered."""
+    state = _STATE.get(manager_key)
+    return None if state is None else str(state[0].device)
+
+
 # What a GPU call and the threads beside it (a video's writer, the other requests) import inside functions.
 FORK_IMPORTS = ("numpy.ma", "cv2", "av", "av.video.reformatter", "PIL.Image", "matplotlib.cm", "matplotlib.colors",
                 "trimesh", "torch", "torch.nn.functional", "torchvision.ops", "torchvision.transforms.v2.functional",
