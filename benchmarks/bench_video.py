@@ -22,7 +22,7 @@ Per task, in one run, frames per second of:
 - plain: the plain loop of the usual scripts, on the clip's first --plain-frames (48) frames, one at a time:
   decode (PyAV) -> transformers' Sapiens2ImageProcessor -> model -> simple post-processing -> simple render ->
   encode (same preset and CRF),
-  no audio, no exports; the same model work as ours (detector + flip test for pose, the body-part mask for
+  no audio, no exports; the same model work as ours (detector + flip test for pose on a GPU, the body-part mask for
   normals and depth);
 - model-only: the forwards alone on frames pre-processed beforehand, batched as ours (internal helpers: shown
   as "-" when the package moved them).
@@ -279,6 +279,11 @@ def measure_floor(clip: Path, out: Path, drawn: list | None = None) -> tuple[int
     return count, time.perf_counter() - started
 
 
+def flips(device) -> bool:
+    """Whether pose runs the flip test: the Video tab's default on `device` (on a GPU, off on a CPU)."""
+    return str(device) != "cpu"
+
+
 # -- ours -----------------------------------------------------------------------------------------------
 def video_tab_options() -> dict:
     """The options the Video tab passes to the video job by default (its handler's signature when it imports)."""
@@ -501,9 +506,10 @@ class PlainScript:
         boxes = found[:20] if len(found) else np.array([[0, 0, w, h]], np.float32)
         xywh = np.concatenate([boxes[:, :2], boxes[:, 2:] - boxes[:, :2]], 1)
         pixels = self._inputs(self.processor, rgb, boxes=[xywh.tolist()])
-        heatmaps = self.model(pixel_values=pixels).heatmaps
-        pairs = torch.as_tensor(self.flip_pairs, device=pixels.device)
-        heatmaps = ((heatmaps + self.model(pixel_values=pixels.flip(-1), flip_pairs=pairs).heatmaps) / 2).float()
+        heatmaps = self.model(pixel_values=pixels).heatmaps.float()
+        if flips(self.device):
+            pairs = torch.as_tensor(self.flip_pairs, device=pixels.device)
+            heatmaps = ((heatmaps + self.model(pixel_values=pixels.flip(-1), flip_pairs=pairs).heatmaps) / 2).float()
         n, k, hh, hw = heatmaps.shape
         scores, flat = heatmaps.reshape(n, k, -1).max(-1)
         ys, xs = (flat // hw).cpu().numpy(), (flat % hw).cpu().numpy()
@@ -550,8 +556,10 @@ def prepared_batches(clip: Path, task: str, manager, batch_size: int) -> list[li
         if task == "pose":
             boxes = [xyxy_to_xywh(find_people(f, manager)[0]) for f in chunk]
             pixels = preprocess(loaded, chunk, "pose", boxes)
-            pairs = model_flip_pairs(loaded.model).to(pixels.device)
-            calls += [(loaded, pixels, {}), (loaded, pixels.flip(-1), {"flip_pairs": pairs})]  # flip test
+            calls.append((loaded, pixels, {}))
+            if flips(manager.device):
+                pairs = model_flip_pairs(loaded.model).to(pixels.device)
+                calls.append((loaded, pixels.flip(-1), {"flip_pairs": pairs}))  # flip test
         else:
             calls.append((loaded, preprocess(loaded, chunk, task), {}))
         if seg is not None:
@@ -877,7 +885,7 @@ def main() -> None:
         print(f"ours: process_video with the Video tab's defaults {options}")
         print("floor: decode to RGB + libx264 superfast (mbtree, lookahead 10) CRF 20 yuv420p, audio copied, no model; measured just "
               "before and after each task's run of ours")
-        print("plain/model-only: pose: detector + flip test; normal/pointmap: + the body-part mask forward")
+        print("plain/model-only: pose: detector + flip test (on a GPU); normal/pointmap: + the body-part mask forward")
         print("bytes: pickled gpu.infer arguments + return value per frame, on the "
               f"{BYTES_CLIP_FRAMES}-frame warm-up clip")
         print_header(frames)
