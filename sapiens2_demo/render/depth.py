@@ -85,29 +85,63 @@ def depth_percentiles(result: PointmapResult | np.ndarray, q, mask: np.ndarray |
     depth = _depth_of(result)
     if not isinstance(result, PointmapResult):
         values = depth[valid_depth(depth, mask)]
-        return np.percentile(values, q, overwrite_input=True) if values.size else None
+        return positive_percentiles(values, q) if values.size else None
     # a result's valid depths are gathered once (the render's bounds and the summary ask for them: ~10 ms CPU at
-    # 1080p), partially sorted in place rather than copied (np.percentile's overwrite_input: the same values), and
-    # each set of percentiles asked for is kept (the tab asks for the summary's three once, for both)
+    # 1080p), counted rather than sorted (positive_percentiles: np.percentile's values), and each set of
+    # percentiles asked for is kept (the tab asks for the summary's three once, for both)
     gathered = _gathered(result, depth, mask)
     asked = tuple(np.atleast_1d(q).tolist()), np.shape(q)
-    with _GATHERED_LOCK:  # one partial sort at a time of an array two threads may share
+    with _GATHERED_LOCK:  # one computation of a set at a time: two threads may ask for the same
         if asked not in gathered.found:
             values = gathered.values
-            gathered.found[asked] = np.percentile(values, q, overwrite_input=True) if values.size else None
+            gathered.found[asked] = positive_percentiles(values, q) if values.size else None
         found = gathered.found[asked]
     return found.copy() if isinstance(found, np.ndarray) else found
+
+
+def positive_percentiles(values: np.ndarray, q) -> np.ndarray:
+    """np.percentile(values, q) (its linear method, q a sequence) of positive finite float32 values: the same numbers.
+    The order statistics it interpolates are found by counting the values' leading 16 bits (positive floats sort
+    as their bits do: 7 bits of mantissa, a bin 1/128 of an octave wide) and partially sorting only the values in
+    the bins that hold them, not all of them (720p depth, ~300k values: ~1.5 against ~5 ms)."""
+    values = np.asarray(values)
+    qs = np.true_divide(np.asarray(q, dtype=np.float64), 100)
+    if values.dtype != np.float32 or values.ndim != 1 or not values.size or qs.ndim != 1:
+        return np.percentile(values, q)
+    n = values.size
+    virtual = (n - 1) * qs  # numpy's steps (_quantile, _get_indexes, _get_gamma, _lerp), for one axis
+    previous = np.floor(virtual).astype(np.intp)
+    following = previous + 1
+    above, below = virtual >= n - 1, virtual < 0
+    previous[above], following[above] = -1, -1
+    previous[below], following[below] = 0, 0
+    gamma = virtual - previous
+    ranks = np.unique(np.concatenate([previous, following]) % n)
+    bins = values.view(np.uint32) >> 16
+    running = np.cumsum(np.bincount(bins))
+    found = {}
+    for b in np.unique(np.searchsorted(running, ranks, side="right")):  # the bins holding a wanted rank
+        inside = np.sort(values[bins == b])
+        first = int(running[b - 1]) if b else 0
+        for rank in ranks[(ranks >= first) & (ranks < first + inside.size)]:
+            found[int(rank)] = inside[rank - first]
+    a = np.array([found[int(i) % n] for i in previous], dtype=np.float32)
+    b = np.array([found[int(i) % n] for i in following], dtype=np.float32)
+    difference = b - a
+    result = np.add(a, difference * gamma)
+    np.subtract(b, difference * (1 - gamma), out=result, where=gamma >= 0.5, casting="unsafe")
+    return result
 
 
 @dataclass
 class _Gathered:
     valid: np.ndarray  # (H, W) bool: valid_depth of the map inside the mask
-    values: np.ndarray  # the valid depths, 1-D, in any order (partially sorted by the percentiles taken)
+    values: np.ndarray  # the valid depths, 1-D, in the map's order
     found: dict  # (q, its shape) -> np.percentile's answer (None: no valid depth)
 
 
 _GATHERED = ArrayMemo()  # (points, mask) -> _Gathered
-_GATHERED_LOCK = threading.RLock()  # one partial sort at a time of values two threads may share
+_GATHERED_LOCK = threading.RLock()  # one computation of a set of percentiles at a time
 
 
 def _gathered(result: PointmapResult, depth: np.ndarray, mask) -> _Gathered:
@@ -148,7 +182,8 @@ def colour_index(depth: np.ndarray, bounds: DepthBounds) -> np.ndarray:
         t *= scale
         t += np.float32(0.5)
         np.clip(t, 0, 255, out=t)
-        return np.nan_to_num(t, copy=False).astype(np.uint8)
+        cv2.patchNaNs(t, 0)  # the clip left only NaN to mend: one pass (np.nan_to_num's four: 1.1 against 0.1 ms at 720p)
+        return t.astype(np.uint8)
 
 
 def _millimetre_colours(bounds: DepthBounds) -> np.ndarray:

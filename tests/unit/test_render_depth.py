@@ -130,8 +130,8 @@ def test_a_gallery_tile_keeps_its_bottom_corner_for_the_caption():
 
 def test_a_pointmap_answer_gathers_its_valid_depths_once(monkeypatch):
     """The render's bounds, its drawing's background and the summary's percentiles of one result read one gathering
-    of its valid pixels (it was one each), and one partial sort (it was two), with the values a fresh np.percentile
-    gives."""
+    of its valid pixels (it was one each), and one set of percentiles (it was two), with the values a fresh
+    np.percentile gives."""
     from sapiens2_demo.media.image import LoadedImage
     from sapiens2_demo.render import depth as depth_module
     from sapiens2_demo.tasks.present import present_pointmap
@@ -144,12 +144,13 @@ def test_a_pointmap_answer_gathers_its_valid_depths_once(monkeypatch):
     result = _pointmap(depth, mask)
     expected = np.percentile(depth[np.isfinite(depth) & mask], (1, 50, 99))
     calls, sorts = [], []
-    real, percentile = depth_module.valid_depth, np.percentile
+    real, percentiles = depth_module.valid_depth, depth_module.positive_percentiles
     monkeypatch.setattr(depth_module, "valid_depth", lambda *args, **kwargs: calls.append(1) or real(*args, **kwargs))
-    monkeypatch.setattr(np, "percentile", lambda *args, **kwargs: sorts.append(1) or percentile(*args, **kwargs))
+    monkeypatch.setattr(depth_module, "positive_percentiles",
+                        lambda *args, **kwargs: sorts.append(1) or percentiles(*args, **kwargs))
     shown = present_pointmap(LoadedImage(np.zeros((40, 60, 3), np.uint8), (60, 40), []), result)
     summary = summarize(result, depth.shape)
-    monkeypatch.setattr(np, "percentile", percentile)
+    monkeypatch.setattr(depth_module, "positive_percentiles", percentiles)
     assert len(calls) == 1 and len(sorts) == 1
     assert summary["depth_m"] == {"p1": round(float(expected[0]), 3), "median": round(float(expected[1]), 3),
                                   "p99": round(float(expected[2]), 3)}
@@ -171,3 +172,19 @@ def test_a_map_written_in_place_is_gathered_again():
     points[:30, :5, 2] = np.nan  # and some of its pixels made invalid
     drawn = DepthAnnotator().annotate(np.zeros((60, 80, 3), np.uint8), result)
     assert (drawn[:30, :5] == (100, 100, 100)).all()  # the new invalid pixels drawn as background
+
+
+@pytest.mark.parametrize("q", [(1.0, 99.0), (1.0, 50.0, 99.0), (0.0, 100.0), (0.3, 37.5, 99.99)])
+def test_the_counted_percentiles_are_numpys_to_the_bit(q):
+    """depth_percentiles counts the values' leading bits instead of partially sorting them all: the same numbers as
+    np.percentile, for spread, heavy-tailed, tied and tiny sets."""
+    from sapiens2_demo.render.depth import positive_percentiles
+
+    rng = np.random.default_rng(7)
+    sets = [rng.uniform(0.5, 10, 50_000), rng.lognormal(0, 2, 20_000), rng.choice([1.5, 2.0, 2.25, 7.0], 999),
+            np.exp(rng.uniform(-20, 20, 5_000)), [3.0], [2.0, 5.0], rng.uniform(1, 2, 7)]
+    for values in sets:
+        values = np.asarray(values, dtype=np.float32)
+        expected = np.percentile(values, q)
+        got = positive_percentiles(values.copy(), q)
+        assert got.dtype == expected.dtype and np.array_equal(got, expected), (values.size, got, expected)
