@@ -97,3 +97,21 @@ def test_parse_colour():
     assert parse_colour("rgb(1, 2.4, 300)") == (1, 2, 255)
     with pytest.raises(ValueError):
         parse_colour((1, 2))
+
+
+@pytest.mark.parametrize("background", ["colour", "image"])
+def test_the_composite_is_numpys_clip_and_rounding_to_the_byte(background):
+    """The OpenCV composite against the plain float32 formula, round(clip(fg + (1 - a) * bg, 0, 1) * 255), on maps
+    that leave [0, 1] both ways (a sum over 1, a negative foreground) and land on halves."""
+    rng = np.random.default_rng(5)
+    alpha = rng.uniform(-0.1, 1.1, (90, 160)).astype(np.float32)
+    alpha[:5] = np.float32(0.5)
+    foreground = rng.uniform(-0.2, 1.2, (90, 160, 3)).astype(np.float32)
+    foreground[:5] = np.float32(0.5) / 255 * np.arange(1, 4, dtype=np.float32)  # halves of a level
+    picture = rng.integers(0, 256, (90, 160, 3), dtype=np.uint8)
+    annotator = MattingAnnotator(picture) if background == "image" else MattingAnnotator(colour=(12, 200, 99))
+    bg = annotator.background_for(alpha.shape)
+    total = foreground + (np.float32(1) - alpha)[..., None] * bg
+    expected = np.rint(np.clip(total, np.float32(0), np.float32(1)) * np.float32(255)).astype(np.uint8)
+    out = annotator.annotate(None, MattingResult(alpha=alpha, foreground=foreground))
+    assert np.array_equal(out, expected)
