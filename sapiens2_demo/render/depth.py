@@ -102,8 +102,8 @@ def depth_percentiles(result: PointmapResult | np.ndarray, q, mask: np.ndarray |
 def positive_percentiles(values: np.ndarray, q) -> np.ndarray:
     """np.percentile(values, q) (its linear method, q a sequence) of positive finite float32 values: the same numbers.
     The order statistics it interpolates are found by counting the values' leading 16 bits (positive floats sort
-    as their bits do: 7 bits of mantissa, a bin 1/128 of an octave wide) and partially sorting only the values in
-    the bins that hold them, not all of them (720p depth, ~300k values: ~1.5 against ~5 ms)."""
+    as their bits do: 7 bits of mantissa, a bin 1/128 of an octave wide) and sorting only the values in the bins
+    that hold them, not partially sorting all of them (300k-700k depths: 0.8-3.3 against 3.8-13 ms)."""
     values = np.asarray(values)
     qs = np.true_divide(np.asarray(q, dtype=np.float64), 100)
     if values.dtype != np.float32 or values.ndim != 1 or not values.size or qs.ndim != 1:
@@ -182,7 +182,8 @@ def colour_index(depth: np.ndarray, bounds: DepthBounds) -> np.ndarray:
         t *= scale
         t += np.float32(0.5)
         np.clip(t, 0, 255, out=t)
-        cv2.patchNaNs(t, 0)  # the clip left only NaN to mend: one pass (np.nan_to_num's four: 1.1 against 0.1 ms at 720p)
+        if t.size:  # the clip left only NaN to mend: one pass (np.nan_to_num's four: 1.1 against 0.1 ms at 720p)
+            cv2.patchNaNs(t, 0)
         return t.astype(np.uint8)
 
 
