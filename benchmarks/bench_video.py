@@ -280,8 +280,9 @@ def measure_floor(clip: Path, out: Path, drawn: list | None = None) -> tuple[int
 
 
 def flips(device) -> bool:
-    """Whether pose runs the flip test: the Video tab's default on `device` (on a GPU, off on a CPU)."""
-    return str(device) != "cpu"
+    """Whether pose runs the flip test: the pose option's default on `device`, as our video job takes it."""
+    get = load("get", _mod("tasks"))
+    return bool(get("pose").defaults(str(device))["flip_test"])
 
 
 # -- ours -----------------------------------------------------------------------------------------------

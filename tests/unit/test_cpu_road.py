@@ -2,7 +2,10 @@
 where bf16 would be emulated; decided from what torch reports (mocked here both ways), overridable. The bf16 + compiled road
 itself runs in tests/system/test_cpu_bf16_road.py (inductor's C++ compile takes tens of seconds)."""
 
+import os
+import subprocess
 import sys
+from pathlib import Path
 from unittest.mock import patch
 
 import pytest
@@ -108,10 +111,6 @@ def test_the_footer_names_the_road(tiny_dir):
 def test_torch_s_openmp_threads_sleep_when_idle_unless_the_user_says_otherwise(given):
     """A spinning OpenMP pool holds the core a video's decoder and encoder need (docs/host.md): the package asks
     libgomp for sleeping threads before torch loads, and a user's own setting is kept."""
-    import os
-    import subprocess
-    import sys
-
     env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
     if given is not None:
         env["OMP_WAIT_POLICY"] = given
@@ -138,10 +137,6 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 
 
 def _page_faults(mode: str, **env) -> int:
-    import os
-    import subprocess
-    import sys
-
     clean = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"}
     out = subprocess.run([sys.executable, "-c", HEAP_PROBE, mode], env={**clean, **env}, capture_output=True,
                          text=True, timeout=120)
@@ -154,8 +149,6 @@ def test_large_arrays_reuse_the_heap_instead_of_fresh_pages_unless_the_user_set_
     """glibc maps each large array afresh and every frame's maps page-fault on their first write (docs/host.md):
     the package keeps freed memory in the heap. 40 arrays of 8-12 MB are ~24,000 pages' first writes; kept, the
     second round reuses the first's pages. A user's MALLOC_* setting leaves glibc as the user set it."""
-    from pathlib import Path
-
     huge = Path("/sys/kernel/mm/transparent_hugepage/enabled")
     if huge.exists() and "[always]" in huge.read_text():
         pytest.skip("transparent huge pages always on: a fresh array faults once per 2 MB, too few to count")
