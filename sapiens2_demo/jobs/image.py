@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import time
 import zipfile
+from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -143,11 +145,35 @@ def run_task(ctx: AppContext, image: LoadedImage, **kwargs) -> TaskOutput:
     return out
 
 
+def all_order(jobs: list) -> list[int]:
+    """The order the All-tasks jobs run in when each is a GPU call of its own: first the tasks whose models the
+    others' options also run (the body-part segmentation masks three of them; the pointmap lifts pose), so their
+    tiles come first and the later jobs find their results in the cache; the catalog's order otherwise."""
+    used = Counter(name for job in jobs for name in option_models(job))
+    return sorted(range(len(jobs)), key=lambda i: -used[jobs[i].task])
+
+
+def answers_in_turn(ctx: AppContext, image: LoadedImage, chosen: list, jobs: list, progress) -> Iterator[list]:
+    """[(job index, its answer)] per GPU call: one call per job where a call is a function call (a local launch:
+    each tile is shown when its task is done; on a CPU, with the released models, a tile a minute), every job in one
+    call on ZeroGPU (each call there is a worker process and a GPU of its own, asked for)."""
+    if gpu.CROSSES_PROCESSES:
+        yield list(enumerate(infer(ctx, [image.rgb], jobs, progress)))
+        return
+    order = all_order(jobs)
+    for step, index in enumerate(order):
+        if progress is not None:
+            progress(0.05 + 0.9 * step / len(order), desc=f"{chosen[index].title} ({step + 1} of {len(order)})...")
+        yield [(index, infer(ctx, [image.rgb], [jobs[index]], progress)[0])]
+
+
 def stream_all(ctx: AppContext, image: LoadedImage, *, run_dir: Path, progress=None,
                size: str = "0.4b") -> Iterator[TaskOutput]:
-    """Every task of "all" on one image in one GPU call; the segmentation is computed once and shared (the
-    cache). A task that fails (e.g. a missing checkpoint) is reported in the notes and the others go on.
-    Yields the gallery at once, then the same with every task's default downloads zipped (as stream_task does)."""
+    """Every task of "all" on one image; the segmentation is computed once and shared (the cache). A task that
+    fails (e.g. a missing checkpoint) is reported in the notes and the others go on. Yields the gallery as its
+    tiles come (`answers_in_turn`: each task's tile when it is done, in the catalog's order; all at once on ZeroGPU),
+    each task's downloads written from its result beside the next forwards, then the same gallery with every
+    task's default downloads zipped (as stream_task does)."""
     chosen, since = tasks.specs(in_all=True), ctx.manager.notes_mark()
     if progress is not None:
         progress(0.05, desc="Running every task...")
@@ -155,46 +181,53 @@ def stream_all(ctx: AppContext, image: LoadedImage, *, run_dir: Path, progress=N
     shared = {name for job in jobs for name in option_models(job)}  # the pose lift's pointmap: one forward for both
     for spec, job in zip(chosen, jobs):
         ask_light_answer(spec, job, spec.all_options, shared)
-    answers = infer(ctx, [image.rgb], jobs, progress)
-    ran = [(spec, answer[0]) for spec, answer in zip(chosen, answers) if not isinstance(answer, Exception)]
+    shown = LoadedImage(image.rgb, image.original_size, [])
+    tiles: dict[int, tuple] = {}  # job index -> (render or None, notes)
+    writing: dict = {}  # job index -> the future of its downloads
+
+    def options(spec) -> dict:
+        return {**spec.defaults(ctx.manager.device), **spec.all_options}
 
     def write(spec, result):  # on an output of its own: it gathers only the writers' files and notes
-        return spec.finish(TaskOutput(), image.rgb, result, run_dir / spec.zip_folder,
-                           **{**spec.defaults(ctx.manager.device), **spec.all_options})
+        return spec.finish(TaskOutput(), image.rgb, result, run_dir / spec.zip_folder, **options(spec))
 
-    def write_all():
-        finished = in_parallel(*[functools.partial(write, *entry) for entry in ran])
+    def tile(index, answer):
+        if isinstance(answer, Exception):
+            return None, [str(answer)]
+        task_out = chosen[index].present(shown, answer[0], tile=True, **options(chosen[index]))
+        return task_out.main, task_out.notes
+
+    def gallery_so_far() -> TaskOutput:
+        out = TaskOutput(gallery=[(image.rgb, "Input")], notes=list(image.notes) + load_notes(ctx, since, jobs))
+        for index in sorted(tiles):
+            render, notes = tiles[index]
+            if render is not None:
+                out.gallery.append((render, chosen[index].short))
+            out.notes.extend(f"{chosen[index].short}: {note}" for note in notes)
+        return out
+
+    def zipped(out: TaskOutput) -> TaskOutput:
         archive = run_dir / "sapiens2_all_tasks.zip"
-        with zipfile.ZipFile(archive, "w", zipfile.ZIP_STORED) as zf:  # PNG/GLB are compressed already
-            for path in (path for written in finished for path in written.files):
-                zf.write(path, arcname=f"{path.parent.name}/{path.name}")
-        return finished, archive
-
-    def complete(written) -> TaskOutput:
-        finished, archive = written
         done = dataclasses.replace(out, notes=list(out.notes), files=[archive])
-        for (spec, _), task_written in zip(ran, finished):
-            done.notes.extend(f"{spec.short}: {note}" for note in task_written.notes)
+        with zipfile.ZipFile(archive, "w", zipfile.ZIP_STORED) as zf:  # PNG/GLB are compressed already
+            for index in sorted(writing):
+                written = writing[index].result()
+                for path in written.files:
+                    zf.write(path, arcname=f"{path.parent.name}/{path.name}")
+                done.notes.extend(f"{chosen[index].short}: {note}" for note in written.notes)
         return done
 
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        writing = pool.submit(write_all)  # the files need only the results: written while the renders are drawn
-        shown = LoadedImage(image.rgb, image.original_size, [])
-        out = TaskOutput(gallery=[(image.rgb, "Input")], notes=list(image.notes) + load_notes(ctx, since, jobs))
-        def tile(spec, answer):
-            return spec.present(shown, answer[0], tile=True, **{**spec.defaults(ctx.manager.device), **spec.all_options})
-
-        # the tiles drawn in parallel threads (OpenCV and numpy's large passes release the GIL), in order
-        tiles = iter(in_parallel(*[functools.partial(tile, spec, answer) for spec, answer in zip(chosen, answers)
-                                   if not isinstance(answer, Exception)]))
-        for spec, answer in zip(chosen, answers):
-            if isinstance(answer, Exception):
-                out.notes.append(f"{spec.short}: {answer}")
-                continue
-            task_out = next(tiles)
-            out.gallery.append((task_out.main, spec.short))
-            out.notes.extend(f"{spec.short}: {note}" for note in task_out.notes)
-        yield from _shown_then_complete(out, writing, complete)
+    # the downloads need only the results: written in threads while the tiles are drawn and the next tasks run
+    with ThreadPoolExecutor(max_workers=min(len(chosen), os.cpu_count() or 2)) as pool:
+        for answered in answers_in_turn(ctx, image, chosen, jobs, progress):
+            for index, answer in answered:
+                if not isinstance(answer, Exception):
+                    writing[index] = pool.submit(write, chosen[index], answer[0])
+            # a call's tiles drawn in parallel threads (OpenCV and numpy's large passes release the GIL)
+            drawn = in_parallel(*[functools.partial(tile, index, answer) for index, answer in answered])
+            tiles.update(zip((index for index, _ in answered), drawn))
+            yield gallery_so_far()
+        yield zipped(gallery_so_far())
 
 
 def all_tasks(ctx: AppContext, image: LoadedImage, **kwargs) -> TaskOutput:

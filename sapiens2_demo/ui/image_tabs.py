@@ -271,9 +271,9 @@ def build_all_tab(ctx) -> None:
             a gallery of the renders (input first, captioned by task); one .zip of every task's downloads;
             notes (Markdown)
         """
-        for step, out in enumerate(stream_request(ctx, "All tasks", image_jobs.stream_all, image, request,
-                                                  progress, size=size)):
-            yield (gr.skip() if step else out.gallery), (str(out.files[0]) if out.files else None), \
+        # the gallery grows as the tasks finish; the last update carries the zip only (last_answer merges them)
+        for out in stream_request(ctx, "All tasks", image_jobs.stream_all, image, request, progress, size=size):
+            yield (gr.skip() if out.files else out.gallery), (str(out.files[0]) if out.files else None), \
                 answer_markdown(ctx, out.notes)
 
     with task_tab("All tasks", "all", scales=(1, 2)) as tab:

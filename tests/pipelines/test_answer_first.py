@@ -81,10 +81,50 @@ def test_all_tasks_show_the_gallery_first_and_write_every_file_once(ctx):
         steps, run_dir = display_steps(ctx, image_jobs.stream_all, ASSETS / "astronaut.jpg")
     finally:
         writes.on = False
-    (shown, shown_display), (complete, complete_display) = steps
-    assert shown.files == [] and len(shown.gallery) == 6 and zipfile.is_zipfile(complete.files[0])
-    assert complete_display.gallery == shown_display.gallery
+    *shown_steps, (complete, complete_display) = steps
+    (shown, shown_display) = shown_steps[-1]
+    assert all(out.files == [] for out, _ in shown_steps) and zipfile.is_zipfile(complete.files[0])
+    assert len(shown.gallery) == 6 and complete_display.gallery == shown_display.gallery
     assert not writes.twice(), writes.twice()
+
+
+def test_all_tasks_show_each_tile_when_its_task_is_done(ctx, monkeypatch):
+    """A local launch (a GPU call is a function call): one call per task, the body-part segmentation first (the
+    others' masks), a gallery after each in the catalog's order, each tile's display copy written once; the
+    segmentation and the pointmap run once however many tasks use them."""
+    from sapiens2_demo import gpu
+    from tests.pipelines.test_tasks import _count_forwards
+
+    monkeypatch.setattr(gpu, "CROSSES_PROCESSES", False)
+    forwards = {task: _count_forwards(ctx.manager, task, monkeypatch) for task in ("seg", "pointmap")}
+    calls = []
+    infer = image_jobs.infer
+    monkeypatch.setattr(image_jobs, "infer", lambda ctx, frames, jobs, progress=None: (
+        calls.append([job.task for job in jobs]), infer(ctx, frames, jobs, progress))[1])
+    steps, _ = display_steps(ctx, image_jobs.stream_all, ASSETS / "astronaut.jpg")
+    assert calls == [["segment"], ["pointmap"], ["pose"], ["normals"], ["matting"]]
+    assert {task: len(made) for task, made in forwards.items()} == {"seg": 1, "pointmap": 1}
+    captions = [[caption for _, caption in out.gallery] for out, _ in steps]
+    assert captions == [["Input", "Body parts"], ["Input", "Body parts", "Depth"],
+                        ["Input", "Pose", "Body parts", "Depth"], ["Input", "Pose", "Body parts", "Normals", "Depth"],
+                        *[["Input", "Pose", "Body parts", "Normals", "Depth", "Matting"]] * 2]
+    shown = [display.gallery for _, display in steps]
+    for before, after in zip(shown, shown[1:]):  # a tile shown once keeps its display file
+        assert set(before) <= set(after)
+    assert [out.files for out, _ in steps[:-1]] == [[]] * 5 and steps[-1][0].files
+
+
+def test_all_tasks_on_zerogpu_are_one_call(ctx, monkeypatch):
+    """Where each GPU call is a worker of its own (ZeroGPU), every task runs in one call: the gallery comes once."""
+    from sapiens2_demo import gpu
+
+    monkeypatch.setattr(gpu, "CROSSES_PROCESSES", True)
+    calls = []
+    infer = image_jobs.infer
+    monkeypatch.setattr(image_jobs, "infer", lambda ctx, frames, jobs, progress=None: (
+        calls.append(len(jobs)), infer(ctx, frames, jobs, progress))[1])
+    steps, _ = display_steps(ctx, image_jobs.stream_all, ASSETS / "astronaut.jpg")
+    assert calls == [5] and len(steps) == 2 and len(steps[0][0].gallery) == 6
 
 
 @pytest.mark.parametrize("stream, kwargs", [(image_jobs.stream_task, {"task": "normals"}),
@@ -105,7 +145,8 @@ def test_the_render_does_not_wait_for_the_downloads(ctx, monkeypatch, stream, kw
     shown = next(steps)
     assert not watchdog_fired.is_set() and shown.files == []
     shown_first.set()
-    [complete] = list(steps)
+    *more_shown, complete = list(steps)  # All tasks: the gallery again as each later tile comes
+    assert all(out.files == [] for out in more_shown)
     assert complete.files and not watchdog_fired.is_set()
 
 

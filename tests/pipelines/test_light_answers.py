@@ -177,9 +177,10 @@ def test_all_tasks_answers_light_with_the_same_downloads(image, standin_manager,
     float_road = zipped("float32")
     monkeypatch.setattr(dense, "use_device_post", lambda device: True)
     monkeypatch.setattr(device_post, "use_device_post", lambda device: True)
+    light_calls = len(answers)
     light_road = zipped("light")
     assert light_road == float_road and len(light_road) > 5
-    by_task = {type(a[0]).__name__: a[0] for a in answers[-1] if not isinstance(a, Exception)}
+    by_task = {type(a[0]).__name__: a[0] for call in answers[light_calls:] for a in call if not isinstance(a, Exception)}
     assert codes_of(by_task["NormalsResult"], "normals") is not None
     assert codes_of(by_task["MattingResult"], "alpha") is not None
     assert by_task["PointmapResult"].points is not None and by_task["PointmapResult"].points.dtype == np.float32
