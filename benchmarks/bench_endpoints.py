@@ -82,12 +82,14 @@ def make_image(path: Path, size=(1920, 1080)) -> Path:
     return path
 
 
-def launch_real_app(checkpoint_dir: Path):
-    """The real app, as tests/conftest.py's launch_app: (demo, url)."""
+def launch_real_app(checkpoint_dir: Path, detector: Path | None = None):
+    """The real app, as tests/conftest.py's launch_app: (demo, url); its detector `detector` (default: the
+    random-weight YOLOv8n beside the checkpoints)."""
     import app
 
-    args = app.parse_args(["--checkpoint-dir", str(checkpoint_dir), "--detector",
-                           str(checkpoint_dir / "yolov8n-random.pt"), "--device", "cpu", "--port", str(free_port())])
+    detector = detector or checkpoint_dir / "yolov8n-random.pt"
+    args = app.parse_args(["--checkpoint-dir", str(checkpoint_dir), "--detector", str(detector), "--device", "cpu",
+                           "--port", str(free_port())])
     demo = app.create_app(args)
     demo.launch(server_name="127.0.0.1", server_port=args.port, prevent_thread_lock=True, quiet=True,
                 max_file_size=args.max_file_size)

@@ -2,7 +2,7 @@
 
     HF_HUB_OFFLINE=1 YOLO_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False .venv/bin/python benchmarks/bench_host.py \
         [--json] [--kinds tiny,standins] [--reps 5] [--frames 48] [--tasks pose,segment,normals,pointmap,matting]
-        [--no-gradio] [--no-video] [--no-image] [--profile] [--fresh] [--root DIR]
+        [--no-gradio] [--no-video] [--no-image] [--profile] [--fresh] [--detector yolo26n] [--root DIR]
 
 Two kinds of tiny checkpoints (the forward costs almost nothing on either: what is measured is the host):
 `tiny` (random weights, /tmp/sapiens2-tiny: every map is noise, the encoders' worst case) and `standins`
@@ -76,6 +76,18 @@ def checkpoint_dir(kind: str) -> Path:
     from sapiens2_demo.standins.train import cached_standins
 
     return cached_standins(log=lambda message: None)
+
+
+def detector_weights(ckpts: Path, architecture: str) -> Path:
+    """Random weights of the detector `architecture` (an ultralytics model name) beside the checkpoints, written
+    there once: the forward's arithmetic is what is timed, the same for any weights (its boxes are noise: the
+    request then takes `max_people` crops, the most a request takes)."""
+    path = ckpts / f"{architecture}-random.pt"
+    if not path.is_file():
+        from ultralytics import YOLO
+
+        YOLO(f"{architecture}.yaml").save(str(path))
+    return path
 
 
 def ms(seconds: float) -> float:
@@ -178,13 +190,13 @@ def stage_times(ctx, loaded, task: str, work: Path) -> dict:
             "display_cpu": display_cpu, "files_cpu": files_cpu}
 
 
-def bench_image(kind: str, ckpts: Path, pictures: Pictures, reps: int, task_names, work: Path,
+def bench_image(kind: str, ckpts: Path, pictures: Pictures, reps: int, task_names, work: Path, detector: Path,
                 profile: bool = False) -> dict:
     from sapiens2_demo.jobs.image import AppContext
     from sapiens2_demo.media.image import load_image
     from sapiens2_demo.models.manager import ModelManager
 
-    manager = ModelManager(checkpoint_dir=ckpts, device="cpu", detector=str(ckpts / "yolov8n-random.pt"))
+    manager = ModelManager(checkpoint_dir=ckpts, device="cpu", detector=str(detector))
     ctx = AppContext(manager)
     image = pictures.image
     loaded = load_image(image)
@@ -256,8 +268,8 @@ class PageCalls:
         raise RuntimeError(f"{api_name}: the event stream ended before the answer")
 
 
-def bench_gradio(ckpts: Path, pictures: Pictures, reps: int, endpoints) -> dict:
-    real, real_url = be.launch_real_app(ckpts)
+def bench_gradio(ckpts: Path, pictures: Pictures, reps: int, endpoints, detector: Path) -> dict:
+    real, real_url = be.launch_real_app(ckpts, detector)
     echo, echo_url = be.launch_echo_app()  # its echo_stream: the same answer from a generator, as the tabs give
     try:
         page, floor = PageCalls(real, real_url), PageCalls(echo, echo_url)
@@ -288,7 +300,8 @@ def bench_gradio(ckpts: Path, pictures: Pictures, reps: int, endpoints) -> dict:
 # -- the report -------------------------------------------------------------------------------------------------
 def print_report(report: dict) -> None:
     m = report["machine"]
-    print(f"{m['cpu']}, {m['cpus']} CPUs; load (1/5/15 min) at the start {m['load']}, at the end {report['load_end']}")
+    print(f"{m['cpu']}, {m['cpus']} CPUs; load (1/5/15 min) at the start {m['load']}, at the end {report['load_end']}; "
+          f"detector {report.get('detector', 'yolov8n')} (random weights)")
     for kind, image in report.get("image", {}).items():
         print(f"\nimage 1920x1080, {kind} checkpoints: host ms outside the forwards (medians of {report['reps']})")
         print(f"{'task':9} {'forward':>8} {'shown':>7} {'all shown':>10} {'complete':>9} {'CPU':>6} {'render':>7} "
@@ -340,6 +353,9 @@ def main() -> None:
                         help="image: each request's picture never seen before (one pixel changed), so nothing is "
                              "reused from an earlier request (by default the one picture: the segmentation cache "
                              "serves the body-part mask of /normals, /pointmap and /all after the first request)")
+    parser.add_argument("--detector", default="yolo26n",
+                        help="the person detector's architecture, random weights (default: the app's, yolo26n; "
+                             "yolov8n: the stand-ins' own, as the tests and the figures before the eighth session)")
     parser.add_argument("--no-gradio", action="store_true")
     parser.add_argument("--no-video", action="store_true")
     parser.add_argument("--root", type=Path, default=None, help="import sapiens2_demo and app from this checkout")
@@ -350,18 +366,21 @@ def main() -> None:
     bv.ROOT = root
     bv.quiet_transformers()
     task_names = [t.strip() for t in args.tasks.split(",") if t.strip()]
-    report = {"machine": machine(), "reps": args.reps, "root": str(root), "image": {}, "gradio": {}, "video": {}}
+    report = {"machine": machine(), "reps": args.reps, "root": str(root), "detector": args.detector, "image": {},
+              "gradio": {}, "video": {}}
     with tempfile.TemporaryDirectory(prefix="bench_host_") as tmp, contextlib.redirect_stdout(sys.stderr):
         work = Path(tmp)
         pictures = Pictures(str(be.make_image(work / "astronaut_1080p.jpg")), args.fresh, work)
         for kind in [k.strip() for k in args.kinds.split(",") if k.strip()]:
             ckpts = checkpoint_dir(kind)
+            detector = detector_weights(ckpts, args.detector)
             if not args.no_image:
-                report["image"][kind] = bench_image(kind, ckpts, pictures, args.reps, task_names, work, args.profile)
+                report["image"][kind] = bench_image(kind, ckpts, pictures, args.reps, task_names, work, detector,
+                                                    args.profile)
             if not args.no_gradio:
-                report["gradio"][kind] = bench_gradio(ckpts, pictures, args.reps, [*task_names, "all"])
+                report["gradio"][kind] = bench_gradio(ckpts, pictures, args.reps, [*task_names, "all"], detector)
             if not args.no_video:
-                report["video"][kind] = bench_video(kind, ckpts, args.frames, task_names, work)
+                report["video"][kind] = bench_video(kind, ckpts, args.frames, task_names, work, detector)
     report["load_end"] = be.load_average()
     if args.json:
         print(json.dumps(report, indent=1))

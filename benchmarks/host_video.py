@@ -46,8 +46,8 @@ def timed_floor(clip: Path, out: Path, drawn: list | None = None) -> tuple[int, 
     return count, seconds, time.process_time() - cpu
 
 
-def bench_video(kind: str, ckpts: Path, frames: int, task_names, work: Path) -> dict:
-    checkpoints = bv.Checkpoints(ckpts, ckpts / "yolov8n-random.pt", kind)
+def bench_video(kind: str, ckpts: Path, frames: int, task_names, work: Path, detector: Path) -> dict:
+    checkpoints = bv.Checkpoints(ckpts, detector, kind)
     manager = bv.make_manager(checkpoints, "cpu")
     clip = bv.make_clip(work / f"clip_{frames}.mp4", frames, content="photo")
     warm = bv.make_clip(work / "warm.mp4", 12, content="photo")

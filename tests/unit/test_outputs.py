@@ -76,3 +76,31 @@ def test_a_sweep_goes_on_when_another_removes_a_session_folder_under_it(tmp_path
     monkeypatch.setattr(Path, "is_dir", racing)
     assert store.sweep() == 0
     assert kept.is_dir() and not gone.exists()
+
+
+def test_a_new_run_does_not_wait_for_the_sweep_and_sweeps_at_most_once_a_while(tmp_path, monkeypatch):
+    """The sweep stats every run folder of the last hour: it runs in a thread of its own, started by a new run at
+    most every `sweep_every_s`, and old folders still go."""
+    import threading
+
+    store = OutputStore(tmp_path, max_age_s=60, sweep_every_s=3600)
+    old = store.new_run_dir("s")
+    store.sweeper.join()
+    past = time.time() - 120
+    os.utime(old, (past, past))
+    store._swept_at = float("-inf")  # the next run may sweep
+    release, sweeps, sweep = threading.Event(), [], store.sweep
+
+    def held(*args, **kwargs):
+        sweeps.append(1)
+        assert release.wait(timeout=30)
+        return sweep(*args, **kwargs)
+
+    monkeypatch.setattr(store, "sweep", held)
+    runs = [store.new_run_dir("s") for _ in range(5)]  # returns while the sweep is held
+    assert all(run.is_dir() for run in runs) and len(sweeps) == 1 and old.exists()
+    release.set()
+    store.sweeper.join(timeout=30)
+    assert not old.exists() and all(run.is_dir() for run in runs)
+    store.new_run_dir("s")
+    assert len(sweeps) == 1  # within sweep_every_s: no other sweep
