@@ -153,11 +153,17 @@ def all_order(jobs: list) -> list[int]:
     return sorted(range(len(jobs)), key=lambda i: -used[jobs[i].task])
 
 
+def tiles_in_turn(ctx: AppContext) -> bool:
+    """Whether All tasks runs one GPU call per task, each tile shown when its task is done: on a local launch off
+    CUDA, where the released models take tens of seconds a forward (a CPU: the gallery would otherwise come after
+    minutes). On ZeroGPU each call is a worker process and a GPU asked for, and on CUDA the gallery takes a second
+    while one call overlaps each task's post-processing with the next one's forward: one call there."""
+    return not gpu.CROSSES_PROCESSES and not str(ctx.manager.device).startswith("cuda")
+
+
 def answers_in_turn(ctx: AppContext, image: LoadedImage, chosen: list, jobs: list, progress) -> Iterator[list]:
-    """[(job index, its answer)] per GPU call: one call per job where a call is a function call (a local launch:
-    each tile is shown when its task is done; on a CPU, with the released models, a tile a minute), every job in one
-    call on ZeroGPU (each call there is a worker process and a GPU of its own, asked for)."""
-    if gpu.CROSSES_PROCESSES:
+    """[(job index, its answer)] per GPU call: one call per job where `tiles_in_turn`, else every job in one call."""
+    if not tiles_in_turn(ctx):
         yield list(enumerate(infer(ctx, [image.rgb], jobs, progress)))
         return
     order = all_order(jobs)
@@ -171,7 +177,7 @@ def stream_all(ctx: AppContext, image: LoadedImage, *, run_dir: Path, progress=N
                size: str = "0.4b") -> Iterator[TaskOutput]:
     """Every task of "all" on one image; the segmentation is computed once and shared (the cache). A task that
     fails (e.g. a missing checkpoint) is reported in the notes and the others go on. Yields the gallery as its
-    tiles come (`answers_in_turn`: each task's tile when it is done, in the catalog's order; all at once on ZeroGPU),
+    tiles come (`answers_in_turn`: each task's tile when it is done, in the catalog's order, off CUDA and ZeroGPU),
     each task's downloads written from its result beside the next forwards, then the same gallery with every
     task's default downloads zipped (as stream_task does)."""
     chosen, since = tasks.specs(in_all=True), ctx.manager.notes_mark()

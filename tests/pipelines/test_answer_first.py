@@ -114,11 +114,17 @@ def test_all_tasks_show_each_tile_when_its_task_is_done(ctx, monkeypatch):
     assert [out.files for out, _ in steps[:-1]] == [[]] * 5 and steps[-1][0].files
 
 
-def test_all_tasks_on_zerogpu_are_one_call(ctx, monkeypatch):
-    """Where each GPU call is a worker of its own (ZeroGPU), every task runs in one call: the gallery comes once."""
+def test_all_tasks_are_one_call_on_zerogpu_and_cuda(ctx, monkeypatch):
+    """Where each GPU call is a worker of its own (ZeroGPU), every task runs in one call: the gallery comes once; so
+    it does on CUDA (a second for every task, one call overlapping them)."""
+    from types import SimpleNamespace
+
     from sapiens2_demo import gpu
 
+    cuda = SimpleNamespace(manager=SimpleNamespace(device="cuda:0"))
+    assert image_jobs.tiles_in_turn(ctx) and not image_jobs.tiles_in_turn(cuda)
     monkeypatch.setattr(gpu, "CROSSES_PROCESSES", True)
+    assert not image_jobs.tiles_in_turn(ctx)
     calls = []
     infer = image_jobs.infer
     monkeypatch.setattr(image_jobs, "infer", lambda ctx, frames, jobs, progress=None: (
