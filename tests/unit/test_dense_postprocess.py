@@ -49,7 +49,7 @@ def test_blocks_survive_any_resize():
 
 
 @pytest.mark.parametrize("kind", ["smooth", "noise"])
-@pytest.mark.parametrize("size", [(200, 150), (97, 211), (20, 13), (64, 48)])
+@pytest.mark.parametrize("size", [(200, 150), (97, 211), (20, 13), (64, 48), (360, 640)])
 def test_upsample_labels_equals_reference_both_paths(kind, size):
     rng = np.random.default_rng(1)
     if kind == "noise":
