@@ -190,7 +190,8 @@ class VideoJob:
         writer = Writer(self._renderers(), titles, sink, exports)
         done, finished = 0, False
         try:
-            for frames, results in self._answered(decoder.batches()):
+            expected = total if info.frame_count > 0 else 0  # what the container says it holds, when it says
+            for frames, results in self._answered(decoder, expected):
                 writer.put(frames, results)
                 done += len(frames)
                 rate = done / max(time.perf_counter() - started, 1e-6)
@@ -228,17 +229,19 @@ class VideoJob:
     def _renderers(self) -> dict:
         return {spec.name: spec.renderer(**self.options_for(spec)) for spec in self.specs}
 
-    def _answered(self, chunks):
+    def _answered(self, decoder, expected: int = 0):
         """(frames, results per task) per chunk: in this process the chunks as one pipeline (gpu.stream: the next
         chunk's first forward queued before the last batch of the chunk before is copied back) where every task
-        can; on ZeroGPU (each call a worker process of its own), or for a task that goes on from the frame before
-        it, one GPU call per chunk, what goes on from chunk to chunk sent back in with the next call. Either way
-        the model takes a chunk batch_size frames at a time."""
+        can, its last chunks tapering towards the `expected` end (the writer's work after the last forward: a
+        couple of frames); on ZeroGPU (each call a worker process of its own), or for a task that goes on from the
+        frame before it, one GPU call per chunk, what goes on from chunk to chunk sent back in with the next call.
+        Either way the model takes a chunk batch_size frames at a time."""
         jobs = self._jobs_now()
         if not gpu.streams(self.manager_key, jobs):
-            for frames in chunks:
+            for frames in decoder.batches():
                 yield frames, self._infer(frames)
             return
+        chunks = decoder.batches(expected, self.batch_size)
         sent = []  # the chunks handed to the stream, whose answers come back in order
 
         def pixels():

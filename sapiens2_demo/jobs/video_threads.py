@@ -11,6 +11,14 @@ from ..render.frames import grid, picture
 _END = object()
 
 
+def tapered(size: int, remaining: int, smallest: int) -> int:
+    """The next list's size: `size`, or half of what remains (rounded up to `smallest`'s multiple) near the end."""
+    if remaining <= 0:
+        return size
+    half = -(-remaining // 2)
+    return max(smallest, min(size, -(-half // smallest) * smallest))
+
+
 class Decoder:
     """Decodes ahead of the model in a thread; `batches()` hands out lists of Frames."""
 
@@ -43,16 +51,22 @@ class Decoder:
                 continue
         return False
 
-    def batches(self):
-        batch = []
+    def batches(self, expected: int = 0, smallest: int = 1):
+        """Lists of `batch_size` frames; with `expected` (the frames the container says it holds), the last ones
+        halve as the end nears, down to `smallest` (16, 16, 8, 4, 2, 2 for 48 frames): what is drawn and encoded
+        after the last forward is a couple of frames, not a whole chunk. Past `expected` (a container that said
+        too few), `batch_size` again."""
+        batch, handed = [], 0
         while True:
+            size = tapered(self.batch_size, expected - handed, smallest) if expected else self.batch_size
             item = self._queue.get()
             if item is _END:
                 break
             if isinstance(item, BaseException):
                 raise item
             batch.append(item)
-            if len(batch) == self.batch_size:
+            if len(batch) >= size:
+                handed += len(batch)
                 yield batch
                 batch = []
         if batch:
