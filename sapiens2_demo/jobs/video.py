@@ -232,8 +232,8 @@ class VideoJob:
     def _answered(self, decoder, expected: int = 0):
         """(frames, results per task) per chunk: in this process the chunks as one pipeline (gpu.stream: the next
         chunk's first forward queued before the last batch of the chunk before is copied back) where every task
-        can, its last chunks tapering towards the `expected` end (the writer's work after the last forward: a
-        couple of frames); on ZeroGPU (each call a worker process of its own), or for a task that goes on from the
+        can, its first chunks growing from one forward's frames and its last ones tapering towards the `expected`
+        end (`Decoder.batches`); on ZeroGPU (each call a worker process of its own), or for a task that goes on from the
         frame before it, one GPU call per chunk, what goes on from chunk to chunk sent back in with the next call.
         Either way the model takes a chunk batch_size frames at a time."""
         jobs = self._jobs_now()

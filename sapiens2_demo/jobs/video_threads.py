@@ -51,14 +51,17 @@ class Decoder:
                 continue
         return False
 
-    def batches(self, expected: int = 0, smallest: int = 1):
-        """Lists of `batch_size` frames; with `expected` (the frames the container says it holds), the last ones
-        halve as the end nears, down to `smallest` (16, 16, 8, 4, 2, 2 for 48 frames): what is drawn and encoded
-        after the last forward is a couple of frames, not a whole chunk. Past `expected` (a container that said
-        too few), `batch_size` again."""
-        batch, handed = [], 0
+    def batches(self, expected: int = 0, smallest: int = 0):
+        """Lists of `batch_size` frames. With `smallest` (a video streamed in this process), the first ones double
+        from it (the first progress, and its time left, after one forward, not a whole chunk: minutes with the
+        released models on a CPU), and with `expected` (the frames the container says it holds) the last ones
+        halve as the end nears, so what is drawn and encoded after the last forward is a couple of frames (2, 4,
+        8, 16, 10, 4, 2, 2 for 48 frames). Past `expected` (a container that said too few), `batch_size` again."""
+        batch, handed, count = [], 0, 0
         while True:
-            size = tapered(self.batch_size, expected - handed, smallest) if expected else self.batch_size
+            size = tapered(self.batch_size, expected - handed, smallest) if expected and smallest else self.batch_size
+            if smallest:
+                size = min(size, smallest << min(count, 16))
             item = self._queue.get()
             if item is _END:
                 break
@@ -67,6 +70,7 @@ class Decoder:
             batch.append(item)
             if len(batch) >= size:
                 handed += len(batch)
+                count += 1
                 yield batch
                 batch = []
         if batch:

@@ -118,28 +118,30 @@ def test_pose_video_writes_coco_wholebody_lines_with_track_ids(clip, key, tmp_pa
     assert len(lines[0]["categories"][0]["wholebody_keypoints"]) == 133
 
 
-def test_the_last_chunks_taper_where_the_model_runs_in_this_process(tmp_path, key, monkeypatch):
-    """A streamed video's chunks halve towards the container's frame count, so what is drawn and encoded after the
-    last forward is a couple of frames (16, 16, 8, 4, 2, 2 for 48); a video of one GPU call per chunk (ZeroGPU, or
-    a task that follows frames) keeps its chunks whole; a container that says too few goes on at full chunks."""
+def test_the_chunks_grow_and_taper_where_the_model_runs_in_this_process(tmp_path, key, monkeypatch):
+    """A streamed video's chunks double from one forward's frames (the first progress after one forward) and halve
+    towards the container's frame count, so what is drawn and encoded after the last forward is a couple of frames
+    (2, 4, 8, 16, 10, 4, 2, 2 for 48); a video of one GPU call per chunk (ZeroGPU, or a task that follows frames)
+    keeps its chunks whole; a container that says too few goes on at full chunks."""
     from sapiens2_demo.jobs.video_threads import tapered
 
     def plan(n, expected, size=16, smallest=2):
         sizes, handed = [], 0
         while handed < n:
-            sizes.append(min(tapered(size, expected - handed, smallest) if expected else size, n - handed))
+            size_now = min(tapered(size, expected - handed, smallest) if expected else size, smallest << len(sizes))
+            sizes.append(min(size_now, n - handed))
             handed += sizes[-1]
         return sizes
 
-    assert plan(48, 48) == [16, 16, 8, 4, 2, 2] and plan(48, 0) == [16, 16, 16]
-    assert plan(40, 20) == [10, 6, 2, 2, 16, 4] and plan(17, 17) == [10, 4, 2, 1]
+    assert plan(48, 48) == [2, 4, 8, 16, 10, 4, 2, 2] and plan(48, 0) == [2, 4, 8, 16, 16, 2]
+    assert plan(80, 40) == [2, 4, 8, 14, 6, 4, 2, 16, 16, 8] and plan(17, 17) == [2, 4, 6, 4, 1]
     clip = make_video(tmp_path / "clip48.mp4", frames=48, size=(64, 48), fps=24, audio=False)
     chunks = []
     stream = gpu.stream
     monkeypatch.setattr(gpu, "stream", lambda key, chunked, *a, **k: stream(
         key, (chunks.append(len(c)) or c for c in chunked), *a, **k))
     out = process_video(clip, "segment", key, tmp_path / "streamed", batch_size=2, chunk_size=16)
-    assert out.frames == 48 and chunks == [16, 16, 8, 4, 2, 2]
+    assert out.frames == 48 and chunks == [2, 4, 8, 16, 10, 4, 2, 2]
     assert count_frames(out.video) == 48
     monkeypatch.setattr(gpu, "streams", lambda *a: False)  # one GPU call a chunk: whole chunks
     calls = []
