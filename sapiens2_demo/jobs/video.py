@@ -233,9 +233,9 @@ class VideoJob:
         """(frames, results per task) per chunk: in this process the chunks as one pipeline (gpu.stream: the next
         chunk's first forward queued before the last batch of the chunk before is copied back) where every task
         can, on a CPU its first chunks growing from one forward's frames and its last ones tapering towards the
-        `expected` end (`Decoder.batches`); on ZeroGPU (each call a worker process of its own), or for a task that goes on from the
-        frame before it, one GPU call per chunk, what goes on from chunk to chunk sent back in with the next call.
-        Either way the model takes a chunk batch_size frames at a time."""
+        `expected` end (`Decoder.batches`); on ZeroGPU (each call a worker process of its own), or for a task that
+        goes on from the frame before it, one GPU call per chunk, what goes on from chunk to chunk sent back in with
+        the next call. Either way the model takes a chunk batch_size frames at a time."""
         jobs = self._jobs_now()
         if not gpu.streams(self.manager_key, jobs):
             for frames in decoder.batches():
