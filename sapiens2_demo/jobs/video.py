@@ -232,20 +232,21 @@ class VideoJob:
     def _answered(self, decoder, expected: int = 0):
         """(frames, results per task) per chunk: in this process the chunks as one pipeline (gpu.stream: the next
         chunk's first forward queued before the last batch of the chunk before is copied back) where every task
-        can, on a CPU its first chunks growing from one forward's frames and its last ones tapering towards the
-        `expected` end (`Decoder.batches`); on ZeroGPU (each call a worker process of its own), or for a task that
-        goes on from the frame before it, one GPU call per chunk, what goes on from chunk to chunk sent back in with
-        the next call. Either way the model takes a chunk batch_size frames at a time."""
-        jobs = self._jobs_now()
-        if not gpu.streams(self.manager_key, jobs):
-            for frames in decoder.batches():
-                yield frames, self._infer(frames)
-            return
+        can; on ZeroGPU (each call a worker process of its own), or for a task that goes on from the frame before
+        it, one GPU call per chunk, what goes on from chunk to chunk sent back in with the next call. Either way the
+        model takes a chunk batch_size frames at a time, and on a CPU in this process the first chunks grow from one
+        forward's frames and the last ones taper towards the `expected` end (`Decoder.batches`)."""
         from ..pipelines.device_post import use_device_post
 
-        # on the host road (a CPU) the chunks grow and taper; the device road's copies back stay one wait a chunk
-        on_host = not use_device_post(gpu.device_of(self.manager_key))
+        # on the host road in this process (a CPU) the chunks grow and taper; the device road's copies back stay one
+        # wait a chunk, and on ZeroGPU each chunk is a call
+        on_host = not use_device_post(gpu.device_of(self.manager_key)) and not gpu.CROSSES_PROCESSES
         chunks = decoder.batches(expected, self.batch_size) if on_host else decoder.batches()
+        jobs = self._jobs_now()
+        if not gpu.streams(self.manager_key, jobs):
+            for frames in chunks:
+                yield frames, self._infer(frames)
+            return
         sent = []  # the chunks handed to the stream, whose answers come back in order
 
         def pixels():

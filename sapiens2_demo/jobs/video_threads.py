@@ -52,7 +52,7 @@ class Decoder:
         return False
 
     def batches(self, expected: int = 0, smallest: int = 0):
-        """Lists of `batch_size` frames. With `smallest` (a video streamed in this process), the first ones double
+        """Lists of `batch_size` frames. With `smallest` (a video in this process on a CPU), the first ones double
         from it (the first progress, and its time left, after one forward, not a whole chunk: minutes with the
         released models on a CPU), and with `expected` (the frames the container says it holds) the last ones
         halve as the end nears, so what is drawn and encoded after the last forward is a couple of frames (2, 4,

@@ -121,8 +121,8 @@ def test_pose_video_writes_coco_wholebody_lines_with_track_ids(clip, key, tmp_pa
 def test_the_chunks_grow_and_taper_where_the_model_runs_in_this_process(tmp_path, key, monkeypatch):
     """A streamed video's chunks double from one forward's frames (the first progress after one forward) and halve
     towards the container's frame count, so what is drawn and encoded after the last forward is a couple of frames
-    (2, 4, 8, 16, 10, 4, 2, 2 for 48); a video of one GPU call per chunk (ZeroGPU, or a task that follows frames)
-    keeps its chunks whole; a container that says too few goes on at full chunks."""
+    (2, 4, 8, 16, 10, 4, 2, 2 for 48), a call a chunk in this process too (pose); on ZeroGPU, where each call is a
+    worker and a GPU asked for, whole chunks; a container that says too few goes on at full chunks."""
     from sapiens2_demo.jobs.video_threads import tapered
 
     def plan(n, expected, size=16, smallest=2):
@@ -143,10 +143,14 @@ def test_the_chunks_grow_and_taper_where_the_model_runs_in_this_process(tmp_path
     out = process_video(clip, "segment", key, tmp_path / "streamed", batch_size=2, chunk_size=16)
     assert out.frames == 48 and chunks == [2, 4, 8, 16, 10, 4, 2, 2]
     assert count_frames(out.video) == 48
-    monkeypatch.setattr(gpu, "streams", lambda *a: False)  # one GPU call a chunk: whole chunks
     calls = []
     answers = gpu.answers
     monkeypatch.setattr(gpu, "answers", lambda key, frames, *a, **k: (calls.append(len(frames)),
                                                                       answers(key, frames, *a, **k))[1])
+    monkeypatch.setattr(gpu, "streams", lambda *a: False)  # a call a chunk (pose), in this process: the same sizes
     process_video(clip, "segment", key, tmp_path / "calls", batch_size=2, chunk_size=16)
+    assert calls == [2, 4, 8, 16, 10, 4, 2, 2]
+    calls.clear()
+    monkeypatch.setattr(gpu, "CROSSES_PROCESSES", True)  # ZeroGPU: each call a worker and a GPU asked for
+    process_video(clip, "segment", key, tmp_path / "zerogpu", batch_size=2, chunk_size=16)
     assert calls == [16, 16, 16]
