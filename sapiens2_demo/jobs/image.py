@@ -19,6 +19,7 @@ from pathlib import Path
 
 from .. import gpu, tasks
 from ..media.image import LoadedImage
+from ..models.inference import on_cuda
 from ..models.manager import ModelManager
 from ..models.registry import UnknownCheckpoint, checkpoint
 from ..pipelines.dense import SegmentationCache
@@ -158,7 +159,7 @@ def tiles_in_turn(ctx: AppContext) -> bool:
     CUDA, where the released models take tens of seconds a forward (a CPU: the gallery would otherwise come after
     minutes). On ZeroGPU each call is a worker process and a GPU asked for, and on CUDA the gallery takes a second
     while one call overlaps each task's post-processing with the next one's forward: one call there."""
-    return not gpu.CROSSES_PROCESSES and not str(ctx.manager.device).startswith("cuda")
+    return not gpu.CROSSES_PROCESSES and not on_cuda(ctx.manager.device)
 
 
 def answers_in_turn(ctx: AppContext, image: LoadedImage, chosen: list, jobs: list, progress) -> Iterator[list]:

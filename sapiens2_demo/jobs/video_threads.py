@@ -59,7 +59,7 @@ class Decoder:
         8, 16, 10, 4, 2, 2 for 48 frames). Past `expected` (a container that said too few), `batch_size` again."""
         batch, handed, count = [], 0, 0
         while True:
-            size = tapered(self.batch_size, expected - handed, smallest) if expected and smallest else self.batch_size
+            size = tapered(self.batch_size, expected - handed, smallest) if smallest else self.batch_size
             if smallest:
                 size = min(size, smallest << min(count, 16))
             item = self._queue.get()

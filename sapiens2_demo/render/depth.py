@@ -120,9 +120,9 @@ def positive_percentiles(values: np.ndarray, q) -> np.ndarray:
     bins = values.view(np.uint32) >> 16
     running = np.cumsum(np.bincount(bins))
     found = {}
-    for b in np.unique(np.searchsorted(running, ranks, side="right")):  # the bins holding a wanted rank
-        inside = np.sort(values[bins == b])
-        first = int(running[b - 1]) if b else 0
+    for hit in np.unique(np.searchsorted(running, ranks, side="right")):  # the bins holding a wanted rank
+        inside = np.sort(values[bins == hit])
+        first = int(running[hit - 1]) if hit else 0
         for rank in ranks[(ranks >= first) & (ranks < first + inside.size)]:
             found[int(rank)] = inside[rank - first]
     a = np.array([found[int(i) % n] for i in previous], dtype=np.float32)
