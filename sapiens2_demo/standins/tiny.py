@@ -64,11 +64,12 @@ def save_checkpoint(model, task: str, root: Path, size: str | None = None) -> Pa
     return out
 
 
-def write_tiny_detector(path: Path) -> Path:
-    """A random-weight YOLOv8n saved as a .pt; predict with conf=0 to get boxes out of it."""
+def write_tiny_detector(path: Path, architecture: str = "yolov8n") -> Path:
+    """A random-weight YOLO of `architecture` (an ultralytics model name) saved as a .pt; predict with conf=0 to get
+    boxes out of it."""
     from ultralytics import YOLO
 
-    detector = YOLO("yolov8n.yaml")
+    detector = YOLO(f"{architecture}.yaml")
     detector.save(str(path))
     return Path(path)
 
