@@ -345,6 +345,7 @@ def main() -> None:
     parser.add_argument("--tasks", default=",".join(IMAGE_TASKS))
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--frames", type=int, default=48, help="video clip length")
+    parser.add_argument("--video-reps", type=int, default=3, help="runs of each video task (the median's row)")
     parser.add_argument("--no-image", action="store_true")
     parser.add_argument("--profile", action="store_true",
                         help="image: the request thread's CPU per stage (cProfile on thread time), each request "
@@ -380,7 +381,8 @@ def main() -> None:
             if not args.no_gradio:
                 report["gradio"][kind] = bench_gradio(ckpts, pictures, args.reps, [*task_names, "all"], detector)
             if not args.no_video:
-                report["video"][kind] = bench_video(kind, ckpts, args.frames, task_names, work, detector)
+                report["video"][kind] = bench_video(kind, ckpts, args.frames, task_names, work, detector,
+                                                    args.video_reps)
     report["load_end"] = be.load_average()
     if args.json:
         print(json.dumps(report, indent=1))

@@ -182,6 +182,7 @@ def run(manager, seg_cache, chunks, jobs: list[Job], batch_size: int | None, sin
                         collect()
                     chunk.open += 1
                     pending = (worker.submit(finish), ledger.batch_mark(), chunk, index)
+                    yield from ready()  # the chunk before, out as soon as its last batch is back
             chunk.queued = True
             yield from ready()
             frames = following if looks_ahead else next(chunks, None)

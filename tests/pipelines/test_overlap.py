@@ -159,6 +159,24 @@ def test_a_batch_is_finished_beside_the_next_batchs_start_and_the_order_is_kept(
     assert events.index("start 6") < events.index("finish 4 ends")
 
 
+def test_a_streamed_chunk_comes_out_once_its_last_batch_is_back(key, slow_task, monkeypatch):
+    """Not after the next chunk's every forward: the writer draws and encodes a chunk while the next one runs
+    (a chunk of 16 frames held back behind 16 more forwards left the writer 8-10 frames behind at a video's end)."""
+    events = []
+    monkeypatch.setattr(gpu, "OVERLAP", "1")
+
+    def start(batch):
+        events.append(f"start {batch[0]}")
+        return lambda: [f"result {i}" for i in batch]
+
+    slow_task(start)
+    chunks = [[0, 1], [2, 3, 4, 5, 6, 7]]
+    for frames, replies in gpu.stream(key, chunks, [Job("slow", "0.4b", {})], batch_size=2):
+        assert replies == [[f"result {i}" for i in frames]]
+        events.append(f"out {frames}")
+    assert events == ["start 0", "start 2", "out [0, 1]", "start 4", "start 6", "out [2, 3, 4, 5, 6, 7]"]
+
+
 @pytest.mark.parametrize("failing", ["start", "finish"])
 def test_an_error_in_either_stage_comes_back(key, slow_task, monkeypatch, failing):
     finished = []
