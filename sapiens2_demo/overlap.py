@@ -8,6 +8,7 @@ forwards queued after it. Results come back in order; errors per job and chunk, 
 
 from __future__ import annotations
 
+import contextlib
 import math
 from functools import partial
 
@@ -49,22 +50,23 @@ class Plan:
     def prepare(self, frames: list):
         return self.spec.prepare(frames, self.manager, self.job.size, **self.options)
 
-    def units(self, frames: list, step: int, overlapping: bool, prepared) -> list:
-        """The chunk's work as starts, each returning its finish: a batch each where it overlaps, else one that
-        runs every batch (the finish only hands the results over)."""
+    def units(self, frames: list, step: int, overlapping: bool, prepared) -> list[tuple[list | None, partial]]:
+        """The chunk's work as (its batch's frames, its start), each start returning its finish: a batch each where
+        it overlaps, else one that runs every batch (no frames named; the finish only hands the results over)."""
         batches = [frames[start:start + step] for start in range(0, len(frames), step)]
         if overlapping and not (self.follows and prepared is None):
             extra = {"annotator": self.annotator} if self.annotator is not None else {}
             shares = [None] * len(batches) if prepared is None else \
                 [prepared[i * step:(i + 1) * step] for i in range(len(batches))]  # each batch's share
-            return [partial(self.staged, batch, self.manager, self.job.size, **extra, **self.options,
-                            **({} if share is None else {"prepared": share})) for batch, share in zip(batches, shares)]
+            return [(batch, partial(self.staged, batch, self.manager, self.job.size, **extra, **self.options,
+                                    **({} if share is None else {"prepared": share})))
+                    for batch, share in zip(batches, shares)]
 
         def serial():
             results = self._serial(batches, step)
             return lambda: results
 
-        return [serial]
+        return [(None, serial)]
 
     def _serial(self, batches: list, step: int) -> list:
         spec, options, results = self.spec, self.options, []
@@ -112,8 +114,11 @@ def run(manager, seg_cache, chunks, jobs: list[Job], batch_size: int | None, sin
     """(frames, replies) per chunk: every unit's start (pre-processing, forwards) in this thread and its finish
     (post-processing, drawing, the copy back) in one worker thread beside the next unit's start, across jobs
     and chunks. At most two units are in flight; the worker also finds the next chunk's people (`prepare`)
-    while this chunk's batches run, so no wait for them holds the queue between chunks."""
+    while this chunk's batches run, so no wait for them holds the queue between chunks. On a CPU a thread of its
+    own pre-processes each job's next batch while this one's forwards run (`inference.Lookahead`)."""
     from concurrent.futures import ThreadPoolExecutor
+
+    from .models.inference import Lookahead
 
     device = manager.device
     plans = []
@@ -126,7 +131,9 @@ def run(manager, seg_cache, chunks, jobs: list[Job], batch_size: int | None, sin
     ahead: dict[int, tuple] = {}  # job index -> (future, batch mark): the next chunk's `prepare`, in the worker
     frames = next(chunks, None)
     step = max(1, int(batch_size or len(frames or ()) or 1))
-    looks_ahead = not single and any(isinstance(p, Plan) and p.prepares for p in plans)
+    # on a CPU (the frames as they are, no ledger recording copies), where batches overlap
+    lookahead = Lookahead() if overlap and str(device) == "cpu" and ledger.active() is None else None
+    looks_ahead = not single and (lookahead is not None or any(isinstance(p, Plan) and p.prepares for p in plans))
 
     def collect():  # the unit in the worker: wait for it (the ledger's join), file its results
         future, mark, chunk, index = pending
@@ -150,7 +157,8 @@ def run(manager, seg_cache, chunks, jobs: list[Job], batch_size: int | None, sin
                     chunk.replies[index] = plan.done(chunk.replies[index], single)
             yield chunk.frames, chunk.replies
 
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sapiens2-post") as worker:
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sapiens2-post") as worker, \
+            (lookahead or contextlib.nullcontext()):
         while frames is not None:
             following = next(chunks, None) if looks_ahead else None
             chunk = Chunk(frames, len(plans))
@@ -170,11 +178,16 @@ def run(manager, seg_cache, chunks, jobs: list[Job], batch_size: int | None, sin
                 except Exception as error:  # noqa: BLE001
                     chunk.fail(index, error)
                     continue
-                for start in units:
+                for position, (_, start) in enumerate(units):
                     if chunk.failed(index):  # a batch before failed: the rest of this job's chunk is skipped
                         break
                     try:
-                        finish = beside(start(), device)
+                        if lookahead is not None:  # the job's next batch: in this chunk, else the next chunk's first
+                            upcoming = units[position + 1][0] if position + 1 < len(units) else \
+                                (following[:step] if following else None)
+                            finish = lookahead.during(index, start, upcoming)
+                        else:
+                            finish = beside(start(), device)
                     except Exception as error:  # noqa: BLE001
                         chunk.fail(index, error)
                         break
