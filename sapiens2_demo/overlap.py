@@ -181,13 +181,12 @@ def run(manager, seg_cache, chunks, jobs: list[Job], batch_size: int | None, sin
                 for position, (_, start) in enumerate(units):
                     if chunk.failed(index):  # a batch before failed: the rest of this job's chunk is skipped
                         break
+                    if lookahead is not None:  # the job's next batch: in this chunk, else the next chunk's first
+                        upcoming = units[position + 1][0] if position + 1 < len(units) else \
+                            (following[:step] if following else None)
+                        start = partial(lookahead.during, index, start, upcoming)
                     try:
-                        if lookahead is not None:  # the job's next batch: in this chunk, else the next chunk's first
-                            upcoming = units[position + 1][0] if position + 1 < len(units) else \
-                                (following[:step] if following else None)
-                            finish = lookahead.during(index, start, upcoming)
-                        else:
-                            finish = beside(start(), device)
+                        finish = beside(start(), device)
                     except Exception as error:  # noqa: BLE001
                         chunk.fail(index, error)
                         break

@@ -72,7 +72,7 @@ class Lookahead:
 
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sapiens2-pre")
         self._asked: dict = {}  # a job's key -> its last batch's [(loaded, task)]
-        self._queued: dict = {}  # (id(loaded), task, the frames' ids) -> (job key, the frames, future pixel values)
+        self._queued: dict = {}  # (id(loaded), task, the frames' addresses) -> (job key, the frames, future values)
 
     def during(self, key, start, upcoming: list | None):
         """`start()` (a unit's pre-processing and forwards, in this thread), with `upcoming` (the job's next batch's
@@ -119,9 +119,10 @@ def _same_pixels(queued: np.ndarray, image) -> bool:
         return True
     if not (str(image.dtype).endswith("uint8") and queued.dtype == np.uint8 and _address(image) == _address(queued)):
         return False
-    view = image.permute(1, 2, 0) if hasattr(image, "permute") else image
-    strides = tuple(view.stride()) if hasattr(view, "stride") and callable(view.stride) else view.strides
-    return tuple(view.shape) == queued.shape and strides == queued.strides  # uint8: strides in bytes are elements
+    tensor = hasattr(image, "permute")
+    view = image.permute(1, 2, 0) if tensor else image
+    strides = tuple(view.stride()) if tensor else view.strides  # uint8: a tensor's strides in elements are bytes
+    return tuple(view.shape) == queued.shape and strides == queued.strides
 
 
 def processed_channels_last(processor, images: list, pad: bool):
