@@ -31,9 +31,9 @@ def preprocess(loaded: LoadedModel, images: np.ndarray | list[np.ndarray], task:
     batch = images if isinstance(images, (list, tuple)) else [images]
     ahead = _LOOKAHEAD.get(None)
     if ahead is not None and boxes_xywh is None:  # a Lookahead's unit: this call is learnt, and maybe done already
-        lookahead, asked = ahead
+        lookahead, key, asked = ahead
         asked.append((loaded, task))
-        done = lookahead.take(loaded, batch, task)
+        done = lookahead.take(key, loaded, batch, task)
         if done is not None:
             return done
     kwargs = {"do_pad": task in PADDED_TASKS}
@@ -72,29 +72,30 @@ class Lookahead:
 
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sapiens2-pre")
         self._asked: dict = {}  # a job's key -> its last batch's [(loaded, task)]
-        self._queued: dict = {}  # (id(loaded), task, the frames' addresses) -> (job key, the frames, future values)
+        self._queued: dict = {}  # (job key, id(loaded), task, the frames' addresses) -> (the frames, future values)
 
     def during(self, key, start, upcoming: list | None):
         """`start()` (a unit's pre-processing and forwards, in this thread), with `upcoming` (the job's next batch's
         frames, or None) queued first for what this job's last start pre-processed."""
         frames = list(upcoming or ())
-        ahead = {(id(loaded), task, *map(_address, frames)): (key, frames,
-                                                               self._pool.submit(preprocess, loaded, frames, task))
+        ahead = {(key, id(loaded), task, *map(_address, frames)): (frames,
+                                                                    self._pool.submit(preprocess, loaded, frames, task))
                  for loaded, task in (self._asked.get(key, ()) if frames else ())}
         self._queued.update(ahead)
         asked: list = []
-        token = _LOOKAHEAD.set((self, asked))
+        token = _LOOKAHEAD.set((self, key, asked))
         try:
             return start()
         finally:
             _LOOKAHEAD.reset(token)
             self._asked[key] = asked
-            for stale in [k for k, (job, _, _) in self._queued.items() if job == key and k not in ahead]:
-                self._queued.pop(stale)[2].cancel()  # queued for this job and not taken: its batch went otherwise
+            for stale in [k for k in self._queued if k[0] == key and k not in ahead]:
+                self._queued.pop(stale)[1].cancel()  # queued for this job and not taken: its batch went otherwise
 
-    def take(self, loaded, frames: list, task: str):
-        """The queued pixel values of exactly these frames for this model and rule, or None."""
-        _, queued, future = self._queued.pop((id(loaded), task, *map(_address, frames)), (None, (), None))
+    def take(self, key, loaded, frames: list, task: str):
+        """The pixel values queued for this job of exactly these frames for this model and rule, or None (each job
+        its own: two jobs of one call may pre-process the same frames for one model, the body-part masks)."""
+        queued, future = self._queued.pop((key, id(loaded), task, *map(_address, frames)), ((), None))
         if future is None or len(queued) != len(frames) or not all(map(_same_pixels, queued, frames)):
             return None
         return future.result()

@@ -70,7 +70,24 @@ def test_a_batch_of_other_frames_takes_nothing_queued(manager):
     with inference.Lookahead() as lookahead:
         lookahead.during("job", lambda: inference.preprocess(loaded, frames, "seg"), None)  # learns: seg
         # queues seg for `frames` beside a start whose batch is other frames (one a copy): it takes nothing
-        missed = lookahead.during("job", lambda: lookahead.take(loaded, other, "seg"), frames)
-        taken = lookahead.take(loaded, frames, "seg")
-    assert missed is None and taken is not None
+        missed = lookahead.during("job", lambda: lookahead.take("job", loaded, other, "seg"), frames)
+        elsewhere = lookahead.take("another job", loaded, frames, "seg")
+        taken = lookahead.take("job", loaded, frames, "seg")
+    assert missed is None and elsewhere is None and taken is not None
     np.testing.assert_array_equal(taken.numpy(), inference.preprocess(loaded, frames, "seg").numpy())
+
+
+def test_two_jobs_of_one_stream_each_take_their_own(key, clip, calls, monkeypatch):
+    """Normals and depth both pre-process each frame for the body-part mask's model: each job's queued batch is its
+    own, so neither takes the other's and each batch is pre-processed once per job and model."""
+    monkeypatch.setattr(gpu, "OVERLAP", "1")
+    jobs = [Job(task, "0.4b", {"remove_background": True}) for task in ("normals", "pointmap")]
+    chunks = [clip[:2], clip[2:6], clip[6:]]
+    streamed = list(gpu.stream(key, chunks, jobs, batch_size=2))
+    assert [[len(r) for r in replies] for _, replies in streamed] == [[2, 2], [4, 4], [3, 3]]
+    batches = [0, 2, 4, 6, 8]
+    per_batch = {b: sorted(pad for pad, address, _ in calls if address == inference._address(clip[b])) for b in batches}
+    assert per_batch == {b: [False, False, True, True] for b in batches}  # two masks' and two maps' each
+    ahead = [b for b in batches if all(name.startswith("sapiens2-pre") for _, address, name in calls
+                                       if address == inference._address(clip[b]))]
+    assert ahead == [4, 6, 8]
