@@ -114,11 +114,13 @@ def run(manager, seg_cache, chunks, jobs: list[Job], batch_size: int | None, sin
     """(frames, replies) per chunk: every unit's start (pre-processing, forwards) in this thread and its finish
     (post-processing, drawing, the copy back) in one worker thread beside the next unit's start, across jobs
     and chunks. At most two units are in flight; the worker also finds the next chunk's people (`prepare`)
-    while this chunk's batches run, so no wait for them holds the queue between chunks. On a CPU a thread of its
-    own pre-processes each job's next batch while this one's forwards run (`inference.Lookahead`)."""
+    while this chunk's batches run, so no wait for them holds the queue between chunks. The jobs start a batch one
+    after the other, and share what is the same for them (`inference.sharing`: the frames' upload, the body-part
+    forward of segmentation and of normals' and depth's masks). On a CPU a thread of its own pre-processes each
+    job's next batch while this one's forwards run (`inference.Lookahead`)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from .models.inference import Lookahead
+    from .models.inference import Lookahead, sharing
 
     device = manager.device
     plans = []
@@ -163,8 +165,10 @@ def run(manager, seg_cache, chunks, jobs: list[Job], batch_size: int | None, sin
             following = next(chunks, None) if looks_ahead else None
             chunk = Chunk(frames, len(plans))
             finished.append(chunk)
+            work = []  # per job: its units of this chunk (none where it failed)
             for index, plan in enumerate(plans):
                 if isinstance(plan, BaseException):
+                    work.append(())
                     continue
                 overlapping = plan.overlaps(math.ceil(len(frames) / step), single)
                 try:
@@ -174,27 +178,33 @@ def run(manager, seg_cache, chunks, jobs: list[Job], batch_size: int | None, sin
                         if following is not None:  # queued behind the batch in the worker: it waits for no forward
                             ahead[index] = (worker.submit(aside(partial(plan.prepare, following), device)),
                                             ledger.batch_mark())
-                    units = plan.units(frames, step, overlapping, prepared)
+                    work.append(plan.units(frames, step, overlapping, prepared))
                 except Exception as error:  # noqa: BLE001
                     chunk.fail(index, error)
-                    continue
-                for position, (_, start) in enumerate(units):
-                    if chunk.failed(index):  # a batch before failed: the rest of this job's chunk is skipped
-                        break
-                    if lookahead is not None:  # the job's next batch: in this chunk, else the next chunk's first
-                        upcoming = units[position + 1][0] if position + 1 < len(units) else \
-                            (following[:step] if following else None)
-                        start = partial(lookahead.during, index, start, upcoming)
-                    try:
-                        finish = beside(start(), device)
-                    except Exception as error:  # noqa: BLE001
-                        chunk.fail(index, error)
-                        break
-                    if pending is not None:
-                        collect()
-                    chunk.open += 1
-                    pending = (worker.submit(finish), ledger.batch_mark(), chunk, index)
-                    yield from ready()  # the chunk before, out as soon as its last batch is back
+                    work.append(())
+            # batch by batch, every job's start of a batch one after the other: the same forward on the same
+            # frames (the body-part mask of segmentation, normals and depth in All tasks) and the same upload are
+            # done once among them (`inference.sharing`)
+            for position in range(max(map(len, work), default=0)):
+                with sharing() if len(plans) > 1 else contextlib.nullcontext():
+                    for index, units in enumerate(work):
+                        if position >= len(units) or chunk.failed(index):  # a batch before failed: skip the rest
+                            continue
+                        start = units[position][1]
+                        if lookahead is not None:  # the job's next batch: in this chunk, else the next chunk's first
+                            upcoming = units[position + 1][0] if position + 1 < len(units) else \
+                                (following[:step] if following else None)
+                            start = partial(lookahead.during, index, start, upcoming)
+                        try:
+                            finish = beside(start(), device)
+                        except Exception as error:  # noqa: BLE001
+                            chunk.fail(index, error)
+                            continue
+                        if pending is not None:
+                            collect()
+                        chunk.open += 1
+                        pending = (worker.submit(finish), ledger.batch_mark(), chunk, index)
+                yield from ready()  # the chunk before, out as soon as its last batch is back
             chunk.queued = True
             yield from ready()
             frames = following if looks_ahead else next(chunks, None)

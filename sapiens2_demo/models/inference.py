@@ -6,7 +6,9 @@ reference (stretch for seg/matting, keep-aspect centre pad for normal/pointmap, 
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
+import threading
 
 import numpy as np
 
@@ -162,7 +164,56 @@ def on_cuda(device) -> bool:
     return str(device).split(":")[0] == "cuda"
 
 
+_SHARED: contextvars.ContextVar = contextvars.ContextVar("shared")
+
+
+@contextlib.contextmanager
+def sharing():
+    """Within it, `shared` work is done once: the jobs of one call (All tasks) start a batch one after the other,
+    and the same frames' upload and body-part forward (segmentation's, and normals' and depth's masks) are the same."""
+    token = _SHARED.set({})
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
+
+
+def shared(key: tuple, make):
+    """`make()`, or within `sharing` what it gave for the same key there (keys name the frames by `frame_keys`)."""
+    memo = _SHARED.get(None)
+    if memo is None:
+        return make()
+    if key not in memo:
+        memo[key] = make()
+    return memo[key]
+
+
+def once(finish):
+    """A stage's finish that runs once however often it is called (two jobs sharing a start both finish it)."""
+    lock, done = threading.Lock(), []
+
+    def finished():
+        with lock:
+            if not done:
+                done.append(finish())
+        return done[0]
+
+    return finished
+
+
+def frame_keys(frames) -> tuple:
+    """The frames by where their pixels are and how they are laid out (numpy arrays or tensors): two lists of the
+    same frames, or of views of them, give the same key while the frames live."""
+    return tuple((_address(f), tuple(f.shape), tuple(f.stride()) if hasattr(f, "stride") and callable(f.stride)
+                  else f.strides) for f in frames)
+
+
 def upload(frames: list[np.ndarray], device) -> list:
+    """`upload_now`, once for the same frames within `sharing`."""
+    return list(shared(("upload", str(device), *frame_keys(frames)), lambda: upload_now(frames, device)))
+
+
+def upload_now(frames: list[np.ndarray], device) -> list:
     """RGB uint8 (H, W, 3) frames -> (3, H, W) uint8 tensors on `device`, one copy each (what `preprocess`
     and the device-side drawing both read). On CUDA through pinned memory without blocking (a copy from pageable
     memory would wait for everything queued on the device, the last batch's forward, first): the frames are copied

@@ -23,7 +23,7 @@ from functools import partial
 
 import numpy as np
 
-from ..models.inference import forward, image_size, input_size, preprocess, upload
+from ..models.inference import forward, frame_keys, image_size, input_size, once, preprocess, shared, upload
 from ..models.manager import ModelManager
 from ..models.registry import checkpoint
 from ..results import NORMAL_CODE, UNIT_CODE, CodedMap, MattingResult, NormalsResult, PointmapResult, SegmentationResult
@@ -93,6 +93,11 @@ def segment_batch(frames: Frames, manager: ModelManager, size: str = "0.4b",
 
 
 def segment_start(frames: Frames, manager: ModelManager, size: str = "0.4b"):
+    """Finishes with the SegmentationResults; one forward for the same frames among a call's jobs (`sharing`)."""
+    return shared(("segment", size, *frame_keys(frames)), lambda: once(_segment_start(frames, manager, size)))
+
+
+def _segment_start(frames: Frames, manager: ModelManager, size: str):
     loaded = manager.get(checkpoint("seg", size))
     if use_device_post(loaded.device):
         labels = labels_start(_uploaded(frames, loaded.device), manager, size)
@@ -212,6 +217,11 @@ def matting_start(frames: Frames, manager: ModelManager, size: str = "1b", coded
 # full-size tensors there (the CUDA path of the *_batch functions above is these plus one copy back; tasks/drawn.py
 # draws on them there)
 def labels_start(images, manager: ModelManager, size: str = "0.4b"):
+    """One forward for the same images among a call's jobs (`sharing`: their uploads are shared too)."""
+    return shared(("labels", size, *frame_keys(images)), lambda: once(_labels_start(images, manager, size)))
+
+
+def _labels_start(images, manager: ModelManager, size: str):
     loaded = manager.get(checkpoint("seg", size))
     logits = forward(loaded, preprocess(loaded, images, "seg"), on_device=True)["logits"]
     return lambda: device_post.segmentation_label_tensors(logits, _sizes(images))

@@ -77,9 +77,9 @@ def test_a_batch_of_other_frames_takes_nothing_queued(manager):
     np.testing.assert_array_equal(taken.numpy(), inference.preprocess(loaded, frames, "seg").numpy())
 
 
-def test_two_jobs_of_one_stream_each_take_their_own(key, clip, calls, monkeypatch):
-    """Normals and depth both pre-process each frame for the body-part mask's model: each job's queued batch is its
-    own, so neither takes the other's and each batch is pre-processed once per job and model."""
+def test_two_jobs_of_one_stream_share_the_mask_and_each_take_their_own_map(key, clip, calls, monkeypatch):
+    """Normals and depth both need each frame's body-part mask: one forward (and one pre-processing) for the two
+    (`inference.sharing`), and each job's own map pre-processed once, ahead after the first batches."""
     monkeypatch.setattr(gpu, "OVERLAP", "1")
     jobs = [Job(task, "0.4b", {"remove_background": True}) for task in ("normals", "pointmap")]
     chunks = [clip[:2], clip[2:6], clip[6:]]
@@ -87,7 +87,7 @@ def test_two_jobs_of_one_stream_each_take_their_own(key, clip, calls, monkeypatc
     assert [[len(r) for r in replies] for _, replies in streamed] == [[2, 2], [4, 4], [3, 3]]
     batches = [0, 2, 4, 6, 8]
     per_batch = {b: sorted(pad for pad, address, _ in calls if address == inference._address(clip[b])) for b in batches}
-    assert per_batch == {b: [False, False, True, True] for b in batches}  # two masks' and two maps' each
+    assert per_batch == {b: [False, True, True] for b in batches}  # one mask's (stretched), two maps' (padded)
     ahead = [b for b in batches if all(name.startswith("sapiens2-pre") for _, address, name in calls
                                        if address == inference._address(clip[b]))]
     assert ahead == [4, 6, 8]
