@@ -22,7 +22,8 @@ from pathlib import Path
 import bench_endpoints as be
 import bench_video as bv
 
-VIDEO_NAMES = {"pose": "pose", "segment": "seg", "normals": "normal", "pointmap": "pointmap", "matting": "matting"}
+VIDEO_NAMES = {"pose": "pose", "segment": "seg", "normals": "normal", "pointmap": "pointmap", "matting": "matting",
+               "all": "all"}  # "all": the Video tab's grid of every task (only when asked for: five tasks' forwards)
 STAGES = {"decode": "decode thread", "encode": "writer thread: encode", "draw": "writer thread: render",
           "exports": "writer thread: per-frame exports", "preprocess": ("main:   preprocess", "main:   crops"),
           "forward": "main:   forward", "detector": "main:   detector", "wait for writer": "main: waiting",
@@ -57,7 +58,8 @@ def bench_video(kind: str, ckpts: Path, frames: int, task_names, work: Path, det
     figures = {}
     for task in task_names:
         name = VIDEO_NAMES[task]
-        bv.load_models(manager, name)
+        for model in [v for v in VIDEO_NAMES.values() if v != "all"] if name == "all" else [name]:
+            bv.load_models(manager, model)
         bv.measure_ours(warm, name, manager, work / f"warm_{kind}_{name}")
         runs = [_one_run(clip, name, manager, work, kind) for _ in range(max(1, reps))]
         # one run of 48 frames lasts under two seconds, and the machine is shared: the run of median host / floor
