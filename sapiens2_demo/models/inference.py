@@ -74,14 +74,14 @@ class Lookahead:
 
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sapiens2-pre")
         self._asked: dict = {}  # a job's key -> its last batch's [(loaded, task)]
-        self._queued: dict = {}  # (job key, id(loaded), task, the frames' addresses) -> (the frames, future values)
+        self._queued: dict = {}  # (job key, id(loaded), task, the frames' keys) -> (the frames, future values)
 
     def during(self, key, start, upcoming: list | None):
         """`start()` (a unit's pre-processing and forwards, in this thread), with `upcoming` (the job's next batch's
         frames, or None) queued first for what this job's last start pre-processed."""
         frames = list(upcoming or ())
-        ahead = {(key, id(loaded), task, *map(_address, frames)): (frames,
-                                                                    self._pool.submit(preprocess, loaded, frames, task))
+        ahead = {(key, id(loaded), task, frame_keys(frames)):
+                 (frames, self._pool.submit(preprocess, loaded, frames, task))
                  for loaded, task in (self._asked.get(key, ()) if frames else ())}
         self._queued.update(ahead)
         asked: list = []
@@ -95,12 +95,11 @@ class Lookahead:
                 self._queued.pop(stale)[1].cancel()  # queued for this job and not taken: its batch went otherwise
 
     def take(self, key, loaded, frames: list, task: str):
-        """The pixel values queued for this job of exactly these frames for this model and rule, or None (each job
-        its own: two jobs of one call may pre-process the same frames for one model, the body-part masks)."""
-        queued, future = self._queued.pop((key, id(loaded), task, *map(_address, frames)), ((), None))
-        if future is None or len(queued) != len(frames) or not all(map(_same_pixels, queued, frames)):
-            return None
-        return future.result()
+        """The pixel values queued for this job of exactly these frames (`frame_keys`: the queued frames are held,
+        so their memory is no other frame's) for this model and rule, or None (each job its own: two jobs of one
+        call may pre-process the same frames for one model, the body-part masks)."""
+        _, future = self._queued.pop((key, id(loaded), task, frame_keys(frames)), (None, None))
+        return None if future is None else future.result()
 
     def __enter__(self) -> Lookahead:
         return self
@@ -111,21 +110,24 @@ class Lookahead:
 
 
 def _address(image) -> int:
-    """Where a frame's pixels are: a numpy frame, or `upload`'s CPU tensor viewing it (the same memory)."""
+    """Where a frame's pixels are: a numpy frame, or a tensor (`upload`'s CPU tensor views the frame's memory)."""
     return image.data_ptr() if hasattr(image, "data_ptr") else image.__array_interface__["data"][0]
 
 
-def _same_pixels(queued: np.ndarray, image) -> bool:
-    """Whether `image` is the queued frame, or `upload`'s (3, H, W) CPU view of it: the queued frame is held, so its
-    memory is not another frame's."""
-    if image is queued:
-        return True
-    if not (str(image.dtype).endswith("uint8") and queued.dtype == np.uint8 and _address(image) == _address(queued)):
-        return False
-    tensor = hasattr(image, "permute")
-    view = image.permute(1, 2, 0) if tensor else image
-    strides = tuple(view.stride()) if tensor else view.strides  # uint8: a tensor's strides in elements are bytes
-    return tuple(view.shape) == queued.shape and strides == queued.strides
+def frame_key(image) -> tuple:
+    """Where a frame's pixels are and how they lie, in (H, W, C) order: a uint8 frame and `upload`'s (3, H, W) CPU
+    view of it give one key (a tensor's strides count elements, a numpy array's bytes: the same for uint8). While
+    the frame is held, no other frame has its key."""
+    if hasattr(image, "data_ptr"):  # a tensor; `upload`'s are (3, H, W) views of (H, W, 3) frames
+        view = image.permute(1, 2, 0) if image.ndim == 3 else image
+        return (str(image.device), image.data_ptr(), tuple(view.shape), tuple(view.stride()),
+                str(image.dtype).removeprefix("torch."))
+    return ("cpu", _address(image), tuple(image.shape), tuple(image.strides), str(image.dtype))
+
+
+def frame_keys(frames) -> tuple:
+    """`frame_key` of each frame: two lists of the same frames, or of views of them, give the same key."""
+    return tuple(map(frame_key, frames))
 
 
 def processed_channels_last(processor, images: list, pad: bool):
@@ -199,13 +201,6 @@ def once(finish):
         return done[0]
 
     return finished
-
-
-def frame_keys(frames) -> tuple:
-    """The frames by where their pixels are and how they are laid out (numpy arrays or tensors): two lists of the
-    same frames, or of views of them, give the same key while the frames live."""
-    return tuple((_address(f), tuple(f.shape), tuple(f.stride()) if hasattr(f, "stride") and callable(f.stride)
-                  else f.strides) for f in frames)
 
 
 def upload(frames: list[np.ndarray], device) -> list:
