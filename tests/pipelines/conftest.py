@@ -4,6 +4,14 @@ import pytest
 
 
 @pytest.fixture()
+def key(manager):
+    """The tiny models' manager registered for GPU calls (gpu.answers, gpu.stream): its key."""
+    from sapiens2_demo import gpu
+
+    return gpu.register(manager)
+
+
+@pytest.fixture()
 def detector_frames(monkeypatch) -> list[int]:
     """The person detector counted: one entry per call, the number of frames it was given. Every keypoint of the
     random-weight pose model counts as sure, so followed people are never lost."""

@@ -18,11 +18,6 @@ def on_device(monkeypatch):
     monkeypatch.setattr(device_post, "use_device_post", lambda device: True)
 
 
-@pytest.fixture()
-def key(manager):
-    return gpu.register(manager)
-
-
 @pytest.fixture(scope="module")
 def clip(tmp_path_factory):
     return make_video(tmp_path_factory.mktemp("clip") / "clip.mp4", frames=6, size=(160, 120), fps=6)

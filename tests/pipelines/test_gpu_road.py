@@ -48,11 +48,6 @@ FRAMES, WIDTH, HEIGHT = 24, 160, 120
 
 
 @pytest.fixture()
-def key(manager):
-    return gpu.register(manager)
-
-
-@pytest.fixture()
 def frames(person_image):
     return [np.ascontiguousarray(person_image[i * 20:i * 20 + 300, i * 10:i * 10 + 400]) for i in range(5)]
 

@@ -13,11 +13,6 @@ from sapiens2_demo.results import Job
 
 
 @pytest.fixture()
-def key(manager):
-    return gpu.register(manager)
-
-
-@pytest.fixture()
 def clip(person_image):
     """Nine frames of one size, each different."""
     return [np.ascontiguousarray(np.roll(person_image, 7 * i, axis=1)) for i in range(9)]

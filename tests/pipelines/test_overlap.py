@@ -35,11 +35,6 @@ def one_thread():
 
 
 @pytest.fixture()
-def key(manager):
-    return gpu.register(manager)
-
-
-@pytest.fixture()
 def frames(person_image):
     """Five different frames of two sizes: batches of two leave a partial last batch."""
     crops = [person_image[:96, :160], person_image[10:106, 5:165], person_image[:150, :90],

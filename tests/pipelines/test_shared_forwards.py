@@ -15,11 +15,6 @@ TASKS = ("segment", "normals", "pointmap")
 
 
 @pytest.fixture()
-def key(manager):
-    return gpu.register(manager)
-
-
-@pytest.fixture()
 def frames(person_image):
     return [np.ascontiguousarray(np.roll(person_image, 9 * i, axis=0)) for i in range(4)]
 

@@ -22,11 +22,6 @@ def clip(tmp_path_factory):
 
 
 @pytest.fixture()
-def key(manager):
-    return gpu.register(manager)
-
-
-@pytest.fixture()
 def one_walker(monkeypatch):
     """One person box on every frame, and a lift that places the synthetic walker's keypoints of that frame
     (found by the frame's time in the clip: its index, from the calls made so far)."""

@@ -16,11 +16,6 @@ def clip(tmp_path_factory):
     return make_video(tmp_path_factory.mktemp("clip") / "clip.mp4", frames=10, size=(160, 120), fps=10)
 
 
-@pytest.fixture()
-def key(manager):
-    return gpu.register(manager)
-
-
 def test_static_scene_keeps_stable_track_ids(clip, key, tmp_path, monkeypatch):
     """Two people standing still (fixed boxes from a stand-in detector): the same two ids on every frame."""
     from sapiens2_demo.pipelines import pose as pipeline
