@@ -57,11 +57,14 @@ class Decoder:
         released models on a CPU), and with `expected` (the frames the container says it holds) the last ones
         halve as the end nears, so what is drawn and encoded after the last forward is a couple of frames (2, 4,
         8, 16, 10, 4, 2, 2 for 48 frames). Past `expected` (a container that said too few), `batch_size` again."""
+        def next_size() -> int:  # the next list's, from the frames handed out and the lists so far
+            if not smallest:
+                return self.batch_size
+            return min(tapered(self.batch_size, expected - handed, smallest), smallest << min(count, 16))
+
         batch, handed, count = [], 0, 0
+        size = next_size()
         while True:
-            size = tapered(self.batch_size, expected - handed, smallest) if smallest else self.batch_size
-            if smallest:
-                size = min(size, smallest << min(count, 16))
             item = self._queue.get()
             if item is _END:
                 break
@@ -73,6 +76,7 @@ class Decoder:
                 count += 1
                 yield batch
                 batch = []
+                size = next_size()
         if batch:
             yield batch
 
