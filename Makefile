@@ -52,19 +52,8 @@ lint: setup-dev  ## ruff, and the layers contract (pyproject.toml): lower layers
 test: setup-dev browser-deps lint
 	$(OFFLINE) $(PY) -m pytest -q -n $(TEST_WORKERS) --maxprocesses 4 --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
-bench: setup-dev  ## every benchmark on tiny checkpoints and stand-ins (figures printed; nothing is timed in tests)
-	$(OFFLINE) $(PY) benchmarks/bench_pose.py
-	$(OFFLINE) $(PY) benchmarks/bench_dense.py
-	$(OFFLINE) $(PY) benchmarks/bench_app.py
-	$(OFFLINE) $(PY) benchmarks/bench_post.py
-	$(OFFLINE) $(PY) benchmarks/bench_video.py
-	$(OFFLINE) $(PY) benchmarks/bench_endpoints.py
-	$(OFFLINE) $(PY) benchmarks/bench_gpu.py
-	$(OFFLINE) $(PY) benchmarks/bench_batch.py
-	$(OFFLINE) $(PY) benchmarks/bench_mocap.py
-	$(OFFLINE) $(PY) benchmarks/bench_motion_truth.py
-	$(OFFLINE) $(PY) benchmarks/bench_standins.py
-	$(OFFLINE) $(PY) benchmarks/bench_ledger.py
+bench: setup-dev  ## the quick benchmarks on tiny checkpoints and stand-ins; NAME=video ARGS="..." runs one (docs/benchmarks.md)
+	$(OFFLINE) $(PY) -m benchmarks $(if $(NAME),$(NAME) $(ARGS),quick)
 
 bench-cpu: setup-dev  ## full-size random-weight forwards on this CPU, float32 vs its fastest road (many minutes)
-	$(OFFLINE) $(PY) benchmarks/bench_cpu.py
+	$(OFFLINE) $(PY) -m benchmarks cpu $(ARGS)
