@@ -702,8 +702,8 @@ def fps(frames: int, seconds: float) -> float:
 
 
 def timed_ours(*args, **kwargs) -> tuple[int, float]:
-    """`measure_ours` for the timed run: its own name, so that a profile's samples of it are told from the warm-up's
-    (`spy_summary.py --within timed_ours`)."""
+    """`measure_ours` for the timed run: its own name, so that a profiler's samples of it (py-spy's) are told from the
+    warm-up's."""
     return measure_ours(*args, **kwargs)
 
 
