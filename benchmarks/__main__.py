@@ -55,6 +55,8 @@ BENCHMARKS: dict[str, tuple[str, str, list[str] | None, str | None]] = {
                  [], None),
     "batch": ("bench_batch.py", "the batch CLI: local engine against one image at a time, Ray 2 workers against 1",
               None, None),
+    "burst": ("bench_first_burst.py", "cold launches x concurrent first requests (bf16, float32), then 64 at once: "
+              "server errors, queue-full refusals, every endpoint after", None, "--json"),
     "motion": ("bench_motion_truth.py", "motion capture against synthetic ground truth", None, "--json"),
 }
 

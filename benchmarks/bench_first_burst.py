@@ -4,9 +4,8 @@ concurrent first requests across the five image endpoints before any model is lo
 endpoint; and one launch with 64 requests at once (more than the queue holds: only gradio's "Queue is full" may
 refuse them).
 
-    HF_HUB_OFFLINE=1 YOLO_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False .venv/bin/python benchmarks/bench_first_burst.py \
-        [--launches 5] [--clients 10] [--dtypes bfloat16,float32] [--crowd 64] [--compile auto]
-        [--checkpoint-dir DIR] [--json PATH]
+    .venv/bin/python -m benchmarks burst [--launches 5] [--clients 10] [--dtypes bfloat16,float32] [--crowd 64]
+        [--compile auto] [--checkpoint-dir DIR] [--json PATH]
 
 Tiny random-weight checkpoints (`python -m sapiens2_demo.standins DIR --detector`, written into a temporary folder
 unless --checkpoint-dir is given). Per launch it prints the answers, the server errors ("Something went wrong on
