@@ -68,7 +68,8 @@ def create_app(args: argparse.Namespace):
 
     budget = int(args.model_budget_gb * 2**30) if args.model_budget_gb else None
     manager = ModelManager(checkpoint_dir=args.checkpoint_dir, device=args.device, dtype=args.dtype,
-                           memory_budget_bytes=budget, detector=args.detector, compile=args.compile)
+                           memory_budget_bytes=budget, detector=args.detector, compile=args.compile,
+                           compile_in_background=True)  # no visitor waits for a compile
     from sapiens2_demo.ui.common import STANDIN_MARKER, STANDIN_NOTE, runs_stand_ins
 
     if runs_stand_ins(manager):  # the operator reads it too: the page's footer and every answer say it

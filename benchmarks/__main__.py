@@ -57,6 +57,9 @@ BENCHMARKS: dict[str, tuple[str, str, list[str] | None, str | None]] = {
               None, None),
     "burst": ("bench_first_burst.py", "cold launches x concurrent first requests (bf16, float32), then 64 at once: "
               "server errors, queue-full refusals, every endpoint after", None, "--json"),
+    "first-answer": ("bench_first_answer.py", "the app's first three answers per launch kind (empty compile "
+                     "cache, warm, compile off) and after the background compile's swap; the CLI on 1 and 20 photos",
+                     None, "--json"),
     "motion": ("bench_motion_truth.py", "motion capture against synthetic ground truth", None, "--json"),
 }
 
