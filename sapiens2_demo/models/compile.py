@@ -259,7 +259,8 @@ def compile_model(model, input_size: tuple[int, int], device, dtype, key: str = 
 def compile_beside(model, input_size: tuple[int, int], device, dtype, key: str = "") -> CompileState:
     """The model serves eager from now; its compiled form is built on a background thread at the lowest CPU
     priority and swapped in when warmed up (the state turns 'compiled'), for the forwards that start after."""
-    state = CompileState(status="compiling", key=key, note="compiling in the background: eager until then")
+    state = CompileState(status="compiling", key=key, note="compiling in the background: eager until then",
+                         phase="in the background")
     if not blocks(model):
         state.status, state.note = "off", f"no {BLOCK_CLASS} blocks to compile"
         return state

@@ -141,3 +141,30 @@ def test_the_cli_road_stays_eager_for_a_few_images_and_measures_it(tiny_dir):
     seen = regional._timings()[manager.compile_key(SEG)]
     assert seen["eager"] > 0 and "compiled" not in seen
     assert "does not pay" in manager.road
+
+
+def test_a_batch_run_counts_its_images_and_frames(tmp_path):
+    """What 'auto' weighs a compile against: each image once, each video's frames (an unreadable one counts one)."""
+    from sapiens2_demo.batch.inputs import InputItem
+    from sapiens2_demo.batch.runner import work_size
+    from tests.videos import make_video
+
+    clip = make_video(tmp_path / "clip.mp4", frames=30, size=(64, 48), fps=10, audio=False)
+    (tmp_path / "broken.mp4").write_bytes(b"not a video")
+    items = [InputItem(tmp_path / "a.jpg", "image", "a"), InputItem(tmp_path / "b.jpg", "image", "b"),
+             InputItem(clip, "video", "clip"), InputItem(tmp_path / "broken.mp4", "video", "broken")]
+    assert work_size(items) == 2 + 30 + 1
+
+
+def test_a_compile_that_fails_in_the_background_leaves_the_model_serving_eager(tiny_dir, monkeypatch):
+    def broken(graph, example_inputs):
+        raise RuntimeError("no C++ compiler here")
+
+    monkeypatch.setattr(regional, "BACKEND", broken)
+    manager = background_manager(tiny_dir)
+    loaded = manager.get(SEG)
+    eager = forward(loaded, pixels())["logits"]
+    wait_for(loaded.compiled, "eager")
+    assert "compiling failed in the background" in loaded.compiled.note, loaded.compiled.note
+    assert "compiling failed" in manager.road
+    torch.testing.assert_close(forward(loaded, pixels())["logits"], eager)
