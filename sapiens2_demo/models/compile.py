@@ -127,6 +127,15 @@ class CompileState:
     key: str = ""  # the timings' key (manager.compile_key): forwards' seconds per image are kept under it
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _seen: dict = field(default_factory=lambda: {"eager": [], "compiled": []}, repr=False)
+    _start: object = field(default=None, repr=False)  # compile_beside's build, started after the first forward
+
+    def first_forward_done(self) -> None:
+        """Start the background compile now that the model's first forward is over (the first answer never shares
+        the cores with it, nor the interpreter: importing inductor and tracing are Python, under the GIL)."""
+        with self._lock:
+            start, self._start = self._start, None
+        if start is not None:
+            start()
 
     def observe(self, compiled: bool, seconds_each: float) -> None:
         """A forward's seconds per image on its road; the first few of each road are kept in the timings file
@@ -258,7 +267,8 @@ def compile_model(model, input_size: tuple[int, int], device, dtype, key: str = 
 
 def compile_beside(model, input_size: tuple[int, int], device, dtype, key: str = "") -> CompileState:
     """The model serves eager from now; its compiled form is built on a background thread at the lowest CPU
-    priority and swapped in when warmed up (the state turns 'compiled'), for the forwards that start after."""
+    priority, started when the first forward is over (`first_forward_done`), and swapped in when warmed up (the
+    state turns 'compiled'), for the forwards that start after."""
     state = CompileState(status="compiling", key=key, note="compiling in the background: eager until then",
                          phase="in the background")
     if not blocks(model):
@@ -270,7 +280,7 @@ def compile_beside(model, input_size: tuple[int, int], device, dtype, key: str =
         compile_model(model, input_size, device, dtype, key=key, state=state)
         log.info("%s: %s", key or type(model).__name__, state.note)
 
-    threading.Thread(target=build, name=f"compile {key}", daemon=True).start()
+    state._start = threading.Thread(target=build, name=f"compile {key}", daemon=True).start
     return state
 
 

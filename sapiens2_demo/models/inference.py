@@ -346,8 +346,10 @@ def forward(loaded: LoadedModel, pixel_values, *, on_device: bool = False, **kwa
             loaded.broken = True  # the manager drops it at the next get and loads it again
             raise broken from error
         raise
-    if state is not None and book is None and loaded.device == "cpu":  # a CPU forward is over when it returns
-        state.observe(compiled, (time.perf_counter() - started) / max(1, len(pixel_values)))
+    if state is not None:
+        if book is None and loaded.device == "cpu":  # a CPU forward is over when it returns
+            state.observe(compiled, (time.perf_counter() - started) / max(1, len(pixel_values)))
+        state.first_forward_done()
     if book is not None:  # the flip test's mirrored forward is part of its batch
         outputs = ledger.forward(type(loaded.model).__name__, dict(outputs.items()), batch="flip_pairs" not in kwargs)
     if on_device:
