@@ -1,29 +1,15 @@
-"""Model and request speed, per task and size, on whatever device there is (a script, not a test).
+"""The GPU road: forwards and image requests against their forwards on a device, and the transfer ledger's
+counts of what a GPU would see, on the CPU.
 
-    HF_HUB_OFFLINE=1 YOLO_OFFLINE=1 .venv/bin/python benchmarks/bench_gpu.py [--device auto|cpu|cuda]
-        [--sizes tiny,full] [--tasks pose,seg,normal,pointmap,matting] [--batches 1,8] [--repeat 3]
-        [--forward-repeat 10] [--compile] [--skip-forward] [--skip-e2e] [--skip-app] [--skip-video]
-        [--video-frames 24] [--profile]
-
-Prints, per size (tiny random-weight checkpoints; `full` = full-size 0.4b random-weight ones, written once by
-benchmarks/fullsize.py) and task:
-1. forward milliseconds at batch 1 and 8 (random pixel values at the checkpoint's input size; pose: crops,
-   no flip), and per image at batch 8;
-2. end-to-end milliseconds per 1080p image through the app's task functions (tasks.<task>, image loaded),
-   the forward milliseconds inside it (hooks on the models: Sapiens2 forwards, and the detector network's for
-   pose) and the share of end-to-end that is not the forward;
-3. the same through gradio_client against the launched app (app.create_app, in this process so the hooks
-   see the forwards; tiny checkpoints), with the issue's target: at most 0.3 s per request beyond the forward;
-4. video frames per second of our video path (benchmarks/bench_video.py) on a 720p clip.
---profile instead prints cProfile's top 15 (by own time) of one request per task, minus gradio.
-CUDA: bf16 by default (the app's default there). On this 2-core CPU a full-size forward takes ~30 s (batch 8
-~4 min a task): pass `--batches 1` to skip batch 8. The machine is shared: the load average is printed.
+    python -m benchmarks gpu --device cuda [--sizes tiny,full] [--compile] [--skip-app] [--skip-video] [--profile]
+    python -m benchmarks ledger [--where] [--only image,live,video] [--frames 96]
 """
 
 from __future__ import annotations
 
 import argparse
 import inspect
+import json
 import os
 import statistics
 import sys
@@ -32,17 +18,12 @@ import threading
 import time
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("YOLO_OFFLINE", "1")
-os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
-os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+import numpy as np
 
-import bench_video  # noqa: E402
+from benchmarks import harness
+from benchmarks.video import MASKED, TASKS, load_models, make_clip, make_manager, measure_ours, size_of, sync
 
-TASKS = bench_video.TASKS
+# -- gpu -----------------------------------------------------------------------------------------------------------
 TARGET_BEYOND_S = 0.3  # issue 10: per request, beyond the forward, every image endpoint, this CPU
 TARGET_REQUEST_X = 1.3  # issue 37: an image request on a GPU, against its forwards
 ENDPOINTS = {"pose": "/pose", "seg": "/segment", "normal": "/normals", "pointmap": "/pointmap",
@@ -58,8 +39,8 @@ def compile_supported() -> bool:
 def needed(task: str) -> list[tuple[str, str]]:
     """The checkpoints a task's request runs (normals and depth also segment, to remove the background)."""
     if task == "all":
-        return [(t, bench_video._size(t)) for t in TASKS]
-    return [(task, bench_video._size(task))] + ([("seg", "0.4b")] if task in bench_video.MASKED else [])
+        return [(t, size_of(t)) for t in TASKS]
+    return [(task, size_of(task))] + ([("seg", "0.4b")] if task in MASKED else [])
 
 
 class ForwardClock:
@@ -137,7 +118,7 @@ class TestImages:
         from PIL import Image
 
         self.folder, self.count = folder, 0
-        person = Image.open(ROOT / "assets" / "astronaut.jpg").convert("RGB").resize((1080, 1080))
+        person = Image.open(harness.ROOT / "assets" / "astronaut.jpg").convert("RGB").resize((1080, 1080))
         self.canvas = Image.new("RGB", (1920, 1080), (96, 112, 128))
         self.canvas.paste(person, (420, 0))
 
@@ -161,15 +142,15 @@ def forward_ms(manager, task: str, batch: int, repeat: int, warmup: int) -> tupl
     from sapiens2_demo.models.inference import input_size
     from sapiens2_demo.models.registry import checkpoint
 
-    loaded = manager.get(checkpoint(task, bench_video._size(task)))
+    loaded = manager.get(checkpoint(task, size_of(task)))
     pixels = torch.randn(batch, 3, *input_size(loaded.processor)).to(loaded.device, loaded.dtype)
     times = []
     with torch.inference_mode():
         for i in range(warmup + repeat):
-            bench_video._sync(loaded.device)
+            sync(loaded.device)
             started = time.perf_counter()
             loaded.model(pixel_values=pixels)
-            bench_video._sync(loaded.device)
+            sync(loaded.device)
             if i >= warmup:
                 times.append(time.perf_counter() - started)
     return 1000 * statistics.median(times), 1000 * min(times)
@@ -314,7 +295,7 @@ def bench_app(ckpts, tasks, images, args) -> None:
     from sapiens2_demo import gpu
 
     port = free_port()
-    flags = ["--checkpoint-dir", str(ckpts.dir), "--detector", str(ckpts.detector), "--device", args.device,
+    flags = ["--checkpoint-dir", str(ckpts), "--detector", str(ckpts / "yolov8n-random.pt"), "--device", args.device,
              "--dtype", args.dtype, "--port", str(port)]
     if compile_supported():  # compiling is the default on CUDA now: the eager baseline must say off
         flags += ["--compile", "on" if args.compile else "off"]
@@ -324,7 +305,7 @@ def bench_app(ckpts, tasks, images, args) -> None:
     url = f"http://127.0.0.1:{port}/"
     clock = ForwardClock(manager.device)
     endpoints = [t for t in tasks if t in ENDPOINTS] + ["all"]
-    print(f"\n== 3. through gradio_client against the launched app ({ckpts.label} checkpoints, 1920x1080 JPEG "
+    print(f"\n== 3. through gradio_client against the launched app (tiny checkpoints, 1920x1080 JPEG "
           f"upload, median of {args.repeat} after a warm-up call; server in this process)")
     print("   'no downloads': Client(download_files=False), the answer a browser gets before fetching images;")
     print("   'downloads': the client's default, which also downloads every output file (.npy, .ply, .zip ...)")
@@ -368,25 +349,41 @@ def bench_video_fps(managers, tasks, args, work: Path) -> None:
     from sapiens2_demo.jobs.video import default_batch_size
 
     print(f"\n== 4. video: our path's frames per second on a {args.video_frames}-frame 1280x720 clip "
-          "(benchmarks/bench_video.py has the comparisons)")
-    clip = bench_video.make_clip(work / "clip.mp4", args.video_frames)
-    warm = bench_video.make_clip(work / "warm.mp4", 4)
+          "(python -m benchmarks video has the comparisons)")
+    clip = make_clip(work / "clip.mp4", args.video_frames)
+    warm = make_clip(work / "warm.mp4", 4)
     for size, manager in managers.items():
         if size == "full" and manager.device == "cpu":
-            print(f"{size:6} skipped on the CPU (~30 s a frame); bench_video.py --fullsize measures it")
+            print(f"{size:6} skipped on the CPU (~30 s a frame); python -m benchmarks video --fullsize measures it")
             continue
         batch = default_batch_size(manager.device)
         for task in tasks:
             if size == "full" and task == "matting":
                 continue
-            bench_video.load_models(manager, task)
-            bench_video.measure_ours(warm, task, manager, work / f"warm_{size}_{task}", batch)
-            frames, seconds = bench_video.measure_ours(clip, task, manager, work / f"video_{size}_{task}", batch)
+            load_models(manager, task)
+            measure_ours(warm, task, manager, work / f"warm_{size}_{task}", batch)
+            frames, seconds = measure_ours(clip, task, manager, work / f"video_{size}_{task}", batch)
             print(f"{size:6} {task:9} {frames / seconds:8.2f} frames/s (batch {batch})", flush=True)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def gpu(argv: list[str], run: harness.Run) -> None:
+    """Model and request speed, per task and size, on whatever device there is (a script, not a test).
+
+
+    Prints, per size (tiny random-weight checkpoints; `full` = full-size 0.4b random-weight ones, written once by
+    python -m benchmarks fullsize) and task:
+    1. forward milliseconds at batch 1 and 8 (random pixel values at the checkpoint's input size; pose: crops,
+       no flip), and per image at batch 8;
+    2. end-to-end milliseconds per 1080p image through the app's task functions (tasks.<task>, image loaded),
+       the forward milliseconds inside it (hooks on the models: Sapiens2 forwards, and the detector network's for
+       pose) and the share of end-to-end that is not the forward;
+    3. the same through gradio_client against the launched app (app.create_app, in this process so the hooks
+       see the forwards; tiny checkpoints), with the issue's target: at most 0.3 s per request beyond the forward;
+    4. video frames per second of our video path (python -m benchmarks video) on a 720p clip.
+    --profile instead prints cProfile's top 15 (by own time) of one request per task, minus gradio.
+    CUDA: bf16 by default (the app's default there). On this 2-core CPU a full-size forward takes ~30 s (batch 8
+    ~4 min a task): pass `--batches 1` to skip batch 8. The machine is shared: the load average is printed."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks gpu", description=gpu.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda")
     parser.add_argument("--dtype", default="auto", help="auto (bf16 on CUDA, fp32 on the CPU), float32, bfloat16")
     parser.add_argument("--compile", action="store_true", help="torch.compile, when this build supports it")
@@ -404,7 +401,7 @@ def main() -> None:
     parser.add_argument("--skip-video", action="store_true")
     parser.add_argument("--video-frames", type=int, default=24)
     parser.add_argument("--profile", action="store_true", help="cProfile one request per task (tiny), then stop")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     import torch
 
     from sapiens2_demo.models.manager import resolve_device
@@ -421,11 +418,15 @@ def main() -> None:
         print("torch.compile: unsupported in this build (ModelManager has no compile= parameter); running without it")
     with tempfile.TemporaryDirectory(prefix="bench_gpu_") as tmp:
         work = Path(tmp)
-        tiny = bench_video.tiny_checkpoints(args.checkpoint_dir or work / "tiny")
+        from benchmarks.cpu import ensure_fullsize
+
+        tiny = harness.tiny_checkpoints(args.checkpoint_dir or work / "tiny")
+        detector = tiny / "yolov8n-random.pt"
         ckpts = {"tiny": tiny}
         if "full" in sizes:
-            ckpts["full"] = bench_video.fullsize_checkpoints([t for t in tasks if t != "matting"], tiny.detector)
-        managers = {size: bench_video.make_manager(ckpts[size], device, args.dtype, **extra) for size in sizes}
+            ckpts["full"] = ensure_fullsize(sorted({t for t in tasks if t != "matting"} | {"seg"}))
+        managers = {size: make_manager(ckpts[size], detector, device, args.dtype, **extra) for size in sizes}
+        run.device, run.weights = str(device), " and ".join(f"{s} random weights" for s in sizes)
         print(f"device {device}, dtype {str(dtype).replace('torch.', '')}, compile "
               f"{'on' if extra.get('compile') == 'on' else 'off'}; torch {torch.__version__}, {torch.get_num_threads()} threads, "
               f"{os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f}")
@@ -444,5 +445,222 @@ def main() -> None:
         print(f"\nload average at the end {os.getloadavg()[0]:.2f}")
 
 
-if __name__ == "__main__":
-    main()
+# -- ledger --------------------------------------------------------------------------------------------------------
+HEIGHT, WIDTH = 1080, 1920
+PEOPLE = 3
+KEYPOINTS = 308
+LEDGER_TASKS = {"pose": "pose", "seg": "segment", "normal": "normals", "pointmap": "pointmap", "matting": "matting"}
+VIDEO_OPTIONS = {"pose": {}, "mocap": {"motion_3d": True}, "seg": {}, "normal": {"temporal_smoothing": True},
+                 "pointmap": {"temporal_smoothing": True}, "matting": {"matting_background": "image"}}
+
+
+SIDE, WIDE, STEP, TOP = 640, 560, 600, 300  # each person: a 640 px tall, 560 px wide tile, 600 px apart
+
+
+def scene_frame(i: int = 0) -> tuple[np.ndarray, list[list[float]]]:
+    """A 1080p frame of three astronauts on grey, moving right half a pixel a frame; their boxes."""
+    import cv2
+
+    from sapiens2_demo.standins.targets import load_photo
+
+    person = cv2.resize(load_photo("astronaut"), (SIDE, SIDE), interpolation=cv2.INTER_AREA)[:, 40:40 + WIDE]
+    frame = np.full((HEIGHT, WIDTH, 3), 96, np.uint8)
+    for k in range(PEOPLE):
+        x = 20 + k * STEP + i // 2
+        frame[TOP:TOP + SIDE, x:x + WIDE] = person
+    return frame, people_boxes(20 + i // 2)
+
+
+def people_boxes(left: int) -> list[list[float]]:
+    return [[left + k * STEP + 30.0, TOP + 10.0, left + k * STEP + WIDE - 30.0, TOP + SIDE - 1.0]
+            for k in range(PEOPLE)]
+
+
+def three_people(monkeypatch_target):
+    """The detector runs (and counts), then its random boxes are replaced by the three people's."""
+    from sapiens2_demo.pipelines import pose as pipeline
+
+    def placed(frame) -> tuple[np.ndarray, np.ndarray, list]:
+        tile = (np.abs(frame[TOP:TOP + SIDE].astype(np.int16) - 96) > 12).any(axis=(0, 2))
+        return np.asarray(people_boxes(int(np.argmax(tile))), np.float32), np.full(PEOPLE, 0.9, np.float32), []
+
+    real_one, real_queued = pipeline.find_people, getattr(pipeline, "find_people_queued", None)
+
+    def one(frame, *args, **kwargs):
+        real_one(frame, *args, **kwargs)
+        return placed(frame)
+
+    def queued(frames, *args, **kwargs):  # each frame's boxes when its detector's copy back has come
+        found = real_queued(frames, *args, **kwargs)
+        return [lambda get=get, frame=frame: (get(), placed(frame))[1] for get, frame in zip(found, frames)]
+
+    monkeypatch_target.setattr(pipeline, "find_people", one)
+    if real_queued is not None:  # the batched detector (the device road's)
+        monkeypatch_target.setattr(pipeline, "find_people_queued", queued)
+
+
+def image_figures(ctx, task: str, where: bool) -> dict:
+    from sapiens2_demo import ledger
+    from sapiens2_demo.jobs.image import run_task
+    from sapiens2_demo.media.image import LoadedImage
+
+    rgb, _ = scene_frame()
+    with tempfile.TemporaryDirectory() as folder, ledger.recording() as book:
+        out = run_task(ctx, LoadedImage(rgb, rgb.shape[:2]), task=LEDGER_TASKS[task], run_dir=Path(folder))
+        answer = ledger.answer_bytes(rgb.size, out.files)  # the render: one RGB uint8 picture
+    if where:
+        print(f"-- image {task}\n{book.table()}\n{book.launch_table()}")
+    return {"d2h_bytes": book.bytes("d2h"), "answer_bytes": answer, "waits": book.waits, "launches": book.launches}
+
+
+def write_clip(path: Path, frames: int) -> None:
+    import av
+
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream("libx264", rate=24)
+        stream.width, stream.height, stream.pix_fmt = WIDTH, HEIGHT, "yuv420p"
+        stream.options = {"preset": "ultrafast", "crf": "18"}
+        for i in range(frames):
+            out.mux(stream.encode(av.VideoFrame.from_ndarray(scene_frame(i)[0], format="rgb24")))
+        out.mux(stream.encode())
+
+
+def video_figures(key: str, clip: Path, task: str, frames: int, where: bool) -> dict:
+    from sapiens2_demo import ledger
+    from sapiens2_demo.jobs.video import VideoLimits, process_video
+
+    options = dict(VIDEO_OPTIONS[task])
+    if task == "matting":
+        from sapiens2_demo.standins.targets import load_photo
+
+        options["background_image"] = load_photo("camera")  # a photo, resized to cover each frame
+    name = "pose" if task == "mocap" else LEDGER_TASKS[task]
+    with tempfile.TemporaryDirectory() as folder, ledger.recording() as book:
+        out = process_video(clip, name, key, folder, batch_size=8, limits=VideoLimits(max_side=WIDTH), **options)
+    if where:
+        print(f"-- video {task}\n{book.table()}\n{book.launch_table()}")
+    n = out.frames
+    batches, overlapped = book.overlapped()
+    needed = HEIGHT * WIDTH * 3
+    if task in ("pose", "mocap"):
+        needed += PEOPLE * KEYPOINTS * (12 + (17 if task == "mocap" else 0))
+    return {"frames": n, "waits_per_frame": round(book.waits / n, 3),
+            "uploads_per_frame": round(book.uploads(HEIGHT * WIDTH) / n, 3),
+            "h2d_bytes_per_frame": book.bytes("h2d") // n, "d2h_bytes_per_frame": book.bytes("d2h") // n,
+            "needed_bytes_per_frame": needed, "batches": batches, "overlapped_batches": overlapped,
+            "launches_per_frame": round(book.launches / n, 1),
+            "queue_launches_per_frame": round(book.launches_on("queue") / n, 1)}
+
+
+def live_figures(ctx, task: str, where: bool) -> dict:
+    from sapiens2_demo import ledger
+    from sapiens2_demo.ui.live_tab import live_frame
+
+    rgb, _ = scene_frame()
+    with ledger.recording():  # the first frame loads the model and uploads the colour tables (once a process)
+        live_frame(ctx, rgb, LEDGER_TASKS[task])
+    with ledger.recording() as book:  # the second is the one counted
+        live_frame(ctx, scene_frame(1)[0], LEDGER_TASKS[task])
+    if where:
+        print(f"-- live {task}\n{book.table()}\n{book.launch_table()}")
+    return {"d2h_bytes": book.bytes("d2h"), "waits": book.waits, "launches": book.launches}
+
+
+def ledger(argv: list[str], run: harness.Run) -> None:
+    """The transfer ledger (sapiens2_demo/ledger.py) over the GPU road at 1080p: what crosses between host and device,
+    and how often the host waits, per image request, per video frame and per live frame (a script, not a test).
+
+
+    On a CPU the ledger makes the pipelines take the CUDA road (device post-processing and drawing, overlapped batches)
+    and counts what would cross; on CUDA (--device cuda) it counts what does. The stand-ins (standins/train.py, trained
+    once and cached under /tmp) run; the person detector is a random-weight YOLOv8n, so its boxes are replaced by the
+    three people's (its upload, forward and copies back still run and count).
+    - image: one request per task (the image tabs' and API's `run_task`, default options) on a 1080p frame of three
+      people: bytes copied back, the bytes the answer holds (the render's pixels plus every file's pixels or arrays,
+      uncompressed), waits;
+    - video: a --frames 1080p clip per task (`process_video`, CUDA's batch of 8, chunks of 16 frames): pose with the
+      three people, mocap (pose with motion_3d), body parts, normals and depth with temporal_smoothing, matting over an
+      image background. Per frame: waits, frame-sized uploads, bytes each way, the bytes the answer needs (the drawn
+      frame, and pose's keypoints: 12 bytes a keypoint, 17 more lifted), and the batches whose next forward was
+      queued before the host waited for them (overlapped);
+    - live: one webcam frame per live task (downscaled as the Live tab does), drawn where the model runs: the second
+      frame, the first one's one-off uploads (colour tables) counted apart.
+    It takes about 6 to 12 minutes on a 2-core CPU (--only image,live: about a minute).
+    Each part also counts the operations our code queues on the device outside the forwards ("ops": each a kernel
+    launch on CUDA). --where prints, per task, the places in our code that copy or wait, and those that queue the most
+    operations. --json PATH writes {"image": {TASK: {"d2h_bytes", "answer_bytes", "waits", "launches"}}, "video": {TASK:
+    {"frames", "waits_per_frame", "uploads_per_frame", "h2d_bytes_per_frame", "d2h_bytes_per_frame",
+    "needed_bytes_per_frame", "batches", "overlapped_batches", "launches_per_frame", "queue_launches_per_frame"}},
+    "live": {TASK: {"d2h_bytes", "waits", "launches"}}}: "queue" counts the operations of the thread that queues the
+    forwards (each delays the next forward), the rest run beside them in the post-processing worker."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks ledger", description=ledger.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--frames", type=int, default=96)
+    parser.add_argument("--tasks", default=",".join([*LEDGER_TASKS, "mocap"]))
+    parser.add_argument("--only", default="image,live,video", help="the parts to run: image, live, video")
+    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--where", action="store_true", help="the places in our code that copy or wait")
+    args = parser.parse_args(argv)
+    import pytest
+
+    from sapiens2_demo import tasks as catalog
+    from sapiens2_demo.jobs.image import AppContext
+    from sapiens2_demo.models.manager import ModelManager
+    from sapiens2_demo.standins.train import cached_standins
+
+    chosen = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    parts = {p.strip() for p in args.only.split(",") if p.strip()}
+    if not parts <= {"image", "live", "video"}:
+        parser.error(f"--only takes image, live, video; got {args.only!r}")
+    standins = cached_standins(log=lambda message: print(message, file=sys.stderr))
+    manager = ModelManager(checkpoint_dir=standins, device=args.device, dtype="float32",
+                           detector=str(standins / "yolov8n-random.pt"))
+    ctx = AppContext(manager)
+    figures: dict = {"image": {}, "video": {}, "live": {}}
+    started = time.perf_counter()
+    with pytest.MonkeyPatch.context() as patch, tempfile.TemporaryDirectory() as folder:
+        three_people(patch)
+        for task in (t for t in chosen if t in LEDGER_TASKS):
+            if "image" in parts:
+                figures["image"][task] = image_figures(ctx, task, args.where)
+            if "live" in parts and LEDGER_TASKS[task] in catalog.names(live=True):
+                figures["live"][task] = live_figures(ctx, task, args.where)
+        if "video" in parts:
+            clip = Path(folder) / "three_people.mp4"
+            write_clip(clip, args.frames)
+            for task in chosen:
+                figures["video"][task] = video_figures(ctx.manager_key, clip, task, args.frames, args.where)
+    print(f"transfer ledger, {args.device} ({'counted' if 'cuda' in args.device else 'the CUDA road simulated'}), "
+          f"{WIDTH}x{HEIGHT}, stand-ins, {time.perf_counter() - started:.0f} s")
+    if figures["image"]:
+        print(f"{'image':10}{'d2h MB':>10}{'answer MB':>11}{'waits':>7}{'ops':>7}")
+    for task, f in figures["image"].items():
+        print(f"{task:10}{f['d2h_bytes'] / 1e6:10.2f}{f['answer_bytes'] / 1e6:11.2f}{f['waits']:7d}{f['launches']:7d}")
+    if figures["live"]:
+        print(f"{'live':10}{'d2h MB':>10}{'waits':>18}{'ops':>7}")
+    for task, f in figures["live"].items():
+        print(f"{task:10}{f['d2h_bytes'] / 1e6:10.2f}{f['waits']:18d}{f['launches']:7d}")
+    if figures["video"]:
+        print(f"{'video':10}{'frames':>7}{'waits/fr':>9}{'uploads/fr':>11}{'h2d MB/fr':>10}{'d2h MB/fr':>10}"
+              f"{'needed MB/fr':>13}{'overlapped':>12}{'ops/fr':>8}{'queue':>7}")
+    for task, f in figures["video"].items():
+        print(f"{task:10}{f['frames']:7d}{f['waits_per_frame']:9.3f}{f['uploads_per_frame']:11.2f}"
+              f"{f['h2d_bytes_per_frame'] / 1e6:10.2f}{f['d2h_bytes_per_frame'] / 1e6:10.2f}"
+              f"{f['needed_bytes_per_frame'] / 1e6:13.2f}{f['overlapped_batches']:>7d}/{f['batches']:<4}"
+              f"{f['launches_per_frame']:8.1f}{f['queue_launches_per_frame']:7.1f}")
+    if args.json is not None:
+        args.json.write_text(json.dumps(figures, indent=1))
+    run.weights, run.figures, megabytes = "stand-ins", figures, lambda n: f"{n / 1e6:.2f}"
+    if figures["image"]:
+        run.table("image", ["image request", "device→host MB", "answer MB", "waits", "operations"],
+                  [[task, megabytes(f["d2h_bytes"]), megabytes(f["answer_bytes"]), f["waits"], f["launches"]]
+                   for task, f in figures["image"].items()], caption="1080p, three people.")
+    if figures["video"]:
+        run.table("video", [f"{args.frames}-frame video", "waits / frame", "frame-sized uploads / frame",
+                            "host→device MB / frame", "device→host MB / frame", "needed MB / frame",
+                            "overlapped batches", "operations / frame"],
+                  [[task, f"{f['waits_per_frame']:.3f}", f"{f['uploads_per_frame']:.2f}",
+                    megabytes(f["h2d_bytes_per_frame"]), megabytes(f["d2h_bytes_per_frame"]),
+                    megabytes(f["needed_bytes_per_frame"]), f"{f['overlapped_batches']}/{f['batches']}",
+                    f"{f['launches_per_frame']:.1f}"] for task, f in figures["video"].items()],
+                  caption="1080p, three people, CUDA's batch of 8 and chunk of 16.")
