@@ -31,8 +31,8 @@ BENCHMARKS: dict[str, tuple[str, str, list[str] | None]] = {
                                                            "--video-reps", "1"]),
     "endpoints": ("image:endpoints", "each image endpoint through gradio_client beyond gradio's floor, files fetched",
                   None),
-    "video": ("video:video", "video frames/s: ours, the I/O floor, a plain loop, the model alone (--breakdown, "
-              "--fullsize, --device cuda)", ["--frames", "16", "--tasks", "seg,pose", "--no-sequential"]),
+    "video": ("video:video", "video frames/s: ours, the I/O floor, the model alone (--breakdown, "
+              "--fullsize, --device cuda)", ["--frames", "16", "--tasks", "seg", "--no-model-only"]),
     "encoder": ("video:encoder", "x264 settings on each task's rendered 720p frames: CPU ms, size, PSNR", None),
     "mocap": ("video:mocap", "pose, depth and 3D motion frames/s on a clip; steady depth's flicker", None),
     "cpu": ("cpu:cpu", "the CPU's roads at full size: float32 eager against bf16 compiled (many minutes)", None),
@@ -41,6 +41,8 @@ BENCHMARKS: dict[str, tuple[str, str, list[str] | None]] = {
     "batch": ("batch:batch", "the batch CLI: local engine against one image at a time, Ray 2 workers against 1",
               None),
     "gpu": ("gpu:gpu", "forwards at batch 1 and 8, image requests against their forwards (--device cuda)", None),
+    "session": ("gpu:session", "a lent GPU's measurements in one call: gpu, video --breakdown, a profile "
+                "(--dry-run: here, tiny)", None),
     "ledger": ("gpu:ledger", "copies, waits and operations a GPU would see, counted on the CPU", ["--only", "image"]),
     "pose": ("pieces:pose", "DARK-UDP decode on the host and device roads, bytes off the device a person",
              ["--people", "1", "--frames", "2"]),

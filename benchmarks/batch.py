@@ -98,21 +98,10 @@ def engine_run(folder: Path, out: Path, options, engine: str, workers: int) -> t
 
 
 def batch(argv: list[str], run: harness.Run) -> None:
-    """Batch throughput on tiny random-weight checkpoints, or any --checkpoint-dir (a script, not a test).
-
-    1. The local engine (reader threads, batches through every pipeline, one shared segmentation, a writer
-       thread) against a one-image-at-a-time loop over the same pipelines and writers (load, run each task on a
-       batch of one, write): target >= 1.5x.
-    2. `--engine ray` with 2 single-thread CPU actors against 1: target >= 1.6x. Ray figures are steady-state
-       throughput: the inputs finished after the first batch came back, over the time from then to the last
-       (the cluster's and actors' start-up, imports and model loading are a fixed cost per run, printed apart).
-
-
-    --checkpoint-dir: e.g. stand-ins (`python -m sapiens2_demo.standins DIR --trained --detector`, not models);
-    default: tiny random weights in a temporary folder. Its detector: DIR/yolov8n-random.pt.
-
-    Inputs: crops/resizes of the assets at 640x480 JPEG. The tiny models make the model cheap, so these figures
-    weigh the pipeline around it (reading, post-processing, writing) more than a real checkpoint would."""
+    """The batch CLI's throughput: the local engine (reader threads, batches through every pipeline, a writer) against
+    a one-image-at-a-time loop over the same pipelines (target >= 1.5x); `--engine ray` with 2 single-thread CPU actors
+    against 1 (steady-state throughput, start-up printed apart; target >= 1.6x). Tiny random weights unless
+    --checkpoint-dir; inputs: 640x480 crops of the assets (the model cheap: these weigh the pipeline around it)."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks batch", description=batch.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--images", type=int, default=200)
     parser.add_argument("--tasks", default="all")
@@ -375,17 +364,10 @@ def _unique_peak(maps):
 
 
 def compiled_launches(argv: list[str], run: harness.Run) -> None:
-    """--compile on the batch CLI: a cold launch (empty compile cache), a warm one (the cache of the cold one), and
-    --compile off, over three images of different sizes and a 20-frame video (a script, not a test).
-
-
-    Prints each run's wall time (the whole command: start-up, loading with compile and warm-up, inference,
-    writing), the warm/cold ratio (target <= 0.5), the recompiles TORCH_LOGS=recompiles shows in each run and after
-    the models' warm-up at load (target: none after it, at most two per model in all), and the outputs against
-    --compile off: body-part labels equal on >= 99.9 % of pixels, keypoints within 0.05 px (images and video) where
-    they are well-defined: the same crop, a unique peak, a well-conditioned sub-pixel step (`pose_parity` says why).
-    Tiny random-weight checkpoints unless --checkpoint-dir names real ones. tests/system/test_compile_cli.py runs
-    the same thing as a test."""
+    """--compile on the batch CLI: a cold launch (empty cache), a warm one, and --compile off, over three images of
+    three sizes and a 20-frame video: wall times, warm / cold (target <= 0.5), recompiles after the warm-up (target
+    none), body-part labels (>= 99.9 % equal) and well-defined keypoints (within 0.05 px) against --compile off.
+    tests/system/test_compile_cli.py runs the same as a test."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks compile", description=compiled_launches.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--tasks", default="seg,pose")

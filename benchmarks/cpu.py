@@ -90,18 +90,9 @@ def ensure_fullsize(tasks, root: Path = DEFAULT_DIR) -> Path:
 
 
 def fullsize(argv: list[str], run: harness.Run) -> None:
-    """Full-size 0.4b random-weight Sapiens2 checkpoints, for benchmarks only (never tests).
-
-    The backbone is `Sapiens2Config()`'s defaults (the 0.4b: 1024 wide, 24 layers) at 1024x768, with Meta's head
-    shapes per task (the table "Head shapes of the 0.4b task models" in ../shared/reference/SAPIENS2.md). The
-    weights are noise, but every tensor has its real size, so a forward costs what the released model's does.
-
-    Written once into a cache folder in the --checkpoint-dir layout (`DIR/sapiens2-<task>-0.4b/`), like
-    sapiens2_demo/standins/tiny.py, and reused afterwards (about 1.6-2.0 GB and a minute each):
-
-
-    Matting is released at 1b only and its head is not in the reference table, so there is no full-size matting
-    stand-in here."""
+    """Full-size 0.4b random-weight checkpoints (Sapiens2Config's 0.4b backbone at 1024x768, Meta's head shapes,
+    ../shared/reference/SAPIENS2.md) in the --checkpoint-dir layout, written once and reused (1.6-2.0 GB and a minute
+    each): a forward costs what the released model's does. No matting (released at 1b only)."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks fullsize", description=fullsize.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dir", "--checkpoint-dir", dest="dir", type=Path, default=DEFAULT_DIR,
                         help="where the checkpoints are written (the --checkpoint-dir layout)")
@@ -223,23 +214,11 @@ def bench_task(task: str, roads: list[str], reps: int, checkpoints: Path, detect
 
 
 def cpu(argv: list[str], run: harness.Run) -> None:
-    """The CPU's roads at full size: eager float32 (the CPU road before issue 28) against the auto road (`--dtype auto
-    --compile auto`: bfloat16 + regional compile where the CPU runs bf16 natively), per task, on full-size 0.4b
-    random-weight checkpoints (`python -m benchmarks fullsize`; real shapes, noise weights). A script, never a test.
-
-
-    Prints the CPU model and its bf16/AMX flags (torch.cpu.get_capabilities), the road `auto` chose, the load average,
-    and per task and road: load (+ compile) seconds, the forward (one 1080p photo through the processor and the
-    model; pose: one person's crop, with its mirrored twin when the flip test is on) and the complete request (the
-    task's API answer: jobs.image.run_task at 1080p with its defaults, i.e. the model, post-processing, drawing and the
-    downloads written), the request / forward ratio (target <= 1.15), and the speed-up of each road over float32.
-    Models are loaded (and compiled, with its warm-up) first, the body-part model too for the tasks that remove the
-    background with it (normals, depth: their request runs both forwards); --warm adds an untimed request per road. The roads
-    are timed in turn within each repetition (float32, then auto, ...), so load drift hits them alike; the
-    medians are printed, with the CPU seconds each took (process time, every thread: on a shared machine the
-    work done, which wall time under load is not). Other roads: `bfloat16` (eager bf16) for the split between bf16 and the compile.
-    Pose runs once with the flip test and once without (`pose` and `pose-noflip`). The detector is a random YOLOv8n
-    that finds nobody at 1080p, so the request falls back to one person: the whole photo."""
+    """The CPU's roads at full size: eager float32 against the auto road (bf16 + regional compile where the CPU runs
+    bf16 natively; `bfloat16`: eager bf16), per task on full-size random weights: load (+ compile) seconds, the forward
+    (one 1080p photo; pose: one crop, with its mirror under the flip test) and the complete request (run_task with its
+    defaults), wall and CPU seconds, request / forward, and each road's speed-up over float32. The roads alternate
+    within each repetition, so load drift hits them alike. `pose` has the flip test, `pose-noflip` not."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks cpu", description=cpu.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tasks", default="seg,pose,pose-noflip,normal,pointmap", help=", ".join(TASKS))
     parser.add_argument("--roads", default="float32,auto", help=", ".join(ROADS))

@@ -1,7 +1,7 @@
 """The GPU road: forwards and image requests against their forwards on a device, and the transfer ledger's
 counts of what a GPU would see, on the CPU.
 
-    python -m benchmarks gpu --device cuda [--sizes tiny,full] [--compile] [--skip-app] [--skip-video] [--profile]
+    python -m benchmarks gpu --device cuda [--sizes tiny,full] [--compile] [--skip-forward] [--profile]
     python -m benchmarks ledger [--where] [--only image,live,video] [--frames 96]
 """
 
@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks import harness
-from benchmarks.video import MASKED, TASKS, load_models, make_clip, make_manager, measure_ours, size_of, sync
+from benchmarks.video import MASKED, TASKS, make_manager, size_of, sync
 
 # -- gpu -----------------------------------------------------------------------------------------------------------
 TARGET_BEYOND_S = 0.3  # issue 10: per request, beyond the forward, every image endpoint, this CPU
@@ -283,106 +283,16 @@ def profile_handlers(manager, tasks, images, work: Path) -> None:
             print("\n".join(line for line in text.getvalue().splitlines()[4:] if line.strip()), flush=True)
 
 
-# -- 3. through gradio_client -----------------------------------------------------------------------------------
 def verdict(beyond: float) -> str:
     return "  ok" if beyond <= TARGET_BEYOND_S else f"  MISS by {1000 * (beyond - TARGET_BEYOND_S):.0f} ms"
 
 
-def bench_app(ckpts, tasks, images, args) -> None:
-    from gradio_client import Client, handle_file
-
-    import app
-    from sapiens2_demo import gpu
-
-    port = free_port()
-    flags = ["--checkpoint-dir", str(ckpts), "--detector", str(ckpts / "yolov8n-random.pt"), "--device", args.device,
-             "--dtype", args.dtype, "--port", str(port)]
-    if compile_supported():  # compiling is the default on CUDA now: the eager baseline must say off
-        flags += ["--compile", "on" if args.compile else "off"]
-    demo = app.create_app(app.parse_args(flags))
-    manager = list(gpu._STATE.values())[-1][0]  # the manager create_app registered for its GPU calls
-    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
-    url = f"http://127.0.0.1:{port}/"
-    clock = ForwardClock(manager.device)
-    endpoints = [t for t in tasks if t in ENDPOINTS] + ["all"]
-    print(f"\n== 3. through gradio_client against the launched app (tiny checkpoints, 1920x1080 JPEG "
-          f"upload, median of {args.repeat} after a warm-up call; server in this process)")
-    print("   'no downloads': Client(download_files=False), the answer a browser gets before fetching images;")
-    print("   'downloads': the client's default, which also downloads every output file (.npy, .ply, .zip ...)")
-    print(f"{'endpoint':10} {'mode':13} {'e2e ms':>9} {'forward ms':>11} {'beyond ms':>10} {'not forward':>12}  "
-          f"target: beyond <= {1000 * TARGET_BEYOND_S:.0f} ms")
-    misses = []
-    try:
-        for mode, download in (("no downloads", False), ("downloads", True)):
-            client = Client(url, verbose=False, **({} if download else {"download_files": False}))
-            for task in endpoints:
-                rows = []
-                for i in range(args.repeat + 1):
-                    if i == 1:
-                        clock.attach_all(manager, [task])  # after the warm-up call loaded them
-                    path = images.next()
-                    clock.take()
-                    started = time.perf_counter()
-                    client.predict(handle_file(str(path)), api_name=ENDPOINTS[task])
-                    rows.append((time.perf_counter() - started, clock.take()))
-                beyond = print_split(f"{ENDPOINTS[task]:10} {mode:13}", rows[1:], lambda beyond, *_: verdict(beyond))
-                if beyond > TARGET_BEYOND_S:
-                    misses.append(f"{ENDPOINTS[task]} ({mode})")
-            if hasattr(client, "close"):
-                client.close()
-    finally:
-        demo.close()
-    print("target (<= 300 ms beyond the forward per image request): "
-          + ("met by every endpoint" if not misses else "missed by " + ", ".join(misses)))
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-# -- 4. video ------------------------------------------------------------------------------------------------------
-def bench_video_fps(managers, tasks, args, work: Path) -> None:
-    from sapiens2_demo.jobs.video import default_batch_size
-
-    print(f"\n== 4. video: our path's frames per second on a {args.video_frames}-frame 1280x720 clip "
-          "(python -m benchmarks video has the comparisons)")
-    clip = make_clip(work / "clip.mp4", args.video_frames)
-    warm = make_clip(work / "warm.mp4", 4)
-    for size, manager in managers.items():
-        if size == "full" and manager.device == "cpu":
-            print(f"{size:6} skipped on the CPU (~30 s a frame); python -m benchmarks video --fullsize measures it")
-            continue
-        batch = default_batch_size(manager.device)
-        for task in tasks:
-            if size == "full" and task == "matting":
-                continue
-            load_models(manager, task)
-            measure_ours(warm, task, manager, work / f"warm_{size}_{task}", batch)
-            frames, seconds = measure_ours(clip, task, manager, work / f"video_{size}_{task}", batch)
-            print(f"{size:6} {task:9} {frames / seconds:8.2f} frames/s (batch {batch})", flush=True)
-
-
 def gpu(argv: list[str], run: harness.Run) -> None:
-    """Model and request speed, per task and size, on whatever device there is (a script, not a test).
-
-
-    Prints, per size (tiny random-weight checkpoints; `full` = full-size 0.4b random-weight ones, written once by
-    python -m benchmarks fullsize) and task:
-    1. forward milliseconds at batch 1 and 8 (random pixel values at the checkpoint's input size; pose: crops,
-       no flip), and per image at batch 8;
-    2. end-to-end milliseconds per 1080p image through the app's task functions (tasks.<task>, image loaded),
-       the forward milliseconds inside it (hooks on the models: Sapiens2 forwards, and the detector network's for
-       pose) and the share of end-to-end that is not the forward;
-    3. the same through gradio_client against the launched app (app.create_app, in this process so the hooks
-       see the forwards; tiny checkpoints), with the issue's target: at most 0.3 s per request beyond the forward;
-    4. video frames per second of our video path (python -m benchmarks video) on a 720p clip.
-    --profile instead prints cProfile's top 15 (by own time) of one request per task, minus gradio.
-    CUDA: bf16 by default (the app's default there). On this 2-core CPU a full-size forward takes ~30 s (batch 8
-    ~4 min a task): pass `--batches 1` to skip batch 8. The machine is shared: the load average is printed."""
+    """Model and request speed per task and size on whatever device there is: forward ms at batch 1 and 8 (random
+    pixels at the input size; pose: crops, no flip), and per 1080p image through the task functions, end to end against
+    its forwards (hooks on the models and the detector's network) and the share that is not the forward. Sizes: tiny
+    random weights, `full` (full-size 0.4b random weights, `python -m benchmarks fullsize`). --profile: cProfile's top 15
+    of one request a task instead. CUDA runs bf16 (the app's default); a full-size CPU forward takes ~30 s."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks gpu", description=gpu.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda")
     parser.add_argument("--dtype", default="auto", help="auto (bf16 on CUDA, fp32 on the CPU), float32, bfloat16")
@@ -397,9 +307,6 @@ def gpu(argv: list[str], run: harness.Run) -> None:
     parser.add_argument("--forward-repeat", type=int, default=10, help="forwards per task and batch size")
     parser.add_argument("--skip-forward", action="store_true")
     parser.add_argument("--skip-e2e", action="store_true")
-    parser.add_argument("--skip-app", action="store_true")
-    parser.add_argument("--skip-video", action="store_true")
-    parser.add_argument("--video-frames", type=int, default=24)
     parser.add_argument("--profile", action="store_true", help="cProfile one request per task (tiny), then stop")
     args = parser.parse_args(argv)
     import torch
@@ -438,10 +345,6 @@ def gpu(argv: list[str], run: harness.Run) -> None:
             bench_forward(managers, tasks, batches, args)
         if not args.skip_e2e:
             bench_task_functions(managers, tasks + ["all"] * ("tiny" in sizes), images, args, work)
-        if not args.skip_app:
-            bench_app(tiny, tasks, images, args)
-        if not args.skip_video:
-            bench_video_fps(managers, tasks, args, work)
         print(f"\nload average at the end {os.getloadavg()[0]:.2f}")
 
 
@@ -567,32 +470,12 @@ def live_figures(ctx, task: str, where: bool) -> dict:
 
 
 def ledger(argv: list[str], run: harness.Run) -> None:
-    """The transfer ledger (sapiens2_demo/ledger.py) over the GPU road at 1080p: what crosses between host and device,
-    and how often the host waits, per image request, per video frame and per live frame (a script, not a test).
-
-
-    On a CPU the ledger makes the pipelines take the CUDA road (device post-processing and drawing, overlapped batches)
-    and counts what would cross; on CUDA (--device cuda) it counts what does. The stand-ins (standins/train.py, trained
-    once and cached under /tmp) run; the person detector is a random-weight YOLOv8n, so its boxes are replaced by the
-    three people's (its upload, forward and copies back still run and count).
-    - image: one request per task (the image tabs' and API's `run_task`, default options) on a 1080p frame of three
-      people: bytes copied back, the bytes the answer holds (the render's pixels plus every file's pixels or arrays,
-      uncompressed), waits;
-    - video: a --frames 1080p clip per task (`process_video`, CUDA's batch of 8, chunks of 16 frames): pose with the
-      three people, mocap (pose with motion_3d), body parts, normals and depth with temporal_smoothing, matting over an
-      image background. Per frame: waits, frame-sized uploads, bytes each way, the bytes the answer needs (the drawn
-      frame, and pose's keypoints: 12 bytes a keypoint, 17 more lifted), and the batches whose next forward was
-      queued before the host waited for them (overlapped);
-    - live: one webcam frame per live task (downscaled as the Live tab does), drawn where the model runs: the second
-      frame, the first one's one-off uploads (colour tables) counted apart.
-    It takes about 6 to 12 minutes on a 2-core CPU (--only image,live: about a minute).
-    Each part also counts the operations our code queues on the device outside the forwards ("ops": each a kernel
-    launch on CUDA). --where prints, per task, the places in our code that copy or wait, and those that queue the most
-    operations. --json PATH writes {"image": {TASK: {"d2h_bytes", "answer_bytes", "waits", "launches"}}, "video": {TASK:
-    {"frames", "waits_per_frame", "uploads_per_frame", "h2d_bytes_per_frame", "d2h_bytes_per_frame",
-    "needed_bytes_per_frame", "batches", "overlapped_batches", "launches_per_frame", "queue_launches_per_frame"}},
-    "live": {TASK: {"d2h_bytes", "waits", "launches"}}}: "queue" counts the operations of the thread that queues the
-    forwards (each delays the next forward), the rest run beside them in the post-processing worker."""
+    """The transfer ledger over the GPU road at 1080p on the stand-ins: what crosses between host and device, how
+    often the host waits, and the operations queued outside the forwards, per image request (`run_task`, defaults),
+    per frame of a --frames clip (CUDA's batch of 8, chunks of 16: pose with three people, mocap, body parts, steady
+    normals and depth, matting) and per live frame. On a CPU it takes the CUDA road and counts what would cross. The
+    detector's boxes are replaced by the three people's (its upload, forward and copies still count). --where: the
+    places in our code that copy, wait or queue the most. About 6-12 minutes on 2 cores (--only image: a minute)."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks ledger", description=ledger.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--frames", type=int, default=96)
     parser.add_argument("--tasks", default=",".join([*LEDGER_TASKS, "mocap"]))
@@ -664,3 +547,46 @@ def ledger(argv: list[str], run: harness.Run) -> None:
                     megabytes(f["needed_bytes_per_frame"]), f"{f['overlapped_batches']}/{f['batches']}",
                     f"{f['launches_per_frame']:.1f}"] for task, f in figures["video"].items()],
                   caption="1080p, three people, CUDA's batch of 8 and chunk of 16.")
+
+
+# -- a lent GPU's measurements in one call ---------------------------------------------------------------------------
+def session(argv: list[str], run: harness.Run) -> None:
+    """A lent GPU's measurements in one `device` call: the carried wheels (.whl/, as ../shared/reference/GPU.md lists
+    them) installed into the machine's own Python, then `gpu` (image requests against their forwards, compiled) and
+    `video --breakdown`, full size, and a cProfile of one request a task on tiny checkpoints; each under its own time
+    limit, its log and the results files under $OUT as each finishes (what finished comes back if the lease ends).
+    Its dry run here, on tiny checkpoints: `python -m benchmarks session --dry-run` (a minute or two)."""
+    import glob
+    import shutil
+    import subprocess
+
+    parser = argparse.ArgumentParser(prog="python -m benchmarks session", description=session.__doc__)
+    parser.add_argument("--dry-run", action="store_true", help="on this CPU, tiny checkpoints, 8 frames, no install")
+    parser.add_argument("--tasks", default="pose,seg,normal,pointmap")
+    parser.add_argument("--limits", default="200,220,50", help="seconds for requests, video, the profile")
+    args = parser.parse_args(argv)
+    out = Path(os.environ.get("OUT") or tempfile.mkdtemp(prefix="gpu_session_"))
+    out.mkdir(parents=True, exist_ok=True)
+    wheels = sorted(glob.glob(str(harness.ROOT / ".whl" / "*.whl")))
+    if wheels and not args.dry_run:
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
+                        "--no-cache-dir", *wheels], check=True)
+    device, full = ("cpu", []) if args.dry_run else ("cuda", ["--fullsize"])
+    sizes, frames = ("tiny", "8") if args.dry_run else ("full", "96")
+    steps = {"requests": ["gpu", "--device", device, "--sizes", sizes, "--compile",
+                          "--tasks", args.tasks, "--batches", "1", "--repeat", "3", "--forward-repeat", "5"],
+             "video": ["video", "--device", device, *full, "--frames", frames, "--tasks", args.tasks,
+                       "--breakdown"],
+             "requests_profile": ["gpu", "--device", device, "--sizes", "tiny", "--profile", "--tasks", args.tasks]}
+    env = {**os.environ, **harness.OFFLINE, "SAPIENS2_COMPILE": "on", "PYTHONPATH": str(harness.ROOT)}
+    for (name, command), limit in zip(steps.items(), (int(s) for s in args.limits.split(","))):
+        with open(out / f"{name}.txt", "w") as log:
+            try:
+                code = subprocess.run([sys.executable, "-m", "benchmarks", *command], cwd=harness.ROOT, env=env,
+                                      stdout=log, stderr=subprocess.STDOUT, timeout=limit).returncode
+            except subprocess.TimeoutExpired:
+                code = "timed out"
+        print(f"== {name}: {code}\n" + "".join((out / f"{name}.txt").read_text().splitlines(True)[-30:]), flush=True)
+        for results in harness.RESULTS.glob("*.json"):
+            shutil.copy(results, out)
+    run.figures["logs"] = str(out)

@@ -190,7 +190,8 @@ class Run:
             record = self.record()
             record["tables"] = {**carried_tables(self.path(), record["tables"]), **record["tables"]}
             self.path().write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n")
-            print(f"results: {self.path().relative_to(ROOT)}")
+            where = self.path()
+            print(f"results: {where.relative_to(ROOT) if where.is_relative_to(ROOT) else where}")
 
 
 def carried_tables(path: Path, made: dict) -> dict:

@@ -180,19 +180,10 @@ def bench_pipeline(args) -> None:
 
 
 def pose(argv: list[str], run: harness.Run) -> None:
-    """Pose benchmark: decoding (ours on the host, ours on the device, transformers') and the pipeline per person.
-
-
-    1. decode: real-size heatmaps (308 x 256 x 192 per person, model-like peaks and uniform noise) on --device,
-       decoded by our host road (pose.decode: every heatmap copied to the host), our device road
-       (pipelines.device_post.pose_keypoints: only keypoints and scores cross) and transformers'
-       post_process_pose_estimation; max |difference| to transformers in heatmap-scaled image pixels.
-    2. pipeline: estimate_pose_batch on --frames 720p frames (the astronaut photo) with --people fixed boxes each,
-       flip test on: per person, the forward and decode milliseconds and the bytes copied off the device.
-       --checkpoint-dir: tiny random-weight checkpoints (default, written to a temporary folder), stand-ins
-       (`python -m sapiens2_demo.standins DIR --trained`: tiny configs trained on synthetic targets, not
-       models) or real ones. --force-reference: every keypoint map takes the reference's full blur (the worst
-       case). --road: the decode road (auto: the device road on CUDA, the host road elsewhere)."""
+    """Pose's decode and pipeline: real-size 308x256x192 heatmaps (model-like and noise) decoded on the host road, the
+    device road (only keypoints cross) and by transformers, with the largest difference to transformers; then
+    estimate_pose_batch on --frames 720p frames with --people fixed boxes, flip test on: forward and decode ms and the
+    bytes off the device a person. --force-reference: every map down the full blur; --road host|device."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks pose", description=pose.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--people", type=int, default=10)
@@ -268,16 +259,9 @@ def pose_case(device: str, people: int):
 
 
 def post(argv: list[str], run: harness.Run) -> None:
-    """Post-processing: the numpy/cv2 path (pipelines/postprocess.py, pose.decode.decode_heatmaps) against the
-    torch path (pipelines/device_post.py), per task, in ms per call. Sets device_post.TORCH_FASTER_ON_CPU.
-
-
-    Model outputs are synthetic, at the released models' sizes, as float32 tensors on --device (what the
-    pipelines hold after the forward): seg 29x1024x768 logits of a drawn person ,
-    normals / pointmap / matting smooth 1024x768 maps, all to a 1080x1920 (HxW) image (normals and pointmap
-    crop the keep-aspect padding); pose 308x256x192 model-like heatmaps  for
-    1 and 10 people, decoded to image keypoints. The numpy path's time includes copying the model output to
-    the CPU, the torch path's the copy of its results. Best of --repeat, wall clock, torch's default threads."""
+    """Post-processing, numpy / cv2 (pipelines/postprocess.py, pose.decode) against torch (pipelines/device_post.py), ms a
+    call on synthetic outputs at the released sizes (smooth 1024x768 maps to a 1080x1920 image; 308x256x192 heatmaps
+    for 1 and 10 people), each path's copies included, best of --repeat."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks post", description=post.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--device", default="cpu")
@@ -302,15 +286,9 @@ TASKS = {"segment": {}, "normals": {"remove_background": True}, "pointmap": {"re
 
 
 def draw(argv: list[str], run: harness.Run) -> None:
-    """Pictures of video frames: drawn on the host (results back, then the task's renderer) against drawn where
-    the model runs (TaskSpec.draw: one uint8 picture back per frame). A script, not a test.
-
-
-    Per task (segment, normals and depth with the body-part mask, matting), milliseconds per 1280x720 frame of
-    gpu.answers + drawing, best of --repeat, and the bytes that come back per frame as a multiple of the frame's
-    uint8 RGB bytes (what ZeroGPU would pickle). On the CPU the app keeps the host path (device_post.use_device_post
-    is CUDA only); this script switches the device path on there to measure it. The machine is shared: the load
-    average is printed."""
+    """Video pictures drawn on the host (results back, then the renderer) against where the model runs (TaskSpec.draw:
+    one uint8 picture back a frame): ms a 1280x720 frame of gpu.answers + drawing, best of --repeat, and the bytes back
+    a frame against the frame's RGB bytes."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks draw", description=draw.__doc__)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--checkpoint-dir", default=str(harness.TINY))
@@ -383,15 +361,9 @@ def manager_on(road: str, detector: Path, checkpoints: Path):
 
 
 def detector_roads(argv: list[str], run: harness.Run) -> None:
-    """The person detector's two CPU roads, side by side (a script, not a test): ultralytics' torch model and its ONNX
-    export under onnxruntime (models/detector_cpu.py), each through pose.detector.detect_people as a request calls it.
-
-
-    --detector: a .pt file, or an ultralytics model .yaml (random weights, saved to a temporary .pt first: what is
-    timed is the forward's arithmetic, the same for any weights). The roads alternate call by call (the machine is
-    shared: both meet the same load); per road the median wall ms and this process's CPU ms a call, and how far the
-    ONNX road's boxes and scores are from torch's on the 1080p astronaut (random weights tie many anchors, where NMS
-    picks among equals by rounding: a count or order that differs there is not a different model)."""
+    """The person detector's two CPU roads through detect_people, alternating call by call: ultralytics' torch model and
+    its ONNX export under onnxruntime (models/detector_cpu.py); median wall and CPU ms a call, and the ONNX road's
+    boxes and scores against torch's on the 1080p astronaut. --detector: a .pt, or a model .yaml (random weights)."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks detector", description=detector_roads.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--detector", default="yolo26n.yaml")
     parser.add_argument("--reps", type=int, default=15)

@@ -101,23 +101,10 @@ def mesh_figures(image, mask, manager) -> dict[str, float]:
 
 
 def structure(argv: list[str], run: harness.Run) -> None:
-    """Stand-in checkpoints against random-weight ones: how much structure their outputs have (issue 20's targets).
-
-
-    Stand-ins (standins/train.py) are tiny Sapiens2 configs trained about two CPU minutes on synthetic targets: not models.
-    --checkpoint-dir: stand-ins to measure (default: trained, or reused, in the user's cache, standins-<key>).
-    --build: train a set into a temporary folder (the cache untouched) and print its wall and CPU seconds, the CPU and
-    the load average before and after (the machine may be shared: wall seconds swing with the load, CPU seconds less).
-    --random-dir: random-weight tiny checkpoints to compare with (default: written to a temporary folder).
-    On the astronaut photo it prints: the bytes of the normals' 16-bit PNG (background removed by the checkpoints'
-    own body-part segmentation, the normals task's default), the share of body-part label pixels equal
-    to their right-hand neighbour, the share of pose keypoint maps that take the fast decode path (one user box),
-    the alpha matte's agreement with the synthetic person mask, the surface mesh's shape (mesh_figures), how rough
-    the pretrain features are (mean squared difference of neighbouring patches over their variance: 2 for noise, 0 for
-    a constant), and on each of the three photos the median distance (px, at 512 px) of the body's 17 keypoints from
-    the synthetic layout's, over those inside the photo (pose_body_px_<photo>), given the silhouette's box, and how
-    many of those outside the photo score at the drawing's threshold or above (pose_drawn_outside_<photo>).
-    Targets: PNG at most 0.4x the random one's bytes; labels >= 90 % equal; fast path >= 90 %."""
+    """The stand-ins against random weights on the astronaut photo: the normals' 16-bit PNG bytes (target <= 0.4x),
+    part labels equal to their right-hand neighbour (>= 0.9), pose maps on the fast decode path (>= 0.9), the matte
+    against the person mask, the mesh's shape, the features' roughness, and on the three photos the body keypoints'
+    median distance from the layout and those drawn outside the photo. --build: one build's wall and CPU seconds."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks standins", description=structure.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint-dir", type=Path, default=None, help="stand-in checkpoints")
     parser.add_argument("--random-dir", type=Path, default=None,

@@ -1,17 +1,16 @@
-"""Video: our `/video` path against the machine's I/O floor, a plain loop and the model alone; the host's work a
+"""Video: our `/video` path against the machine's I/O floor and the model alone; the host's work a
 frame; x264's settings on rendered frames; motion capture's speed and steady depth's flicker.
 
     python -m benchmarks video [--frames 96] [--tasks pose,seg,normal,pointmap,matting] [--checkpoint-dir DIR]
         [--content shapes|photo] [--fullsize] [--device auto|cpu|cuda] [--batch-size N] [--breakdown] [--profile]
-        [--overlap auto|on|off|both] [--set detect_every=1] [--no-sequential] [--no-model-only] [--root DIR]
+        [--overlap auto|on|off|both] [--set detect_every=1] [--no-model-only] [--root DIR]
     python -m benchmarks encoder [--tasks pose,seg,matting,normal] [--frames 24]
     python -m benchmarks mocap [--frames 48] [--no-speed] [--figure docs/steady_depth.png]
 
 `video`, per task, frames a second of: the floor (decode the same 1280x720 clip to RGB and encode it again with the
 app's x264 settings, audio copied, no model; run just before and just after ours, the mean of the two); ours
 (`jobs.video.process_video` with the Video tab's defaults, models loaded and warmed up first); by CPU (ours / floor
-in this process's CPU time a frame); plain (the usual script: PyAV -> transformers' processor -> model -> a simple
-render -> x264, one frame at a time); model-only (the forwards alone on frames pre-processed beforehand, batched as
+in this process's CPU time a frame); model-only (the forwards alone on frames pre-processed beforehand, batched as
 ours). GPU calls are counted (a local video's streamed chunks count one each: ZeroGPU's calls), and on a warm-up
 clip the pickled bytes crossing the GPU boundary a frame, as a multiple of the frame's RGB bytes. --breakdown times
 each stage per thread; --overlap both runs ours with batches one after the other and overlapped, alternating.
@@ -234,133 +233,7 @@ def flips(device) -> bool:
     return bool(tasks.get("pose").defaults(str(device))["flip_test"])
 
 
-# -- the plain loop and the model alone ----------------------------------------------------------------------------
-class PlainScript:
-    """What the usual scripts do, one frame at a time, with transformers and PyAV only (no code of ours)."""
-
-    def __init__(self, task: str, checkpoint_dir: Path, detector: Path, device, dtype):
-        import json
-
-        import transformers
-        from transformers import Sapiens2ImageProcessor
-
-        from sapiens2_demo.models.registry import TASKS as REGISTRY
-        from sapiens2_demo.models.registry import checkpoint
-
-        self.task, self.device, self.dtype = task, device, dtype
-
-        def load(name):
-            folder = checkpoint_dir / checkpoint(name, size_of(name)).dirname
-            model = getattr(transformers, REGISTRY[name].auto_class).from_pretrained(folder, dtype=dtype)
-            return model.to(device).eval(), Sapiens2ImageProcessor.from_pretrained(folder)
-
-        self.model, self.processor = load(task)
-        self.seg = load("seg") if task in MASKED else None
-        palette = json.loads((harness.ROOT / "sapiens2_demo" / "data" / "seg29.json").read_text())["palette_rgb"]
-        self.palette = np.array(palette, np.uint8)
-        if task == "pose":
-            from ultralytics import YOLO
-
-            self.detector, self.flip_pairs = YOLO(str(detector)), self.model.config.flip_pairs
-        if task == "pointmap":
-            from matplotlib import colormaps
-
-            self.turbo = (colormaps["turbo"](np.linspace(0, 1, 256))[:, :3] * 255).astype(np.uint8)
-
-    def run(self, clip: Path, out: Path, max_frames: int | None = None) -> tuple[int, float]:
-        import av
-        import torch
-
-        count, started = 0, time.perf_counter()
-        with av.open(str(clip)) as source, av.open(str(out), "w") as sink, torch.inference_mode():
-            stream = source.streams.video[0]
-            encoder = sink.add_stream("libx264", rate=stream.average_rate, options=dict(ENCODER_OPTIONS))
-            encoder.width, encoder.height, encoder.pix_fmt = stream.width, stream.height, "yuv420p"
-            for frame in source.decode(stream):
-                if max_frames and count >= max_frames:
-                    break
-                picture = self.frame(frame.to_ndarray(format="rgb24"))
-                sink.mux(encoder.encode(av.VideoFrame.from_ndarray(picture, format="rgb24")))
-                count += 1
-            sink.mux(encoder.encode())
-        sync(self.device)
-        return count, time.perf_counter() - started
-
-    def inputs(self, processor, rgb, **kwargs):
-        return processor(images=rgb, return_tensors="pt", **kwargs)["pixel_values"].to(self.device, self.dtype)
-
-    def labels(self, model, processor, rgb) -> np.ndarray:
-        import torch.nn.functional as F
-
-        logits = model(pixel_values=self.inputs(processor, rgb)).logits.float()
-        return F.interpolate(logits, rgb.shape[:2], mode="bilinear").argmax(1)[0].byte().cpu().numpy()
-
-    def uncrop(self, maps, h, w):
-        """A (1, C, H_in, W_in) map without its keep-aspect padding, resized to (h, w)."""
-        import torch.nn.functional as F
-
-        hi, wi = maps.shape[-2:]
-        scale = min(hi / h, wi / w)
-        rh, rw = round(h * scale), round(w * scale)
-        top, left = (hi - rh) // 2, (wi - rw) // 2
-        return F.interpolate(maps[..., top:top + rh, left:left + rw], (h, w), mode="bilinear")
-
-    def frame(self, rgb: np.ndarray) -> np.ndarray:
-        import torch.nn.functional as F
-
-        h, w = rgb.shape[:2]
-        if self.task == "seg":
-            return ((rgb.astype(np.uint16) + self.palette[self.labels(self.model, self.processor, rgb)]) // 2
-                    ).astype(np.uint8)
-        if self.task == "pose":
-            return self.pose(rgb)
-        if self.task == "matting":
-            out = self.model(pixel_values=self.inputs(self.processor, rgb))
-            fg = F.interpolate(out.foregrounds.float(), (h, w), mode="bilinear")[0].permute(1, 2, 0)
-            alpha = F.interpolate(out.alphas.float(), (h, w), mode="bilinear")[0].permute(1, 2, 0)
-            return ((fg + (1 - alpha) * fg.new_tensor([0, 177, 64]) / 255).clamp(0, 1) * 255).byte().cpu().numpy()
-        background = self.labels(*self.seg, rgb) == 0
-        out = self.model(pixel_values=self.inputs(self.processor, rgb, do_pad=True))
-        if self.task == "normal":
-            normals = F.normalize(self.uncrop(F.normalize(out.normals.float(), dim=1), h, w), dim=1)
-            picture = ((normals[0].permute(1, 2, 0).cpu().numpy() + 1) * 127.5).clip(0, 255).astype(np.uint8)
-            picture[background] = 0
-            return picture
-        points = self.uncrop(out.pointmaps.float() / out.scales.float().reshape(-1, 1, 1, 1), h, w)
-        inverse = 1 / np.clip(points[0, 2].cpu().numpy(), 0.1, 250)
-        near, far = np.percentile(inverse[~background], [1, 99]) if (~background).any() else (0, 1)
-        picture = self.turbo[np.clip((inverse - near) / max(far - near, 1e-6) * 255, 0, 255).astype(np.uint8)]
-        picture[background] = 100
-        return picture
-
-    def pose(self, rgb) -> np.ndarray:
-        import cv2
-        import torch
-
-        h, w = rgb.shape[:2]
-        found = self.detector.predict(rgb[..., ::-1], conf=0.3, iou=0.3, classes=[0], verbose=False,
-                                      device=self.device)[0].boxes.xyxy.cpu().numpy()
-        boxes = found[:20] if len(found) else np.array([[0, 0, w, h]], np.float32)
-        xywh = np.concatenate([boxes[:, :2], boxes[:, 2:] - boxes[:, :2]], 1)
-        pixels = self.inputs(self.processor, rgb, boxes=[xywh.tolist()])
-        heatmaps = self.model(pixel_values=pixels).heatmaps.float()
-        if flips(self.device):
-            pairs = torch.as_tensor(self.flip_pairs, device=pixels.device)
-            heatmaps = ((heatmaps + self.model(pixel_values=pixels.flip(-1), flip_pairs=pairs).heatmaps) / 2).float()
-        n, k, hh, hw = heatmaps.shape
-        scores, flat = heatmaps.reshape(n, k, -1).max(-1)
-        ys, xs = (flat // hw).cpu().numpy(), (flat % hw).cpu().numpy()
-        picture, (in_h, in_w) = rgb.copy(), pixels.shape[-2:]
-        for person, (x, y, bw, bh) in enumerate(xywh):  # the processor's crop: box x1.25, the input's aspect
-            cw, ch = max(bw * 1.25, bh * 1.25 * in_w / in_h), max(bh * 1.25, bw * 1.25 * in_h / in_w)
-            px = xs[person] / (hw - 1) * cw + x + bw / 2 - cw / 2
-            py = ys[person] / (hh - 1) * ch + y + bh / 2 - ch / 2
-            for kx, ky, s in zip(px, py, scores[person].cpu().numpy()):
-                if s >= 0.3:
-                    cv2.circle(picture, (int(kx), int(ky)), 3, (0, 255, 0), -1)
-        return picture
-
-
+# -- the model alone ---------------------------------------------------------------------------------------------
 def model_only(clip: Path, task: str, manager, batch_size: int, warm: bool = False) -> tuple[int, float]:
     """(frames, seconds) of the forwards our path makes, on frames pre-processed beforehand, batched as ours."""
     import torch
@@ -487,8 +360,8 @@ class StageClock:
 
 
 # -- video ---------------------------------------------------------------------------------------------------------
-def bench_task(task: str, clip: Path, warm: Path | None, where: dict, manager, args, work: Path) -> tuple[dict, list]:
-    """One task's frames a second: floor, ours, by CPU, plain, model-only; GPU calls and bytes a frame."""
+def bench_task(task: str, clip: Path, warm: Path | None, manager, args, work: Path) -> tuple[dict, list]:
+    """One task's frames a second: floor, ours, by CPU, model-only; GPU calls and bytes a frame."""
     from sapiens2_demo import gpu
 
     load_models(manager, task)
@@ -533,12 +406,6 @@ def bench_task(task: str, clip: Path, warm: Path | None, where: dict, manager, a
         pstats.Stats(profile, stream=text).sort_stats("cumulative").print_stats(15)
         notes += [f"  cProfile of our path's main thread ({task}):"] + ["    " + line for line in
                                                                          text.getvalue().splitlines() if line.strip()]
-    if not args.no_sequential:
-        script = PlainScript(task, where["dir"], where["detector"], manager.device, manager.dtype)
-        script.run(make_clip(work / "warm_short.mp4", 4, content=args.content), work / "plain_warm.mp4")
-        done, taken = script.run(clip, work / f"plain_{task}.mp4", args.plain_frames)
-        figures["plain_fps"] = round(done / taken, 2)
-        figures["ours_vs_plain"] = round(figures["ours_fps"] / figures["plain_fps"], 2)
     if not args.no_model_only:
         from sapiens2_demo.jobs.video import default_batch_size
 
@@ -565,8 +432,6 @@ def video(argv: list[str], run: harness.Run) -> None:
     parser.add_argument("--fullsize", action="store_true", help="full-size 0.4b random-weight checkpoints")
     parser.add_argument("--batch-size", type=int, default=None, help="frames per forward (default: the app's)")
     parser.add_argument("--device", default="auto")
-    parser.add_argument("--no-sequential", action="store_true", help="skip the plain loop (slow at full size)")
-    parser.add_argument("--plain-frames", type=int, default=48, help="the plain loop on the first N frames")
     parser.add_argument("--no-model-only", action="store_true")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="a Video tab option changed for ours, e.g. detect_every=1")
@@ -610,17 +475,17 @@ def video(argv: list[str], run: harness.Run) -> None:
         print(f"{run.weights} on {device}/{str(dtype).replace('torch.', '')}; torch {torch.__version__}, "
               f"{torch.get_num_threads()} threads; clip {frames} frames of 1280x720 ({args.content}) with audio; "
               f"batch {args.batch_size or default_batch_size(device)}; ours: the Video tab's defaults {tab_options()}")
-        columns = ["task", "ours fps", "floor fps", "ours / floor", "by CPU", "plain fps", "ours / plain",
-                   "model fps", "ours / model", "GPU calls", "bytes a frame (x RGB)"]
+        columns = ["task", "ours fps", "floor fps", "ours / floor", "by CPU", "model fps", "ours / model",
+                   "GPU calls", "bytes a frame (x RGB)"]
         print(" | ".join(columns))
         rows, notes = [], []
         for task in tasks:
-            figures, task_notes = bench_task(task, clip, warm, where, manager, args, work)
+            figures, task_notes = bench_task(task, clip, warm, manager, args, work)
             run.figures[task] = figures
             notes += task_notes
             row = [task] + [figures.get(key, "-") for key in ("ours_fps", "floor_fps", "ours_vs_floor", "by_cpu",
-                                                              "plain_fps", "ours_vs_plain", "model_fps",
-                                                              "ours_vs_model", "calls", "bytes_in_out_x_rgb")]
+                                                              "model_fps", "ours_vs_model", "calls",
+                                                              "bytes_in_out_x_rgb")]
             rows.append(row)
             print(" | ".join(map(str, row)), f"(load {figures['load_start']} -> {figures['load_end']})", flush=True)
         run.table("fps", columns, rows, caption=f"{frames} frames of 1280x720, {args.content}.")
