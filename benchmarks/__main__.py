@@ -50,6 +50,8 @@ BENCHMARKS: dict[str, tuple[str, str, list[str] | None]] = {
     "draw": ("pieces:draw", "video pictures drawn on the host against on the device", None),
     "detector": ("pieces:detector_roads", "the person detector's CPU roads: torch and onnxruntime", None),
     "standins": ("standins:structure", "the stand-ins' structure against random weights (--build: one build)", []),
+    "burst": ("bench_first_burst:main", "cold launches x concurrent first requests (bf16, float32), then 64 at once: "
+              "server errors, queue-full refusals, every endpoint after", None),
     "motion": ("bench_motion_truth:main", "motion capture against synthetic ground truth", None),
 }
 
@@ -77,8 +79,11 @@ def run(name: str, args: list[str]) -> int:
         tee = Tee(sys.stdout)
         stdout, sys.stdout, argv = sys.stdout, tee, sys.argv
         try:
-            if inspect.signature(function).parameters:
+            taken = len(inspect.signature(function).parameters)
+            if taken == 2:
                 function(args, record)
+            elif taken == 1:  # a script's main(argv) -> its figures (burst's)
+                record.figures = function(args) or {}
             else:  # a script's own main(), reading sys.argv (motion's)
                 sys.argv = [command, *args]
                 function()

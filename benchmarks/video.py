@@ -511,7 +511,7 @@ def host_frames(kind: str, checkpoint_dir: Path, detector: Path, frames: int, ta
         name = HOST_TASKS[task]
         load_models(manager, name)
         measure_ours(warm, name, manager, work / f"warm_{kind}_{name}")
-        runs = sorted((host_run(clip, name, manager, work / f"{kind}_{name}_{i}") for i in range(max(1, reps))),
+        runs = sorted((host_run(clip, name, manager, work / f"video_{kind}_{name}_{i}") for i in range(max(1, reps))),
                       key=lambda r: r["host_vs_floor"])
         rows[task] = {**runs[len(runs) // 2], "host_vs_floor_runs": [r["host_vs_floor"] for r in runs]}
         print(f"  [{kind}] video {task}: {rows[task]}  (load {harness.load()})", file=sys.stderr, flush=True)
@@ -519,7 +519,7 @@ def host_frames(kind: str, checkpoint_dir: Path, detector: Path, frames: int, ta
 
 
 def host_run(clip: Path, name: str, manager, work: Path) -> dict:
-    work.mkdir(parents=True)
+    work.mkdir(parents=True, exist_ok=True)
     floors = [measure_floor(clip, work / "floor.mp4")]
     clock = StageClock().install()
     try:
