@@ -133,13 +133,23 @@ def structure(argv: list[str], run: harness.Run) -> None:
           f"pose maps on the fast path >= 0.9 ({ours['pose_fast_path']:.3f})")
     run.weights, run.figures = "stand-ins against tiny random weights", {"standins": ours, "random": theirs}
     run.table("structure", ["astronaut photo", "random weights", "stand-ins", "target"],
-              [[LABELS.get(key, key), f"{theirs[key]:.4g}", f"{ours[key]:.4g}", TARGETS.get(key, "")] for key in ours])
+              [[LABELS.get(key, key), f"{theirs[key]:.3g}", f"{ours[key]:.3g}", TARGETS.get(key, "")] for key in ours])
 
 
 LABELS = {"normals16_png_bytes": "normals 16-bit PNG bytes (background removed)",
           "labels_equal_right": "part-label pixels equal to their right-hand neighbour",
           "pose_fast_path": "pose keypoint maps on the fast decode path (one user box)",
-          "matte_iou": "alpha > 0.5 against the synthetic person mask (IoU)"}
+          "matte_iou": "alpha > 0.5 against the synthetic person mask (IoU)",
+          "part_classes_over_1pct": "body-part classes over 1 % of the picture",
+          "mesh_height_over_width": "mesh: height over width (the silhouette's: 1.1)",
+          "mesh_not_a_line": "mesh: 2nd singular value of its vertices over the 1st (0: a line)",
+          "mesh_x_follows_column": "mesh: pointmap x against the pixel's column (correlation)",
+          "mesh_y_follows_row": "mesh: pointmap y against the pixel's row (correlation)",
+          "feature_roughness": "features: neighbouring patches' difference over their variance (noise: 2)",
+          **{f"pose_body_px_{photo}": f"body keypoints from the layout's, median px at 512 px ({photo})"
+             for photo in ("astronaut", "grace_hopper", "camera")},
+          **{f"pose_drawn_outside_{photo}": f"body keypoints outside the photo drawn anyway ({photo})"
+             for photo in ("astronaut", "grace_hopper", "camera")}}
 TARGETS = {"normals16_png_bytes": "<= 0.4x random", "labels_equal_right": ">= 0.9", "pose_fast_path": ">= 0.9"}
 
 
