@@ -11,7 +11,7 @@ first request and compiles it in the background (models/compile.py, compile_besi
 that compile may still run (what a request loses to it on this machine's cores), `after swap` the three after
 the log says the compiled form serves. The CLI runs `--compile auto` (compiles only when it pays, from the timings
 kept beside the compile cache), `off` and `on` (compiled at load), on the warm cache.
-Tiny random-weight checkpoints unless --checkpoint-dir names others (benchmarks/fullsize.py writes full-size
+Tiny random-weight checkpoints unless --checkpoint-dir names others (`python -m benchmarks fullsize` writes full-size
 random-weight ones: a 0.4b forward takes seconds, the whole run many minutes on 2 cores).
 """
 

@@ -13,6 +13,7 @@ import platform
 import re
 import statistics
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -22,7 +23,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 LIBRARIES = ("torch", "transformers", "gradio", "numpy", "opencv-python-headless", "av", "ultralytics", "onnxruntime")
-OFFLINE = {"HF_HUB_OFFLINE": "1", "YOLO_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False"}
+OFFLINE = {"HF_HUB_OFFLINE": "1", "YOLO_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False",
+           "TRANSFORMERS_VERBOSITY": "error"}
+TINY = Path(os.environ.get("SAPIENS2_TINY_DIR", "/tmp/sapiens2-tiny"))  # random-weight tiny checkpoints
 
 
 def cpu_model() -> str:
@@ -110,6 +113,47 @@ def timed(call: Callable[[], object], reps: int = 5, warmup: int = 1) -> dict[st
     return {"median_s": statistics.median(walls), "best_s": min(walls), "cpu_median_s": statistics.median(cpus)}
 
 
+# --- what the benchmarks run on ------------------------------------------------------------------------------
+
+def tiny_checkpoints(root: Path = TINY) -> Path:
+    """Tiny random-weight checkpoints of every task and a random YOLOv8n in `root` (written once): every map noise."""
+    from sapiens2_demo.standins.tiny import write_all, write_tiny_detector
+
+    if not (root / "yolov8n-random.pt").exists():
+        write_all(root)
+        write_tiny_detector(root / "yolov8n-random.pt")
+    quiet_transformers()
+    return root
+
+
+def standin_checkpoints() -> Path:
+    """The stand-ins (trained once, about two CPU minutes, then cached): outputs with structure."""
+    from sapiens2_demo.standins.train import cached_standins
+
+    quiet_transformers()
+    return cached_standins(log=lambda message: print(message, file=sys.stderr))
+
+
+def checkpoints(kind: str) -> Path:
+    """`tiny` (random weights), `standins`, or a folder of checkpoints."""
+    return {"tiny": tiny_checkpoints, "standins": standin_checkpoints}.get(kind, lambda: Path(kind))()
+
+
+def quiet_transformers() -> None:
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+
+
+def astronaut(path: Path, size: tuple[int, int] = (1920, 1080)) -> Path:
+    """assets/astronaut.jpg resized to `size` (JPEG, quality 95): the image benchmarks' input."""
+    import cv2
+
+    photo = cv2.imread(str(ROOT / "assets" / "astronaut.jpg"))
+    cv2.imwrite(str(path), cv2.resize(photo, size, interpolation=cv2.INTER_CUBIC), [cv2.IMWRITE_JPEG_QUALITY, 95])
+    return path
+
+
 class Run:
     """One benchmark run: `with Run("image", command) as run: run.figures[...] = ...; run.table(...)`.
 
@@ -143,8 +187,27 @@ class Run:
     def __exit__(self, kind, error, trace) -> None:
         if kind is None:
             self.results.mkdir(parents=True, exist_ok=True)
-            self.path().write_text(json.dumps(self.record(), indent=1, ensure_ascii=False) + "\n")
-            print(f"results: {self.path().relative_to(ROOT)}")
+            record = self.record()
+            record["tables"] = {**carried_tables(self.path(), record["tables"]), **record["tables"]}
+            self.path().write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n")
+            where = self.path()
+            print(f"results: {where.relative_to(ROOT) if where.is_relative_to(ROOT) else where}")
+
+
+def carried_tables(path: Path, made: dict) -> dict:
+    """The tables of the file's earlier run that this run did not make (a partial run: `ledger --only image`), each
+    stamped with the commit, load and command it was measured with, so the docs never lose a table or misdate it."""
+    try:
+        earlier = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    kept = {}
+    for key, table in earlier.get("tables", {}).items():
+        if key not in made:
+            kept[key] = {"commit": earlier.get("commit"), "load": load_spread(earlier), "command": earlier.get("command"),
+                         "weights": earlier.get("weights"), "torch": earlier.get("versions", {}).get("torch"),
+                         **{k: v for k, v in table.items() if v}}
+    return kept
 
 
 # --- the docs' figures tables ---------------------------------------------------------------------------------
@@ -174,7 +237,7 @@ def render_block(record: dict, key: str) -> str:
     what = f"{where['gpu']} ({where['cores']} CPU cores)" if where.get("gpu") else f"{where['cpu']}, {where['cores']} cores"
     loads = table.get("load") or load_spread(record)
     lines += ["", f"*{table['caption'] + ' ' if table.get('caption') else ''}{what}; load {loads}; commit "
-              f"{table.get('commit') or record['commit']}; torch {record['versions'].get('torch', '?')}; "
+              f"{table.get('commit') or record['commit']}; torch {table.get('torch') or record['versions'].get('torch', '?')}; "
               f"{table.get('weights') or record['weights'] or 'weights not said'}. "
               f"`{table.get('command') or record['command']}` "
               f"(`benchmarks/results/{record['benchmark']}-{where['name']}.json`).*"]
