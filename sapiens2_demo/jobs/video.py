@@ -178,7 +178,9 @@ class VideoJob:
         total = max(1, math.ceil(min(info.frame_count, duration * info.fps + 0.5) / self.stride))
         fps = self._fps = info.fps / self.stride
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        rendered = self.out_dir / f"{self.path.stem[:60] or 'video'}_{self.task}.mp4"
+        # named as the tab names the task ("_depth", "_body_parts"), not by its API name ("_pointmap")
+        shown_as = ALL if self.task == ALL else self.specs[0].short.lower().replace(" ", "_")
+        rendered = self.out_dir / f"{self.path.stem[:60] or 'video'}_{shown_as}.mp4"
         sink = VideoSink(rendered, fps=fps, audio_from=self.path, audio_until=duration if cut else None)
         exports = self._exports(fps)
         decoder = Decoder(self.path, self.stride, duration if cut else None, self.limits.max_side,

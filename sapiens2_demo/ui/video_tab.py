@@ -175,8 +175,8 @@ def build_video_tab(ctx) -> None:
             frame_exports: also export per-frame data (label and depth PNG zips, normals .npy, alpha videos)
             batch_size: frames per model call (0 = the server's default)
             detect_every: pose: run the person detector every Nth frame (boxes follow the keypoints between)
-            motion_3d: pose: lift every frame to 3D with the depth model; writes pose_3d.jsonl, a BVH per person
-                and an animated motion.glb (true or false)
+            motion_3d: pose: lift every frame to 3D with the depth and body-part models; writes pose_3d.jsonl, a
+                BVH per person and an animated motion.glb (true or false)
             temporal_smoothing: normals and depth: steady over time, no flicker where the scene is still
             motion_people: pose with motion_3d: the track ids to write motion files for, like '1, 3' (the ids
                 drawn on the video; empty = everyone)
@@ -216,8 +216,8 @@ def build_video_tab(ctx) -> None:
                     smoothing = gr.Checkbox(True, label="Smooth keypoints over time (One Euro filter)")
                     min_cutoff = gr.Slider(0.01, 5.0, 0.2, step=0.01, label="Smoothing: min cutoff (Hz; lower = smoother)")
                     beta = gr.Slider(0.0, 1.0, 0.05, step=0.005, label="Smoothing: beta (higher = less lag on fast moves)")
-                    motion = gr.Checkbox(False, label="3D motion: lift each frame to 3D with the depth model; a BVH "
-                                         "per person and an animated motion.glb", elem_id="video-motion-3d")
+                    motion = gr.Checkbox(False, label="3D motion: lift each frame to 3D with the depth and body-part "
+                                         "models; a BVH per person and an animated motion.glb", elem_id="video-motion-3d")
                     people = gr.Textbox("", label="3D motion: people to export (the ids drawn on the video, e.g. "
                                         "1, 3; empty = everyone)", elem_id="video-motion-people")
                 with gr.Accordion(DENSE_OPTIONS, open=False) as dense_options:
@@ -243,7 +243,10 @@ def build_video_tab(ctx) -> None:
                             f"to {limits.max_side} px on the longest side, uploads up to "
                             f"{limits.max_bytes // 2**20} MB.</small>")
             with gr.Column():
-                rendered = gr.Video(label="Result (with the input's audio)", interactive=False, elem_id="video-output")
+                # no buttons on the frame: the player's download button covered the depth colour bar's top label
+                # on a laptop's panel (the video is under Downloads too)
+                rendered = gr.Video(label="Result (with the input's audio)", interactive=False, buttons=[],
+                                    elem_id="video-output")
                 files = gr.File(label="Downloads", file_count="multiple", interactive=False, elem_id="video-files")
                 viewer = model_viewer("video", "3D motion (motion.glb: the first person's animation plays)",
                                       "The 3D motion appears here", 'tick "3D motion" under Pose options and '
