@@ -171,7 +171,7 @@ OVER_THE_BAR = """bar => {
 
 def test_the_depth_videos_colour_bar_reads_whole_and_the_file_says_depth(page, tmp_path, shots):
     """On a laptop's window (1000 px) the player's download button sat over the colour bar's top label ("1.73"
-    half hidden); and the video was named clip_pointmap.mp4 beside the "Depth" choice."""
+    half hidden); and the video was named strip_pointmap.mp4 beside the "Depth" choice."""
     from sapiens2_demo.render.depth import DepthBounds, depth_colorbar
     from tests.videos import make_video
 
@@ -179,12 +179,14 @@ def test_the_depth_videos_colour_bar_reads_whole_and_the_file_says_depth(page, t
     try:
         page.get_by_role("tab", name="Video", exact=True).click()
         panel = page.locator("#tab-video")
+        if not panel.locator("#video-input input[type=file]").count():  # an earlier test's clip is in the input
+            panel.locator("#video-input").get_by_role("button", name="Clear").click()
         panel.locator("#video-input input[type=file]").set_input_files(
-            str(make_video(tmp_path / "walk.mp4", frames=12, size=(320, 180), fps=12, audio=False)))
+            str(make_video(tmp_path / "strip.mp4", frames=12, size=(320, 180), fps=12, audio=False)))
         panel.locator("#video-input video").first.wait_for(state="attached", timeout=30_000)
         panel.get_by_label("Depth", exact=True).check()
         panel.get_by_role("button", name="Process video").click()
-        page.wait_for_function("() => document.querySelector('#video-output video')?.src?.includes('walk_')"
+        page.wait_for_function("() => document.querySelector('#video-output video')?.src?.includes('strip_')"
                                " && document.querySelector('#video-output video').videoWidth > 0", timeout=120_000)
         page.locator("#video-output video").first.scroll_into_view_if_needed()
         page.mouse.move(0, 0)  # the pointer off the player
@@ -192,6 +194,6 @@ def test_the_depth_videos_colour_bar_reads_whole_and_the_file_says_depth(page, t
         page.locator("#video-output").screenshot(path=str(shots / "video_depth_bar.png"))
         assert page.evaluate(OVER_THE_BAR, bar) == []
         names = [Path(a.get_attribute("href")).name for a in page.locator("#video-files a").all()]
-        assert "walk_depth.mp4" in names and not any("pointmap" in name for name in names), names
+        assert "strip_depth.mp4" in names and not any("pointmap" in name for name in names), names
     finally:
         page.set_viewport_size({"width": 1400, "height": 1000})
