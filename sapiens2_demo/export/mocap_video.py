@@ -60,6 +60,7 @@ class MotionVideoExport:
         self.notes: list[str] = []
         self._written: list[Path] = []
         self._unlifted = 0  # frames with people but no lift at all (the pointmap model not run)
+        self.fitted: list = []  # after close: each exported person's TrackMotion (the Rerun recording reads them)
 
     @property
     def path(self) -> Path:
@@ -86,6 +87,7 @@ class MotionVideoExport:
             self.notes.append(f"3D motion: only the people asked for ({', '.join(map(str, sorted(self.people)))}) of "
                               f"{', '.join(map(str, found)) or 'nobody'}"
                               + (f"; no person {', '.join(map(str, missing))} in this clip." if missing else "."))
+        self.fitted = tracks
         for track in tracks:
             seen = np.flatnonzero(track.present)
             self.notes.append(f"3D motion: id {track.track_id}: motion_{track.track_id}.bvh (and track_"
