@@ -309,7 +309,7 @@ def overlaps(device) -> bool:
     """Whether a call of several batches (or a local video's chunks) runs a batch's post-processing beside the next
     batch's forward (sapiens2_demo/overlap.py).
     On CUDA the next forward queues while the worker copies back. On the 2-core CPU it measured faster too
-    (`bench_video.py --overlap both`, tiny random-weight checkpoints, a shared machine at load 7-10, two runs:
+    (`python -m benchmarks video --overlap both`, tiny random-weight checkpoints, a shared machine at load 7-10, two runs:
     seg 0.93x / 1.60x, normals 1.8x / 2.5x, pointmap 1.8x / 2.0x, matting 2.4x / 1.3x), the numpy
     post-processing beside torch's forward, so "auto" overlaps on both; not on Apple's MPS, where it was never
     run. SAPIENS2_OVERLAP=0 turns it off."""

@@ -153,7 +153,7 @@ def write_png(path: str | Path, array: np.ndarray) -> Path:
 
 def write_jpeg(path: str | Path, rgb: np.ndarray, quality: int = 90) -> Path:
     """An RGB uint8 array as a JPEG: OpenCV's libjpeg-turbo, the same bytes as PIL's at the same quality in ~0.7x
-    its CPU time at 1080p (5.5 against 7.6 ms, benchmarks/bench_host.py's note); releases the GIL."""
+    its CPU time at 1080p (5.5 against 7.6 ms, `python -m benchmarks host`); releases the GIL."""
     import cv2
 
     path = Path(path)

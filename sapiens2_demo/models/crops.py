@@ -77,8 +77,8 @@ def _normalisation(processor, device):
     if str(device) not in kept:
         if not (processor.do_rescale and processor.do_normalize):
             raise ValueError("pose crops expect a processor that rescales and normalises (every Sapiens2 checkpoint)")
-        mean = torch.tensor(processor.image_mean) * (1.0 / processor.rescale_factor)
-        std = torch.tensor(processor.image_std) * (1.0 / processor.rescale_factor)
+        mean = torch.tensor(processor.image_mean, dtype=torch.float32) * (1.0 / processor.rescale_factor)
+        std = torch.tensor(processor.image_std, dtype=torch.float32) * (1.0 / processor.rescale_factor)
         kept[str(device)] = tuple(ledger.upload_once(t.view(-1, 1, 1), device) for t in (mean, std))
     return kept[str(device)]
 

@@ -4,7 +4,7 @@ Why: ultralytics' torch forward of the letterboxed 1080p frame (640 x 384) is mo
 thread of an AMD EPYC (AVX512-BF16), per forward, torch -> onnxruntime: yolo26n (the default detector) 64-73 ->
 36 ms, yolov8n 72 -> 55 ms; the same float32 model, its outputs equal to float32 rounding (1.2e-4 px in the
 letterbox at most, scores 1e-7), so the same boxes;
-through detect_people 63 -> 43 ms wall a 1080p call for yolo26n (benchmarks/bench_detector.py, docs/host.md).
+through detect_people 63 -> 43 ms wall a 1080p call for yolo26n (`python -m benchmarks detector`, docs/decisions.md).
 
 The weights are the user's: the manager loads them with `YOLO(path)` as before, and the export is made from that
 file once (a second or so) into the app's cache, named by the file's digest; predict then runs ultralytics' own

@@ -13,6 +13,7 @@ import threading
 import numpy as np
 
 from .. import ledger
+from .loading import ModelBroken, check_road
 from .manager import LoadedModel
 
 PADDED_TASKS = ("normal", "pointmap")  # keep aspect, centre zero-pad (processor do_pad=True)
@@ -331,8 +332,16 @@ def forward(loaded: LoadedModel, pixel_values, *, on_device: bool = False, **kwa
             if torch.is_tensor(value) and not isinstance(value, ledger.DEVICE_TENSOR()):
                 book.copy_in_once(value, "forward")  # a host tensor handed to the model crosses first
         pixel_values, kwargs = ledger.off_device(pixel_values), ledger.off_device(kwargs)
-    with torch.inference_mode():
-        outputs = loaded.model(pixel_values=pixel_values, **kwargs)
+    try:
+        with torch.inference_mode():
+            outputs = loaded.model(pixel_values=pixel_values, **kwargs)
+    except RuntimeError as error:  # a dtype or device mismatch inside: is the model itself off its road?
+        try:
+            check_road(loaded.model, loaded.device, loaded.dtype, str(loaded.source).rstrip("/").split("/")[-1])
+        except ModelBroken as broken:
+            loaded.broken = True  # the manager drops it at the next get and loads it again
+            raise broken from error
+        raise
     if book is not None:  # the flip test's mirrored forward is part of its batch
         outputs = ledger.forward(type(loaded.model).__name__, dict(outputs.items()), batch="flip_pairs" not in kwargs)
     if on_device:

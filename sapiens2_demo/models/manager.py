@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import loading
+from .loading import check_road, transformers_class
 from .registry import TASKS, Checkpoint
 
 log = logging.getLogger(__name__)
@@ -39,6 +41,7 @@ class LoadedModel:
     dtype: Any = None
     compiled: Any = None  # compile.CompileState when compiling was asked for (status, seconds, note)
     runner: Any = None  # the detector's CPU road, predicting in place of `model` (models/detector_cpu.py)
+    broken: bool = False  # found off its road after a failed forward (inference.forward): the next get reloads it
     # ultralytics predictors keep per-call state, so one YOLO must not predict from two threads at once
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -190,18 +193,29 @@ class ModelManager:
             return sum(m.nbytes for m in self._models.values())
 
     # -- internals ---------------------------------------------------------------------------
+    def _cached_locked(self, key: tuple) -> LoadedModel | None:
+        loaded = self._models.get(key)
+        if loaded is not None and loaded.broken:
+            log.warning("%s was found broken (its parameters left its road): reloading it", key[1])
+            del self._models[key]
+            return None
+        if loaded is not None:
+            self._models.move_to_end(key)
+        return loaded
+
     def _get(self, key: tuple, load: Callable[[], LoadedModel]) -> LoadedModel:
         with self._lock:
-            if key in self._models:
-                self._models.move_to_end(key)
-                return self._models[key]
+            loaded = self._cached_locked(key)
+            if loaded is not None:
+                return loaded
             key_lock = self._key_locks.setdefault(key, threading.Lock())
         with key_lock:  # one loader per key; the others wait here and then find it loaded
             with self._lock:
-                if key in self._models:
-                    self._models.move_to_end(key)
-                    return self._models[key]
-            loaded = load()
+                loaded = self._cached_locked(key)
+                if loaded is not None:
+                    return loaded
+            with loading.LOADING:  # one load at a time in the process (loading.py says why)
+                loaded = load()
             with self._lock:
                 self.load_counts[key] = self.load_counts.get(key, 0) + 1
                 if loaded.compiled is not None and loaded.compiled.note:
@@ -242,10 +256,8 @@ class ModelManager:
         )
 
     def _load_sapiens2(self, ckpt: Checkpoint) -> LoadedModel:
-        import transformers
-        from transformers import Sapiens2ImageProcessor
-
-        auto_class = getattr(transformers, TASKS[ckpt.task].auto_class)
+        auto_class = transformers_class(TASKS[ckpt.task].auto_class)
+        processor_class = transformers_class("Sapiens2ImageProcessor")
         local = self.local_path(ckpt)
         source = str(local) if local else ckpt.repo_id
         revisions = [ckpt.revision] + ([ckpt.fallback_revision] if ckpt.fallback_revision and not local else [])
@@ -256,7 +268,7 @@ class ModelManager:
                                                          attn_implementation="sdpa", output_loading_info=True,
                                                          **kwargs)
                 _check_backbone_weights(ckpt, info)
-                processor = Sapiens2ImageProcessor.from_pretrained(source, **kwargs)
+                processor = processor_class.from_pretrained(source, **kwargs)
                 break
             except Exception as error:  # network, missing files, gated repo, corrupt file: all say the same
                 if attempt + 1 < len(revisions) and _lacks_files(error):
@@ -265,6 +277,7 @@ class ModelManager:
                     continue
                 raise self._unavailable(ckpt, error, revisions[:attempt + 1]) from error
         model = model.to(self.device).eval()
+        check_road(model, self.device, self.dtype, ckpt.repo_id)  # never hand out a model half in another dtype
         state = self._compile(ckpt, model, processor) if self.compile else None
         log.info("loaded %s from %s on %s/%s%s", ckpt.repo_id, source, self.device, self.dtype,
                  f" ({state.status}: {state.note})" if state else "")

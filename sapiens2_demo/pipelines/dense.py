@@ -273,7 +273,7 @@ def _scales(outputs, count: int):
 
     scales = outputs.get("scales")
     if scales is None:
-        return torch.ones(count, device=outputs["pointmaps"].device)
+        return torch.ones(count, dtype=torch.float32, device=outputs["pointmaps"].device)
     return scales.reshape(count, -1)[:, 0]
 
 

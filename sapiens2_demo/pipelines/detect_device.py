@@ -144,6 +144,6 @@ def _as_prediction(host, end2end: bool):
         return host
     labels = host[..., 5].long()
     classes = int(labels.max()) + 1 if labels.numel() else 1
-    scores = torch.zeros(*host.shape[:2], max(classes, 1))
+    scores = torch.zeros(*host.shape[:2], max(classes, 1), dtype=torch.float32)
     scores.scatter_(2, labels[..., None], host[..., 4:5].clamp_min(0))  # -1 (a class not asked for): 0
     return torch.cat([host[..., :4], scores], 2).transpose(1, 2).contiguous()

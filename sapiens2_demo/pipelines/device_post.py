@@ -26,10 +26,10 @@ CHUNK_ELEMENTS = 1 << 24
 def use_device_post(device) -> bool:
     """Whether to post-process with this module rather than the numpy/cv2 path: on CUDA only.
 
-    On the CPU the numpy path won every task (benchmarks/bench_post.py, 2-core box, torch 2.14 with 2
+    On the CPU the numpy path won every task (`python -m benchmarks post`, 2-core box, torch 2.14 with 2
     threads, ms per call numpy vs torch, 1080x1920 output from 1024x768 maps): seg 71 vs 985 (the numpy
     path upsamples only candidate classes at part boundaries; torch upsamples all 29), normals 66 vs 248,
-    pointmap 9 vs 56, matting 60 vs 80; pose decode from 308x256x192 model-like heatmaps (bench_pose.py, same
+    pointmap 9 vs 56, matting 60 vs 80; pose decode from 308x256x192 model-like heatmaps (`python -m benchmarks pose`, same
     process), host road vs pose_keypoints, 1 person 5.6 vs 19.8, 3 people 15.7 vs 37.9 (numpy's argmax is ~5x
     torch's on a CPU). Other accelerators keep the tested path. A recording transfer ledger (ledger/) takes
     this road on any device, to count what would cross on CUDA.

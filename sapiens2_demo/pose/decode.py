@@ -16,7 +16,7 @@ Where the reference's answer is not finite (a singular Hessian on a nearly flat 
 depart from it: such a keypoint sits at its raw argmax with score 0, so every coordinate and score is finite.
 
 This module is the host road, in numpy (on a CPU its argmax is ~5x torch's, and its small float64 steps
-measured 4x faster than torch's on the shared 2-core box: benchmarks/bench_pose.py); the reference's full
+measured 4x faster than torch's on the shared 2-core box: `python -m benchmarks pose`); the reference's full
 blur is transformers' torch code (pose/dark_udp.py), shared with the device road
 (pipelines.device_post.pose_keypoints), which runs the same steps in torch where the heatmaps are.
 """

@@ -247,7 +247,7 @@ def sample_people_on_device(keypoints, scores, counts: list[int], pointmaps: lis
 
     busy = [i for i, n in enumerate(counts) if n]
     if not busy:
-        return torch.zeros((0, 4), device=keypoints.device)
+        return torch.zeros((0, 4), dtype=torch.float32, device=keypoints.device)
     keypoints_per_person = int(keypoints.shape[1])
     firsts = np.cumsum([0, *counts])
     parts = []

@@ -35,6 +35,7 @@ class PatchPCA:
         projected = (np.asarray(features, np.float64) - self.mean) @ self.components.T
         span = np.where(self.high > self.low, self.high - self.low, 1.0)
         scaled = np.where(self.high > self.low, (projected - self.low) / span, 0.5)  # flat component: mid grey
+        scaled = np.nan_to_num(scaled, nan=0.5)  # a NaN feature: mid grey (a NaN cast to uint8 is undefined)
         return np.round(np.clip(scaled, 0.0, 1.0) * 255).astype(np.uint8)
 
 

@@ -46,8 +46,9 @@ class SkeletonAnnotator:
                 & (np.abs(points) < _LIMIT / _ONE).all(axis=1)
             if not show_face:
                 drawable[FACE_START:] = False
-            # Python ints and tuples made once (indexing numpy per link and per keypoint cost more than the drawing)
-            fixed = [tuple(xy) for xy in np.round(np.nan_to_num(points) * _ONE).astype(np.int64).tolist()]
+            # Python ints and tuples made once; points not drawn are 0 (a cast of inf or NaN to int is undefined).
+            # (indexing numpy per link and per keypoint cost more than the drawing)
+            fixed = [tuple(xy) for xy in np.round(np.where(drawable[:, None], points, 0.0) * _ONE).astype(np.int64).tolist()]
             shown = drawable.tolist()
             for (a, b), color in zip(self.link_pairs, self.link_colors):  # links first, circles on top
                 if a < num_keypoints and b < num_keypoints and shown[a] and shown[b]:

@@ -14,6 +14,7 @@ from types import SimpleNamespace
 import gradio as gr
 
 from ..media.image import ImageError, load_image
+from ..models.loading import ModelBroken
 from ..models.manager import CheckpointUnavailable
 from ..models.registry import ACCEPTABLE_USE, LICENSE_URL, TASKS, UnknownCheckpoint
 from ..results import TaskOutput
@@ -70,6 +71,9 @@ def user_errors(task_title: str):
     except CheckpointUnavailable as error:
         log.warning("%s: a model could not be loaded: %s", task_title, error)
         raise refuse(visitor_message(error), "model not available") from None
+    except ModelBroken as error:  # dropped by the manager: the next request loads it again
+        log.error("%s: %s", task_title, error, exc_info=error.__cause__)
+        raise refuse(str(error), "model reloaded") from None
     except ImageError as error:
         log.info("%s: refused the input: %s", task_title, error)
         raise refuse(str(error), "cannot use this file") from None

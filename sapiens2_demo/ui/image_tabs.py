@@ -8,7 +8,7 @@ in order, each with its default, so gradio_client calls them by name: `client.pr
 A tab's button streams (the render first, then the downloads when written, without the render again); the named
 endpoint (API, MCP) answers once, complete (the updates merged): gradio_client fetches every file of every update
 of a streamed answer and then the final one again, so a second update would cost an API caller more than it gives
-(benchmarks/bench_endpoints.py --download-files).
+(`python -m benchmarks endpoints --download-files`).
 """
 
 from __future__ import annotations

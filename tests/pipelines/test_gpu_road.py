@@ -2,7 +2,7 @@
 answers, and the transfer ledger's ceilings per task hold on a video (CUDA's batch of 8 and chunk of 16), so a
 copy or a wait that comes back fails here.
 
-The ceilings are benchmarks/bench_ledger.py's figures (96 frames at 1080p on the stand-ins, docs/ledger.md's
+The ceilings are `python -m benchmarks ledger`'s figures (96 frames at 1080p on the stand-ins, docs/ledger.md's
 tables) taken on this clip's batches, with a margin under one wait per batch (1/8 a frame): the counts depend on
 the batches and the people, not on the frame size or the weights (this clip is 160x120, random weights, one
 person).

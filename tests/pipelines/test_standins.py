@@ -1,6 +1,6 @@
 """Stand-in checkpoints (standins/train.py: tiny configs trained on synthetic targets; stand-ins, not models): they
 load through the normal path, in the same layout and configs as the random-weight ones, and their outputs have the
-loose structure of real ones where random weights give noise (benchmarks/bench_standins.py prints the figures)."""
+loose structure of real ones where random weights give noise (`python -m benchmarks standins` prints the figures)."""
 
 import json
 

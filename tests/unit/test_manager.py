@@ -197,3 +197,48 @@ def test_offline_hub_failure_names_the_revision_without_retrying(monkeypatch):
         manager.get(checkpoint("normal", "0.8b"))
     assert "facebook/sapiens2-normal-0.8b at revision main:" in str(info.value)
     assert "refs/pr/1" not in str(info.value)  # offline is not "missing files": no second try
+
+
+def test_a_model_off_its_road_at_load_is_refused_and_the_next_get_loads_it(manager, monkeypatch):
+    """A load that comes out part in another dtype (what two loads side by side used to make) is never handed out."""
+    import torch
+
+    from sapiens2_demo.models import loading
+
+    ckpt = checkpoint("seg", "0.4b")
+    real_check = loading.off_road
+    monkeypatch.setattr("sapiens2_demo.models.loading.off_road",
+                        lambda model, device, dtype: real_check(model.half(), device, dtype))
+    with pytest.raises(loading.ModelBroken, match="off its road .*float16@cpu"):
+        manager.get(ckpt)
+    assert manager.loaded_keys == []
+    monkeypatch.setattr("sapiens2_demo.models.loading.off_road", real_check)
+    loaded = manager.get(ckpt)
+    assert {p.dtype for p in loaded.model.parameters()} == {torch.float32}
+
+
+def test_loads_never_interleave(manager, monkeypatch):
+    """Loads touch process-wide state (torch's default dtype, threads): four first requests of four models load one
+    after the other, never two at once."""
+    import time
+
+    inside, most = [0], [0]
+    real_load = manager._load_sapiens2
+
+    def watched(ckpt):
+        inside[0] += 1
+        most[0] = max(most[0], inside[0])
+        time.sleep(0.05)
+        try:
+            return real_load(ckpt)
+        finally:
+            inside[0] -= 1
+
+    monkeypatch.setattr(manager, "_load_sapiens2", watched)
+    threads = [threading.Thread(target=manager.get, args=(checkpoint(task, "0.4b"),))
+               for task in ("seg", "pose", "normal", "pointmap")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert most[0] == 1 and len(manager.loaded_keys) == 4

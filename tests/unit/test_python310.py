@@ -5,7 +5,7 @@ Space runs must parse as 3.10 and use none of 3.11's new standard library, and r
 import ast
 from pathlib import Path
 
-from packaging.requirements import Requirement
+from tests.locks import pins, wanted
 
 ROOT = Path(__file__).resolve().parents[2]
 # what the Space imports: the app and the package (benchmarks and tests run on the developer's 3.11)
@@ -56,25 +56,13 @@ def test_the_scan_sees_311_only_names():
     assert {"tomllib", "typing.Self", "datetime.UTC", "ExceptionGroup"} <= _uses(ast.parse(code))
 
 
-def _pins(python: str) -> dict[str, str]:
-    """requirements.txt's `name==version` lines that apply on `python` (markers evaluated there)."""
-    pins = {}
-    for line in (ROOT / "requirements.txt").read_text().splitlines():
-        line = line.split("#", 1)[0].strip()
-        if not line or line.startswith("-"):
-            continue
-        req = Requirement(line)
-        if req.marker is None or req.marker.evaluate({"python_version": python, "python_full_version": python}):
-            version = [s.version for s in req.specifier if s.operator == "=="]
-            pins[req.name.lower()] = version[0] if version else ""
-    return pins
-
-
 def test_requirements_name_one_transformers_for_each_python():
     # 5.21.0 and newer declare Requires-Python >=3.11 on PyPI; 5.20.2 is the last for 3.10
-    assert _pins("3.10.13")["transformers"] == "5.20.2"
-    assert _pins("3.11.7")["transformers"] == "5.23.0"
-    assert _pins("3.10.13").keys() == _pins("3.11.7").keys()
+    lock = ROOT / "requirements.txt"
+    assert pins(lock, "3.10.13")["transformers"] == "5.20.2"
+    assert pins(lock, "3.11.7")["transformers"] == "5.23.0"
+    # what the app imports is there on both (3.10 adds backports such as exceptiongroup and tomli)
+    assert {req.name.lower() for req in wanted(ROOT / "requirements.in")} <= pins(lock, "3.10.13").keys()
 
 
 def test_the_space_and_ruff_name_python_310():

@@ -115,3 +115,15 @@ def test_the_composite_is_numpys_clip_and_rounding_to_the_byte(background):
     expected = np.rint(np.clip(total, np.float32(0), np.float32(1)) * np.float32(255)).astype(np.uint8)
     out = annotator.annotate(None, MattingResult(alpha=alpha, foreground=foreground))
     assert np.array_equal(out, expected)
+
+
+def test_unpremultiplied_colour_is_0_below_min_alpha_whatever_the_library_does_with_0_over_0():
+    """OpenCV 4 gives 0 for 0 / 0 cast to uint8, OpenCV 5 gives 255: the cut-out's colour must not depend on it."""
+    alpha = np.array([[0.0, 0.5 / 255, 1.0 / 255, 0.004, 0.5, 1.0]], np.float32)
+    foreground = np.stack([alpha * 0.0, alpha * 0.5, alpha * 1.0], axis=-1)  # premultiplied (0, 0.5, 1)
+    foreground[0, 1] = 0.3 / 255  # below min_alpha a foreground is noise: still no colour
+    out = rgba_cutout(None, MattingResult(alpha=alpha, foreground=foreground))
+    expected = np.rint(unpremultiply(MattingResult(alpha=alpha, foreground=foreground)) * 255)
+    assert np.abs(out[..., :3].astype(int) - expected).max() <= 1  # float32 rounding at a half step
+    np.testing.assert_array_equal(out[0, :2, :3], 0)  # alpha 0 and alpha under 1/255: colour 0
+    assert tuple(out[0, 5, :3]) == (0, 128, 255)

@@ -1,15 +1,7 @@
-"""--compile on the batch CLI: a cold launch (empty compile cache), a warm one (the cache of the cold one), and
---compile off, over three images of different sizes and a 20-frame video (a script, not a test).
+"""The batch CLI: its engines against one image at a time, and compiled launches cold and warm.
 
-    python benchmarks/bench_compile.py [--device cpu] [--tasks seg,pose] [--video-frames 20] [--keep DIR]
-
-Prints each run's wall time (the whole command: start-up, loading with compile and warm-up, inference,
-writing), the warm/cold ratio (target <= 0.5), the recompiles TORCH_LOGS=recompiles shows in each run and after
-the models' warm-up at load (target: none after it, at most two per model in all), and the outputs against
---compile off: body-part labels equal on >= 99.9 % of pixels, keypoints within 0.05 px (images and video) where
-they are well-defined: the same crop, a unique peak, a well-conditioned sub-pixel step (`pose_parity` says why).
-Tiny random-weight checkpoints unless --checkpoint-dir names real ones. tests/system/test_compile_cli.py runs
-the same thing as a test.
+    python -m benchmarks batch [--images 12] [--ray]
+    python -m benchmarks compile [--checkpoint-dir DIR] [--device cpu]
 """
 
 from __future__ import annotations
@@ -27,8 +19,140 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from benchmarks import harness
+
+# -- batch ---------------------------------------------------------------------------------------------------------
+os.environ.update(HF_HUB_OFFLINE="1", YOLO_OFFLINE="1", TRANSFORMERS_VERBOSITY="error")
+
+
+def make_images(folder: Path, count: int, size=(640, 480)) -> list[Path]:
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    photos = [Image.open(harness.ROOT / "assets" / name).convert("RGB") for name in ("astronaut.jpg", "grace_hopper.jpg",
+                                                                             "camera.jpg")]
+    paths = []
+    for i in range(count):
+        photo = photos[i % len(photos)]
+        w, h = photo.size
+        cw, ch = int(rng.integers(w // 2, w + 1)), int(rng.integers(h // 2, h + 1))
+        x, y = int(rng.integers(0, w - cw + 1)), int(rng.integers(0, h - ch + 1))
+        path = folder / f"group{i % 4}" / f"img{i:04d}.jpg"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        photo.crop((x, y, x + cw, y + ch)).resize(size).save(path, quality=90)
+        paths.append(path)
+    return paths
+
+
+def one_at_a_time(paths: list[Path], out: Path, options) -> float:
+    """The naive loop: each image read, each task run on it alone (no shared segmentation), files written."""
+    from sapiens2_demo import tasks
+    from sapiens2_demo.media.image import load_image
+
+    started = time.perf_counter()
+    manager = options.make_manager()
+    for path in paths:
+        rgb = load_image(path).rgb
+        for task in options.tasks:
+            spec = tasks.get(task)
+            job = spec.job(options.size, options.task_options())
+            [result] = spec.run([rgb], manager, job.size, **job.options)
+            spec.write_files(rgb, result, out / path.parent.name / path.stem / spec.out_folder,
+                             **options.task_options())
+    return time.perf_counter() - started
+
+
+def engine_run(folder: Path, out: Path, options, engine: str, workers: int) -> tuple[float, float, int]:
+    """(wall seconds, steady-state items/s, items) for one run of the batch command's engine."""
+    from sapiens2_demo.batch.inputs import discover
+    from sapiens2_demo.batch.manifest import Manifest
+    from sapiens2_demo.batch.report import Progress
+
+    class Timed(Progress):
+        def done(self, record):
+            super().done(record)
+            stamps.append(time.perf_counter())
+
+    stamps: list[float] = []
+    items = discover([str(folder)], out)
+    progress = Timed(Manifest(out), total=len(items), quiet=True, stream=open(os.devnull, "w"))
+    started = time.perf_counter()
+    if engine == "ray":
+        from sapiens2_demo.batch.ray_engine import run_ray
+
+        run_ray(items, out, options, progress, workers=workers)
+    else:
+        from sapiens2_demo.batch.local import run_local
+
+        run_local(items, out, options, progress, workers=workers)
+    wall = time.perf_counter() - started
+    failed = progress.counts["failed"]
+    if failed:
+        raise SystemExit(f"{failed} inputs failed; see {out / 'manifest.jsonl'}")
+    # steady state: the inputs finished after the first batch came back, over the time since then
+    first_batch = sum(stamp - stamps[0] < 0.05 for stamp in stamps)
+    span = stamps[-1] - stamps[0]
+    steady = (len(stamps) - first_batch) / span if span > 0 else 0.0
+    return wall, steady, len(stamps)
+
+
+def batch(argv: list[str], run: harness.Run) -> None:
+    """The batch CLI's throughput: the local engine (reader threads, batches through every pipeline, a writer) against
+    a one-image-at-a-time loop over the same pipelines (target >= 1.5x); `--engine ray` with 2 single-thread CPU actors
+    against 1 (steady-state throughput, start-up printed apart; target >= 1.6x). Tiny random weights unless
+    --checkpoint-dir; inputs: 640x480 crops of the assets (the model cheap: these weigh the pipeline around it)."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks batch", description=batch.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--images", type=int, default=200)
+    parser.add_argument("--tasks", default="all")
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--skip-ray", action="store_true")
+    parser.add_argument("--skip-local", action="store_true")
+    parser.add_argument("--checkpoint-dir", type=Path, default=None)
+    args = parser.parse_args(argv)
+
+    from transformers.utils import logging as transformers_logging
+
+    from sapiens2_demo.batch.options import BatchOptions, parse_tasks
+    from sapiens2_demo.standins.tiny import write_all, write_tiny_detector
+
+    transformers_logging.disable_progress_bar()
+
+    with tempfile.TemporaryDirectory(prefix="bench_batch_") as tmp:
+        tmp = Path(tmp)
+        ckpt = args.checkpoint_dir or tmp / "ckpt"
+        if args.checkpoint_dir is None:
+            write_all(ckpt)
+            write_tiny_detector(ckpt / "yolov8n-random.pt")
+        paths = make_images(tmp / "images", args.images)
+        base = BatchOptions(tasks=parse_tasks(args.tasks), checkpoint_dir=str(ckpt), device="cpu",
+                            detector=str(ckpt / "yolov8n-random.pt"), batch_size=args.batch_size)
+        print(f"{len(paths)} images 640x480, tasks {', '.join(base.tasks)}, batch size {args.batch_size}, "
+              f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start")
+        make_images(tmp / "warm_in", 4)
+        engine_run(tmp / "warm_in", tmp / "warm_out", base, "local", 2)  # imports and first calls: not timed
+
+        if not args.skip_local:
+            loop = one_at_a_time(paths, tmp / "loop", base)
+            wall, _, n = engine_run(tmp / "images", tmp / "local", base, "local", 2)
+            print(f"one image at a time: {len(paths) / loop:6.2f} images/s ({loop:.1f} s)")
+            print(f"local engine:        {n / wall:6.2f} images/s ({wall:.1f} s)  -> {loop / wall:.2f}x (target 1.5x)")
+
+        if not args.skip_ray:
+            from dataclasses import replace
+
+            single = replace(base, threads=1)
+            rates = {}
+            for workers in (1, 2):
+                wall, steady, n = engine_run(tmp / "images", tmp / f"ray{workers}", single, "ray", workers)
+                rates[workers] = steady
+                print(f"ray, {workers} single-thread worker(s): {steady:6.2f} images/s steady "
+                      f"({n} images in {wall:.1f} s with start-up)")
+            print(f"ray 2 workers vs 1: {rates[2] / rates[1]:.2f}x (target 1.6x)")
+        print(f"load average {os.getloadavg()[0]:.1f} at the end (other processes share these cores)")
+
+
+# -- compile -------------------------------------------------------------------------------------------------------
 IMAGES = (("astronaut", (512, 512)), ("grace_hopper", (320, 400)), ("camera", (640, 360)))
 RECOMPILE = re.compile(r"Recompiling function")
 LOADED = re.compile(r"loaded facebook/sapiens2-")
@@ -41,7 +165,7 @@ def make_inputs(folder: Path, video_frames: int = 20) -> Path:
 
     folder.mkdir(parents=True, exist_ok=True)
     for name, size in IMAGES:
-        Image.open(ROOT / "assets" / f"{name}.jpg").convert("RGB").resize(size).save(folder / f"{name}.jpg")
+        Image.open(harness.ROOT / "assets" / f"{name}.jpg").convert("RGB").resize(size).save(folder / f"{name}.jpg")
     import av
 
     with av.open(str(folder / "clip.mp4"), "w") as container:
@@ -72,14 +196,14 @@ def run_cli(inputs: Path, output: Path, checkpoint_dir: Path, compile_mode: str,
             tasks: str = "seg,pose", detector: Path | None = None) -> Run:
     """The batch command in its own process, with TORCH_LOGS=recompiles; raises on a non-zero exit."""
     env = {**os.environ, "SAPIENS2_COMPILE_CACHE": str(cache), "TORCH_LOGS": "recompiles", "HF_HUB_OFFLINE": "1",
-           "YOLO_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error", "PYTHONPATH": str(ROOT)}
+           "YOLO_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error", "PYTHONPATH": str(harness.ROOT)}
     env.pop("TORCHINDUCTOR_CACHE_DIR", None)
     detector = detector or checkpoint_dir / "yolov8n-random.pt"
     command = [sys.executable, "-m", "sapiens2_demo.cli", "--input", str(inputs), "--output", str(output),
                "--tasks", tasks, "--checkpoint-dir", str(checkpoint_dir), "--detector", str(detector),
                "--device", device, "--compile", compile_mode, "--quiet", "--overwrite"]
     started = time.perf_counter()
-    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+    done = subprocess.run(command, cwd=harness.ROOT, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - started
     log = done.stdout + done.stderr
     if done.returncode != 0:
@@ -239,15 +363,19 @@ def _unique_peak(maps):
     return (top - rest > PEAK_MARGIN * np.ptp(flat, axis=1)).reshape(n, k)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def compiled_launches(argv: list[str], run: harness.Run) -> None:
+    """--compile on the batch CLI: a cold launch (empty cache), a warm one, and --compile off, over three images of
+    three sizes and a 20-frame video: wall times, warm / cold (target <= 0.5), recompiles after the warm-up (target
+    none), body-part labels (>= 99.9 % equal) and well-defined keypoints (within 0.05 px) against --compile off.
+    tests/system/test_compile_cli.py runs the same as a test."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks compile", description=compiled_launches.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--tasks", default="seg,pose")
     parser.add_argument("--video-frames", type=int, default=20)
     parser.add_argument("--checkpoint-dir", type=Path, default=None, help="default: tiny checkpoints, written here")
     parser.add_argument("--detector", type=Path, default=None, help="default: CHECKPOINT_DIR/yolov8n-random.pt")
     parser.add_argument("--keep", type=Path, default=None, help="keep inputs, outputs and the cache in DIR")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     work = args.keep or Path(tempfile.mkdtemp(prefix="bench_compile_"))
     checkpoints = args.checkpoint_dir
     if checkpoints is None:
@@ -277,7 +405,3 @@ def main() -> None:
                                   args.detector) for mode in ("off", "on")}
     print(f"pose keypoints, --compile on against off, by how well-defined: {pose_parity(recorded['off'], recorded['on'])}")
     print(f"work folder: {work}")
-
-
-if __name__ == "__main__":
-    main()

@@ -1,40 +1,21 @@
-"""Stand-in checkpoints against random-weight ones: how much structure their outputs have (issue 20's targets).
+"""The stand-ins' structure against random weights, and one build's time.
 
-    HF_HUB_OFFLINE=1 YOLO_OFFLINE=1 python benchmarks/bench_standins.py [--checkpoint-dir DIR] [--random-dir DIR]
-    HF_HUB_OFFLINE=1 YOLO_OFFLINE=1 python benchmarks/bench_standins.py --build   # time one build from nothing
-
-Stand-ins (standins/train.py) are tiny Sapiens2 configs trained about two CPU minutes on synthetic targets: not models.
---checkpoint-dir: stand-ins to measure (default: trained, or reused, in the user's cache, standins-<key>).
---build: train a set into a temporary folder (the cache untouched) and print its wall and CPU seconds, the CPU and
-the load average before and after (the machine may be shared: wall seconds swing with the load, CPU seconds less).
---random-dir: random-weight tiny checkpoints to compare with (default: written to a temporary folder).
-On the astronaut photo it prints: the bytes of the normals' 16-bit PNG (background removed by the checkpoints'
-own body-part segmentation, the normals task's default), the share of body-part label pixels equal
-to their right-hand neighbour, the share of pose keypoint maps that take the fast decode path (one user box),
-the alpha matte's agreement with the synthetic person mask, the surface mesh's shape (mesh_figures), how rough
-the pretrain features are (mean squared difference of neighbouring patches over their variance: 2 for noise, 0 for
-a constant), and on each of the three photos the median distance (px, at 512 px) of the body's 17 keypoints from
-the synthetic layout's, over those inside the photo (pose_body_px_<photo>), given the silhouette's box, and how
-many of those outside the photo score at the drawing's threshold or above (pose_drawn_outside_<photo>).
-Targets: PNG at most 0.4x the random one's bytes; labels >= 90 % equal; fast path >= 90 %.
+    python -m benchmarks standins [--checkpoint-dir DIR] [--random-dir DIR] [--build]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("YOLO_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import numpy as np
 
-import numpy as np  # noqa: E402
+from benchmarks import harness
 
+# -- standins ------------------------------------------------------------------------------------------------------
 ASTRONAUT_BOX = [[30, 10, 370, 512]]  # x1 y1 x2 y2 around the astronaut
 
 
@@ -119,13 +100,17 @@ def mesh_figures(image, mask, manager) -> dict[str, float]:
             "mesh_y_follows_row": float(np.corrcoef(points[:, 1], rows)[0, 1])}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def structure(argv: list[str], run: harness.Run) -> None:
+    """The stand-ins against random weights on the astronaut photo: the normals' 16-bit PNG bytes (target <= 0.4x),
+    part labels equal to their right-hand neighbour (>= 0.9), pose maps on the fast decode path (>= 0.9), the matte
+    against the person mask, the mesh's shape, the features' roughness, and on the three photos the body keypoints'
+    median distance from the layout and those drawn outside the photo. --build: one build's wall and CPU seconds."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks standins", description=structure.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint-dir", type=Path, default=None, help="stand-in checkpoints")
     parser.add_argument("--random-dir", type=Path, default=None,
                         help="random-weight tiny checkpoints (written there when missing)")
     parser.add_argument("--build", action="store_true", help="time one build from nothing, then stop")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.build:
         return time_build()
     from sapiens2_demo.standins.tiny import write_all
@@ -146,6 +131,26 @@ def main() -> None:
     print(f"\ntargets: normals PNG <= 0.4x random ({ours['normals16_png_bytes'] / theirs['normals16_png_bytes']:.2f}x), "
           f"labels equal to their right neighbour >= 0.9 ({ours['labels_equal_right']:.3f}), "
           f"pose maps on the fast path >= 0.9 ({ours['pose_fast_path']:.3f})")
+    run.weights, run.figures = "stand-ins against tiny random weights", {"standins": ours, "random": theirs}
+    run.table("structure", ["astronaut photo", "random weights", "stand-ins", "target"],
+              [[LABELS.get(key, key), f"{theirs[key]:.3g}", f"{ours[key]:.3g}", TARGETS.get(key, "")] for key in ours])
+
+
+LABELS = {"normals16_png_bytes": "normals 16-bit PNG bytes (background removed)",
+          "labels_equal_right": "part-label pixels equal to their right-hand neighbour",
+          "pose_fast_path": "pose keypoint maps on the fast decode path (one user box)",
+          "matte_iou": "alpha > 0.5 against the synthetic person mask (IoU)",
+          "part_classes_over_1pct": "body-part classes over 1 % of the picture",
+          "mesh_height_over_width": "mesh: height over width (the silhouette's: 1.1)",
+          "mesh_not_a_line": "mesh: 2nd singular value of its vertices over the 1st (0: a line)",
+          "mesh_x_follows_column": "mesh: pointmap x against the pixel's column (correlation)",
+          "mesh_y_follows_row": "mesh: pointmap y against the pixel's row (correlation)",
+          "feature_roughness": "features: neighbouring patches' difference over their variance (noise: 2)",
+          **{f"pose_body_px_{photo}": f"body keypoints from the layout's, median px at 512 px ({photo})"
+             for photo in ("astronaut", "grace_hopper", "camera")},
+          **{f"pose_drawn_outside_{photo}": f"body keypoints outside the photo drawn anyway ({photo})"
+             for photo in ("astronaut", "grace_hopper", "camera")}}
+TARGETS = {"normals16_png_bytes": "<= 0.4x random", "labels_equal_right": ">= 0.9", "pose_fast_path": ">= 0.9"}
 
 
 def time_build() -> None:
@@ -162,7 +167,3 @@ def time_build() -> None:
         wall, cpu_s = time.perf_counter() - wall, time.process_time() - cpu_start
     print(f"stand-ins built in {wall:.0f} s wall, {cpu_s:.0f} s CPU (all threads); load average after "
           f"(1, 5, 15 min): {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-
-
-if __name__ == "__main__":
-    main()

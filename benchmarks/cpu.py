@@ -1,22 +1,7 @@
-"""The CPU's roads at full size: eager float32 (the CPU road before issue 28) against the auto road (`--dtype auto
---compile auto`: bfloat16 + regional compile where the CPU runs bf16 natively), per task, on full-size 0.4b
-random-weight checkpoints (benchmarks/fullsize.py; real shapes, noise weights). A script, never a test.
+"""The CPU's forward roads at full size, and the full-size random-weight checkpoints they need.
 
-    HF_HUB_OFFLINE=1 YOLO_OFFLINE=1 .venv/bin/python benchmarks/bench_cpu.py [--tasks seg,pose] [--reps 2]
-        [--roads float32,auto] [--threads N] [--json out.json]
-
-Prints the CPU model and its bf16/AMX flags (torch.cpu.get_capabilities), the road `auto` chose, the load average,
-and per task and road: load (+ compile) seconds, the forward (one 1080p photo through the processor and the
-model; pose: one person's crop, with its mirrored twin when the flip test is on) and the complete request (the
-task's API answer: jobs.image.run_task at 1080p with its defaults, i.e. the model, post-processing, drawing and the
-downloads written), the request / forward ratio (target <= 1.15), and the speed-up of each road over float32.
-Models are loaded (and compiled, with its warm-up) first, the body-part model too for the tasks that remove the
-background with it (normals, depth: their request runs both forwards); --warm adds an untimed request per road. The roads
-are timed in turn within each repetition (float32, then auto, ...), so load drift hits them alike; the
-medians are printed, with the CPU seconds each took (process time, every thread: on a shared machine the
-work done, which wall time under load is not). Other roads: `bfloat16` (eager bf16) for the split between bf16 and the compile.
-Pose runs once with the flip test and once without (`pose` and `pose-noflip`). The detector is a random YOLOv8n
-that finds nobody at 1080p, so the request falls back to one person: the whole photo.
+    python -m benchmarks cpu [--tasks seg,pose-noflip] [--roads float32,auto] [--reps 1]
+    python -m benchmarks fullsize [--dir DIR] [--tasks seg,pose]
 """
 
 from __future__ import annotations
@@ -24,15 +9,101 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchmarks import harness
 
+# -- fullsize ------------------------------------------------------------------------------------------------------
+DEFAULT_DIR = Path(os.environ.get("SAPIENS2_FULLSIZE_DIR", "/tmp/sapiens2-fullsize"))
+INPUT_HW = (1024, 768)
+SIZE = "0.4b"
+_PIXEL_SHUFFLE = dict(use_pixel_shuffle=True, upsample_kernel_size=3, conv_out_channels=[64, 32, 16],
+                      conv_kernel_sizes=[3, 3, 3])
+HEADS = {  # Meta's 0.4b head configs, as transformers' Sapiens2HeadConfig fields
+    "seg": dict(upsample_out_channels=[512, 256, 128, 64], upsample_kernel_sizes=[4, 4, 4, 4],
+                conv_out_channels=[64, 64], conv_kernel_sizes=[1, 1]),
+    "pose": dict(upsample_out_channels=[1024, 768], upsample_kernel_sizes=[4, 4],
+                 conv_out_channels=[512, 512, 256], conv_kernel_sizes=[1, 1, 1]),
+    "normal": dict(_PIXEL_SHUFFLE, upsample_out_channels=[768, 512, 256, 128]),
+    "pointmap": dict(_PIXEL_SHUFFLE, upsample_out_channels=[1536, 768, 512, 256],
+                     scale_conv_out_channels=[1536, 512, 128], scale_conv_kernel_size=1,
+                     scale_final_hidden_sizes=[512, 128]),
+}
+FULLSIZE_TASKS = tuple(HEADS)
+NUM_LABELS = {"pose": 308, "seg": 29, "normal": 3, "pointmap": 3}
+
+
+def fullsize_config(task: str):
+    from transformers import Sapiens2Config, Sapiens2HeadConfig
+
+    from sapiens2_demo.standins.tiny import _flip_pairs
+
+    if task not in HEADS:
+        raise ValueError(f"No full-size head for {task!r}; choose from {', '.join(FULLSIZE_TASKS)}.")
+    extra = {"flip_pairs": _flip_pairs()} if task == "pose" else {}
+    return Sapiens2Config(image_size=list(INPUT_HW), num_labels=NUM_LABELS[task],
+                          head_config=Sapiens2HeadConfig(**HEADS[task]), **extra)
+
+
+def is_complete(folder: Path) -> bool:
+    return all((folder / name).is_file() for name in ("config.json", "model.safetensors", "preprocessor_config.json"))
+
+
+def write_fullsize_checkpoint(task: str, root: Path = DEFAULT_DIR, seed: int = 0) -> Path:
+    """DIR/sapiens2-<task>-0.4b/, written once (into a temporary folder renamed at the end, so an
+    interrupted write is never mistaken for a checkpoint)."""
+    import torch
+    import transformers
+    from transformers import Sapiens2ImageProcessor
+
+    from sapiens2_demo.models.registry import TASKS, checkpoint
+
+    out = Path(root) / checkpoint(task, SIZE).dirname
+    if is_complete(out):
+        return out
+    started = time.perf_counter()
+    torch.manual_seed(seed)
+    model_class = getattr(transformers, TASKS[task].auto_class)
+    model = model_class.from_config(fullsize_config(task)).eval()
+    partial = out.with_name(out.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    model.save_pretrained(partial, safe_serialization=True)
+    processor = Sapiens2ImageProcessor(size={"height": INPUT_HW[0], "width": INPUT_HW[1]},
+                                       do_pad=task in ("normal", "pointmap"))
+    processor.save_pretrained(partial)
+    shutil.rmtree(out, ignore_errors=True)
+    partial.rename(out)
+    params = sum(p.numel() for p in model.parameters())
+    print(f"wrote {out} ({params / 1e6:.0f} M parameters) in {time.perf_counter() - started:.0f} s", flush=True)
+    return out
+
+
+def ensure_fullsize(tasks, root: Path = DEFAULT_DIR) -> Path:
+    """Write whichever of `tasks` are missing under `root`; returns root (a --checkpoint-dir)."""
+    for task in tasks:
+        write_fullsize_checkpoint(task, root)
+    return Path(root)
+
+
+def fullsize(argv: list[str], run: harness.Run) -> None:
+    """Full-size 0.4b random-weight checkpoints (Sapiens2Config's 0.4b backbone at 1024x768, Meta's head shapes,
+    ../shared/reference/SAPIENS2.md) in the --checkpoint-dir layout, written once and reused (1.6-2.0 GB and a minute
+    each): a forward costs what the released model's does. No matting (released at 1b only)."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks fullsize", description=fullsize.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dir", "--checkpoint-dir", dest="dir", type=Path, default=DEFAULT_DIR,
+                        help="where the checkpoints are written (the --checkpoint-dir layout)")
+    parser.add_argument("--tasks", default=",".join(FULLSIZE_TASKS), help="comma-separated: seg,pose,normal,pointmap")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    ensure_fullsize([t.strip() for t in args.tasks.split(",") if t.strip()], args.dir)
+    print(f"full-size checkpoints in {args.dir}")
+
+
+# -- cpu -----------------------------------------------------------------------------------------------------------
 ROADS = {"float32": ("float32", "off"), "bfloat16": ("bfloat16", "off"), "auto": ("auto", "auto")}
 TASKS = {"seg": ("segment", {}), "pose": ("pose", {"flip_test": True}), "pose-noflip": ("pose", {"flip_test": False}),
          "normal": ("normals", {}), "pointmap": ("pointmap", {})}
@@ -142,19 +213,23 @@ def bench_task(task: str, roads: list[str], reps: int, checkpoints: Path, detect
     return rows
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def cpu(argv: list[str], run: harness.Run) -> None:
+    """The CPU's roads at full size: eager float32 against the auto road (bf16 + regional compile where the CPU runs
+    bf16 natively; `bfloat16`: eager bf16), per task on full-size random weights: load (+ compile) seconds, the forward
+    (one 1080p photo; pose: one crop, with its mirror under the flip test) and the complete request (run_task with its
+    defaults), wall and CPU seconds, request / forward, and each road's speed-up over float32. The roads alternate
+    within each repetition, so load drift hits them alike. `pose` has the flip test, `pose-noflip` not."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks cpu", description=cpu.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tasks", default="seg,pose,pose-noflip,normal,pointmap", help=", ".join(TASKS))
     parser.add_argument("--roads", default="float32,auto", help=", ".join(ROADS))
     parser.add_argument("--reps", type=int, default=2)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's, every core)")
-    parser.add_argument("--checkpoint-dir", type=Path, default=None, help="full-size checkpoints (fullsize.py)")
+    parser.add_argument("--checkpoint-dir", type=Path, default=None, help="full-size checkpoints (python -m benchmarks fullsize)")
     parser.add_argument("--warm", action="store_true", help="one untimed request per road first")
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     import torch
-    from fullsize import DEFAULT_DIR, ensure_fullsize
 
     from sapiens2_demo.standins.tiny import write_tiny_detector
 
@@ -191,7 +266,3 @@ def main() -> None:
     if args.json:
         args.json.write_text(json.dumps(figures, indent=1))
         print(f"wrote {args.json}")
-
-
-if __name__ == "__main__":
-    main()

@@ -1,0 +1,62 @@
+"""The benchmarks' harness: each run's results file names where and how it was measured, a partial run keeps the
+tables it did not make (stamped with their own commit), and the docs' blocks are written from the files."""
+
+import json
+
+from benchmarks import __main__ as entry
+from benchmarks import harness
+
+
+def test_a_run_writes_its_results_file_with_the_machine_the_load_and_the_versions(tmp_path):
+    with harness.Run("probe", "python -m benchmarks probe --x 1", weights="stand-ins", results=tmp_path) as run:
+        run.figures["ms"] = 12.5
+        run.table("main", ["task", "ms"], [["seg", 12.5]], caption="One row.")
+    [written] = tmp_path.glob("probe-*.json")
+    record = json.loads(written.read_text())
+    assert written.name == f"probe-{harness.machine()['name']}.json"
+    assert record["machine"]["cores"] >= 1 and record["machine"]["cpu"]
+    assert len(record["load"]["before"]) == 3 and len(record["load"]["after"]) == 3
+    assert record["versions"]["python"] and record["commit"] and record["command"].endswith("--x 1")
+    assert record["figures"] == {"ms": 12.5} and record["tables"]["main"]["rows"] == [["seg", "12.5"]]
+
+
+def test_a_partial_run_keeps_the_earlier_tables_with_their_own_commit(tmp_path):
+    path = tmp_path / f"probe-{harness.machine()['name']}.json"
+    earlier = {"benchmark": "probe", "command": "python -m benchmarks probe --all", "commit": "abc1234",
+               "load": {"range": "0.5-1"}, "versions": {"torch": "2.0"}, "weights": "stand-ins",
+               "machine": harness.machine(), "tables": {"video": {"columns": ["a"], "rows": [["1"]], "caption": ""},
+                                                        "image": {"columns": ["a"], "rows": [["old"]], "caption": ""}}}
+    path.write_text(json.dumps(earlier))
+    with harness.Run("probe", "python -m benchmarks probe --only image", results=tmp_path) as run:
+        run.table("image", ["a"], [["new"]])
+    tables = json.loads(path.read_text())["tables"]
+    assert tables["image"]["rows"] == [["new"]] and "commit" not in tables["image"]
+    assert tables["video"]["rows"] == [["1"]]
+    assert (tables["video"]["commit"], tables["video"]["load"], tables["video"]["torch"]) == ("abc1234", "0.5-1", "2.0")
+    assert tables["video"]["command"] == "python -m benchmarks probe --all"
+
+
+def test_a_docs_block_is_written_from_its_file_naming_machine_commit_and_command(tmp_path):
+    with harness.Run("probe", "python -m benchmarks probe", weights="tiny random weights", results=tmp_path) as run:
+        run.table("main", ["task", "ms"], [["seg", 3]])
+    name = f"probe-{harness.machine()['name']}.json"
+    page = f"Before.\n<!-- results: {name} main -->\nstale\n<!-- /results -->\nAfter.\n"
+    written = harness.tables_in(page, tmp_path)
+    assert "| seg | 3 |" in written and "stale" not in written and written.endswith("<!-- /results -->\nAfter.\n")
+    footnote = written.splitlines()[-3]
+    assert harness.machine()["cpu"] in footnote and "`python -m benchmarks probe`" in footnote
+    assert "tiny random weights" in footnote and json.loads((tmp_path / name).read_text())["commit"] in footnote
+    assert harness.tables_in(written, tmp_path) == written  # written once, it stays
+
+
+def test_an_unknown_benchmark_is_named_not_a_traceback(capsys):
+    assert entry.main(["no-such-bench"]) == 2
+    assert "no benchmark named 'no-such-bench'" in capsys.readouterr().err
+
+
+def test_every_benchmark_in_the_registry_can_be_found():
+    import importlib
+
+    for name, (where, _, _) in entry.BENCHMARKS.items():
+        module, function = where.split(":")
+        assert callable(getattr(importlib.import_module(f"benchmarks.{module}"), function)), name
