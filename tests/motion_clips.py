@@ -29,7 +29,8 @@ FPS = 24.0
 FOCAL, SIZE = 500.0, (360, 640)  # pixels; (height, width)
 CENTRE = np.array([SIZE[1] / 2, SIZE[0] / 2])
 CAMERA_HEIGHT = 1.0  # metres above the floor, looking level
-CLIPS = ("walk", "turn", "arms", "sit", "cross", "leave_return", "run", "jump", "spin", "dance")
+CLIPS = ("walk", "turn", "arms", "sit", "cross", "leave_return", "run", "jump", "spin", "dance", "sprint", "kick",
+         "punch", "flip")
 SECONDS = {"cross": 4.0, "leave_return": 5.0}  # the others 3 s, the moves as tests/motion_moves.py says
 TO_CAMERA = np.diag([1.0, -1.0, -1.0])  # the skeleton's Y-up frame (facing +Z) <-> the camera frame
 PIXEL_NOISE, DEPTH_NOISE = 2.0, 0.02
@@ -72,6 +73,8 @@ def body(p: dict, frames: int) -> np.ndarray:
         out[:, index[name]] = value
 
     yaw = rot("y", p["yaw"])
+    if "pitch" in p:  # the whole body turned about the hips' axis (a flip)
+        yaw = yaw @ rot("x", p["pitch"])
     torso = yaw @ rot("x", p["lean"]) @ rot("y", p["twist"])
     pelvis = p["root"]
     neck = pelvis + apply(torso, [0, 0.53, 0])

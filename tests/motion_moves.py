@@ -4,7 +4,11 @@ Each function takes the frame times (s) and returns the joint angles of one pers
 - run: running towards the camera at 3.5 m/s, from 10 m to 3 m (the feet leave the frame at the end);
 - jump: a counter-movement jump with an arm swing, hands overhead at the top (they leave the frame);
 - spin: a full turn in 1.2 s on one leg, arms out (up to 450 degrees/s);
-- dance: side steps with a bounce, arms waving above the head, hips and shoulders twisting.
+- dance: side steps with a bounce, arms waving above the head, hips and shoulders twisting;
+- sprint: across the frame at 5 m/s, side on (a stance of 4-5 frames at 24 frames/s);
+- kick: two front kicks with the right leg, the foot rising to the hips in 0.25 s;
+- punch: four straight punches, left and right in turn, the fist out in 0.12 s with the trunk's twist;
+- flip: a standing back flip, tucked, the body upside down halfway through its 0.6 s of flight.
 """
 
 from __future__ import annotations
@@ -79,4 +83,66 @@ def dance(t, standing) -> dict:
     return p
 
 
-MOVES = {"run": (run, 2.0), "jump": (jump, 2.5), "spin": (spin, 2.0), "dance": (dance, 3.0)}  # (angles, seconds)
+def sprint(t, standing) -> dict:
+    p = standing(t, [-3.2, 0.95, -6.5])
+    phase = 2 * np.pi * 1.7 * t
+    p["root"] = p["root"] + t[:, None] * [5.0, 0.0, 0.0]
+    p["root"][:, 1] += 0.05 * np.sin(2 * phase)
+    p["yaw"] = p["yaw"] + np.pi / 2
+    p["lean"] = p["lean"] + 0.2
+    p["twist"] = -0.25 * np.sin(phase)
+    for sign, s in ((1, "left"), (-1, "right")):
+        p[f"{s}_hip_flex"] = 0.35 + 0.8 * sign * np.sin(phase)
+        p[f"{s}_knee"] = 1.1 + 0.9 * np.sin(phase + sign * np.pi / 2 + 1.0)
+        p[f"{s}_flex"] = -0.9 * sign * np.sin(phase)
+        p[f"{s}_elbow"] = 1.5 + 0.2 * sign * np.sin(phase)
+    return p
+
+
+def kick(t, standing) -> dict:
+    p = standing(t, [0.0, 0.95, -4.5])
+    lift = sum(_ramp(t, a, a + 0.25) - _ramp(t, a + 0.35, a + 0.7) for a in (0.4, 1.3))
+    snap = sum(_ramp(t, a + 0.15, a + 0.3) - _ramp(t, a + 0.35, a + 0.5) for a in (0.4, 1.3))
+    p["right_hip_flex"] = 1.5 * lift
+    p["right_knee"] = 0.05 + 1.6 * lift - 1.4 * snap
+    p["lean"] = 0.05 - 0.25 * lift
+    for s in ("left", "right"):
+        p[f"{s}_flex"] = 0.4 * lift
+        p[f"{s}_elbow"] = 0.3 + 1.0 * lift
+    return p
+
+
+def punch(t, standing) -> dict:
+    p = standing(t, [0.0, 0.95, -4.5])
+    guard = _ramp(t, 0.1, 0.4)
+    for s in ("left", "right"):
+        p[f"{s}_flex"] = 1.2 * guard
+        p[f"{s}_elbow"] = 0.3 + 1.9 * guard
+    for k, start in enumerate((0.6, 0.95, 1.3, 1.65)):
+        s, sign = ("left", 1) if k % 2 == 0 else ("right", -1)
+        out = _ramp(t, start, start + 0.12) - _ramp(t, start + 0.15, start + 0.35)
+        p[f"{s}_flex"] = p[f"{s}_flex"] + 0.35 * out
+        p[f"{s}_elbow"] = p[f"{s}_elbow"] - 2.0 * out
+        p["twist"] = p["twist"] - sign * 0.45 * out
+    return p
+
+
+def flip(t, standing) -> dict:
+    p = standing(t, [0.0, 0.95, -4.5])
+    crouch = _ramp(t, 0.2, 0.6) - _ramp(t, 0.6, 0.8) + _ramp(t, 1.35, 1.5) - _ramp(t, 1.6, 2.0)
+    flight = np.clip((t - 0.8) / 0.6, 0, 1)
+    p["root"] = p["root"] + np.stack([0 * t, -0.3 * crouch + 2.4 * flight * (1 - flight), 0 * t], 1)
+    p["pitch"] = -2 * np.pi * _ramp(t, 0.8, 1.4)  # backwards: the whole body about its hips
+    tuck = np.sin(np.pi * flight) ** 2
+    p["lean"] = 0.05 + 0.5 * crouch + 0.4 * tuck
+    for s in ("left", "right"):
+        p[f"{s}_hip_flex"] = 1.1 * crouch + 1.7 * tuck
+        p[f"{s}_knee"] = 0.05 + 1.4 * crouch + 1.9 * tuck
+        p[f"{s}_flex"] = -0.7 * _ramp(t, 0.2, 0.6) * (1 - flight) + 2.8 * _ramp(t, 0.6, 0.85) * (1 - tuck)
+        p[f"{s}_elbow"] = 0.3 + 1.2 * tuck
+    return p
+
+
+# (angles, seconds); sprint and punch were looked at while the fit was tuned, kick and flip held out
+MOVES = {"run": (run, 2.0), "jump": (jump, 2.5), "spin": (spin, 2.0), "dance": (dance, 3.0), "sprint": (sprint, 1.25),
+         "kick": (kick, 2.2), "punch": (punch, 2.1), "flip": (flip, 2.2)}

@@ -8,9 +8,10 @@ convention), and a joint's position is its parent's plus the parent's accumulate
 
 With `guards` (the default) each joint gets its own rotation order: Zrotation Xrotation Yrotation unless the joint
 comes near that order's gimbal lock (the middle angle near +-90 degrees, where the outer two channels swing
-wildly for a small turn: a hand along the arm's axis, a raised arm), then the order whose middle angle stays
-furthest from it over the clip; and the angles are chosen per frame among the two Euler solutions and the 360
-degree turns as the ones nearest the previous frame's, so every channel moves as little as the rotation does.
+wildly for a small turn: a hand along the arm's axis, a raised arm, a flip) or steps a channel past 90 degrees
+between frames, then the order whose largest step between frames is the smallest over the clip; and the angles
+are chosen per frame among the two Euler solutions and the 360 degree turns as the ones nearest the previous
+frame's, so every channel moves as little as the rotation does.
 """
 
 from __future__ import annotations
@@ -73,10 +74,22 @@ def continuous_euler(rotations: np.ndarray, order: str) -> np.ndarray:
     return out
 
 
-def rotation_order(rotations: np.ndarray) -> str:
-    """(T, 3, 3) one joint's rotations -> ZXY, or the order whose middle angle keeps furthest from +-90 degrees."""
-    worst = {order: np.abs(euler(rotations, order)[:, 1]).max() for order in ORDERS}
-    return "ZXY" if worst["ZXY"] <= SAFE_MIDDLE else min(ORDERS, key=worst.get)
+MAX_STEP = np.radians(90)  # a channel never steps further between two frames (an Euler flip past it)
+
+
+def rotation_orders(local: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """(T, J, 3, 3) each joint's rotations -> per joint its channel order, and (T, J, 3) its continuous angles
+    (radians). ZXY while its middle angle keeps within SAFE_MIDDLE of 0 and no channel steps past MAX_STEP;
+    else the order whose largest step between frames is the smallest over the clip: a flip, or a turn near one
+    order's gimbal lock, swings the outer two channels of that order by up to 180 degrees in a frame."""
+    local = np.asarray(local, np.float64)
+    angles = {order: continuous_euler(local, order) for order in ORDERS}  # each (T, J, 3)
+    steps = {order: (np.abs(np.diff(a, axis=0)).max(axis=(0, 2)) if len(a) > 1 else np.zeros(a.shape[1]))
+             for order, a in angles.items()}
+    usual = (np.abs(angles["ZXY"][..., 1]).max(axis=0) <= SAFE_MIDDLE) & (steps["ZXY"] <= MAX_STEP)
+    orders = [("ZXY" if usual[j] else min(ORDERS, key=lambda o: steps[o][j])) for j in range(local.shape[1])]
+    chosen = np.stack([angles[order][:, j] for j, order in enumerate(orders)], axis=1)
+    return orders, chosen
 
 
 def _children(motion: SolvedMotion) -> list[list[int]]:
@@ -101,7 +114,10 @@ def bvh_text(motion: SolvedMotion, frame_time: float, guards: bool = True) -> st
     if not (math.isfinite(frame_time) and frame_time > 0):
         raise ValueError(f"frame time must be a positive number of seconds, got {frame_time}")
     children = _children(motion)
-    orders = [rotation_order(motion.local[:, i]) if guards else "ZXY" for i in range(len(motion.names))]
+    if guards:
+        orders, continuous = rotation_orders(motion.local)
+    else:
+        orders = ["ZXY"] * len(motion.names)
     lines = ["HIERARCHY"]
 
     def joint(i: int, depth: int) -> None:
@@ -133,7 +149,7 @@ def bvh_text(motion: SolvedMotion, frame_time: float, guards: bool = True) -> st
 
     walk(0)
     if guards:
-        angles = np.degrees(np.stack([continuous_euler(motion.local[:, i], orders[i]) for i in order], 1))
+        angles = np.degrees(continuous[:, order])
     else:
         angles = np.degrees(np.unwrap(euler_zxy(motion.local[:, order]), axis=0))  # (T, J, 3)
     values = np.concatenate([motion.root, angles.reshape(len(angles), -1)], axis=1)

@@ -1,19 +1,27 @@
 """A video's motion capture downloads (pose with "3D motion"): written frame by frame, finished at the end.
 
-- pose_3d.jsonl: one JSON line per processed frame: `frame`, `time` (s), `people`: [{`track_id` (-1 = not tracked
-  yet), `keypoints` (308 x [x, y, z] metres, camera frame, smoothed; null where never lifted), `scores` (308),
-  `measured` (308 x 0/1: 1 = lifted in this frame, 0 = held from earlier frames, or null)}];
+- pose_3d.jsonl: one JSON line per processed frame: `frame`, `time` (s), `camera` ({`rotation` (3 x 3, camera
+  frame to world), `position` (metres, world)}, null where no floor was found), `people`: [{`track_id` (-1 = not
+  tracked yet), `keypoints` (308 x [x, y, z] metres, camera frame, smoothed; null where never lifted), `scores`
+  (308), `measured` (308 x 0/1: 1 = lifted in this frame, 0 = held from earlier frames, or null), `contacts`
+  ([left, right] 0/1: the foot on the floor, from the clip's fit; null where not fitted or no floor)}];
 - motion_<track id>.bvh: the person's skeleton and its rotations, one frame per processed frame (export/bvh.py);
-- motion.glb: every person's skeleton with one animation each (export/motion_gltf.py).
+- motion.glb: every person's skeleton with one animation each, the floor and the camera (export/motion_gltf.py).
+The BVH and motion.glb are in the world frame the feet give (pose/world.py: Y up, the floor at Y = 0), or in the
+camera's frame turned Y up where no floor was found; the notes say which. The JSON lines are written frame by frame
+and their `camera` and `contacts` filled in at the end, once the clip's fit has found them.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 
 from ..pose.motion import MIN_TRACK_FRAMES, MotionRecorder
+from ..pose.world import find_world
+from ..util import atomic_write
 from .bvh import write_bvh
 from .motion_gltf import write_motion_glb
 from .video import JsonLinesWriter
@@ -60,6 +68,7 @@ class MotionVideoExport:
         self.notes: list[str] = []
         self._written: list[Path] = []
         self._unlifted = 0  # frames with people but no lift at all (the pointmap model not run)
+        self.fitted: list = []  # after close: each exported person's TrackMotion (the Rerun recording reads them)
 
     @property
     def path(self) -> Path:
@@ -79,6 +88,9 @@ class MotionVideoExport:
         files = [self.lines.path]
         solved = []
         tracks = self.recorder.tracks()
+        world, why = find_world([t.points for t in tracks], self.fps, [t.present for t in tracks]) if tracks else (
+            None, "")
+        self._fill_in(world, tracks)
         if self.people is not None:
             found = [t.track_id for t in tracks]
             missing = sorted(self.people - set(found))
@@ -86,13 +98,14 @@ class MotionVideoExport:
             self.notes.append(f"3D motion: only the people asked for ({', '.join(map(str, sorted(self.people)))}) of "
                               f"{', '.join(map(str, found)) or 'nobody'}"
                               + (f"; no person {', '.join(map(str, missing))} in this clip." if missing else "."))
+        self.fitted = tracks
         for track in tracks:
             seen = np.flatnonzero(track.present)
             self.notes.append(f"3D motion: id {track.track_id}: motion_{track.track_id}.bvh (and track_"
                               f"{track.track_id} in motion.glb), seen on {len(seen)} processed frames "
                               f"({seen[0]}-{seen[-1]}).")
             try:
-                solved.append((track.track_id, track.solve()))
+                solved.append((track.track_id, track.solve(world)))
             except ValueError as error:
                 self.notes.append(f"3D motion: no skeleton for person {track.track_id}: {error}.")
                 continue
@@ -107,11 +120,13 @@ class MotionVideoExport:
                 self.notes.append(f"3D motion: person {track_id}: {', '.join(missing)} never placed in 3D "
                                   "(rest pose, default bone lengths).")
         if solved:
-            self._written.append(write_motion_glb(solved, self.recorder.times, self.folder))
+            self._written.append(write_motion_glb(solved, self.recorder.times, self.folder, world))
             people = "1 person" if len(solved) == 1 else f"{len(solved)} people"
+            frame = "the world's frame: the floor at Y = 0" if world is not None else "positions in the camera's frame"
             self.notes.insert(0, f"3D motion: {people} in {len(self.recorder.times)} frames at "
                                  f"{self.fps:.2f} frames/s: motion_<id>.bvh each and motion.glb (metres, Y up; "
-                                 "positions in the camera's frame).")
+                                 f"{frame}).")
+            self.notes.insert(1, world.note() if world is not None else f"3D motion: {why}.")
         else:
             why = ("tracking is off" if not self.tracking else
                    f"nobody was tracked on at least {MIN_TRACK_FRAMES} frames with hips and neck placed in 3D")
@@ -119,6 +134,27 @@ class MotionVideoExport:
         if self._unlifted:
             self.notes.append(f"3D motion: {self._unlifted} frames with people were not lifted.")
         return files + self._written
+
+    def _fill_in(self, world, tracks) -> None:
+        """pose_3d.jsonl's `camera` and `contacts`, once the clip's fit has found them: the file read back and
+        written again (atomically, line by line)."""
+        contacts = {}
+        if world is not None:
+            for track in tracks:
+                found = world.contacts(track.points, self.fps)
+                contacts[track.track_id] = np.where(track.present[:, None], found, False).astype(int).tolist()
+        camera = None if world is None else {"rotation": _values(world.rotation, DECIMALS),
+                                             "position": _values(world.camera_position, DECIMALS)}
+        path = self.lines.path
+        with open(path, encoding="utf-8") as lines, atomic_write(path) as partial, \
+                open(partial, "w", encoding="utf-8") as out:
+            for number, line in enumerate(lines):
+                document = json.loads(line)
+                document = {"frame": document["frame"], "time": document["time"], "camera": camera,
+                            "people": [{**person, "contacts": contacts[person["track_id"]][number]
+                                        if person["track_id"] in contacts else None}
+                                       for person in document["people"]]}
+                out.write(json.dumps(document, allow_nan=False, separators=(",", ":")) + "\n")
 
     def abort(self) -> None:
         self.lines.abort()

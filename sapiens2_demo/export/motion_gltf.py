@@ -4,7 +4,9 @@ Per person a node `person_<track id>` holds the joint hierarchy: each joint a no
 BVH OFFSET, with a small mesh (a sphere at the joint, a rod along each bone it starts) in the 2D skeleton's side
 colours, so viewers draw the skeleton. One animation per person (`track_<id>`): a rotation channel per joint and
 a translation channel for the root, one keyframe per processed video frame (times in seconds, from the video).
-glTF's frame is the skeleton's: Y up, metres, facing +Z. Written as GLB directly (JSON + one binary buffer).
+glTF's frame is the skeleton's: Y up, metres, facing +Z. With the world the feet gave (pose/world.py) it also
+holds `floor` (a grey disc at Y = 0 under the people, FLOOR_MARGIN beyond the ground they cover) and `camera` (a
+small pyramid at the camera's place, pointing where it looks). Written as GLB directly (JSON + one binary buffer).
 The scene's `extras.animated_bounds` ({"min", "max"}) is the box the skeletons fill while the first animation
 plays: a viewer frames on it (the file's static bounds hold the first frame only; a walk leaves them).
 """
@@ -21,7 +23,9 @@ import numpy as np
 from ..pose.skeleton3d import SolvedMotion, end_positions
 from ..util import atomic_write, target
 
-SIDE_COLOURS = {"Left": (0.0, 1.0, 0.0, 1.0), "Right": (1.0, 0.5, 0.0, 1.0), "": (0.2, 0.6, 1.0, 1.0)}
+SIDE_COLOURS = {"Left": (0.0, 1.0, 0.0, 1.0), "Right": (1.0, 0.5, 0.0, 1.0), "": (0.2, 0.6, 1.0, 1.0),
+                "floor": (0.45, 0.45, 0.45, 1.0), "camera": (0.9, 0.9, 0.2, 1.0)}
+FLOOR_MARGIN = 1.0  # metres of floor around the ground the people cover
 JOINT_RADIUS, BONE_RADIUS = 0.02, 0.008
 FLOAT, UINT32 = 5126, 5125
 ARRAY_BUFFER, ELEMENT_ARRAY_BUFFER = 34962, 34963
@@ -73,7 +77,11 @@ def _joint_mesh(segments: list[np.ndarray]):
         rod.apply_translation([0, 0, length / 2])
         rod.apply_transform(trimesh.geometry.align_vectors([0, 0, 1], segment / length))
         parts.append(rod)
-    mesh = trimesh.util.concatenate(parts)
+    return _arrays(trimesh.util.concatenate(parts))
+
+
+def _arrays(mesh):
+    """A trimesh's vertices, normals and faces as glTF's arrays."""
     vertices, faces = np.asarray(mesh.vertices, np.float64), np.asarray(mesh.faces, np.int64)
     # vertex normals: the area-weighted mean of the faces' (trimesh's own wants scipy, or logs a traceback)
     corners = vertices[faces]
@@ -108,8 +116,39 @@ class _Buffer:
         return len(self.accessors) - 1
 
 
-def glb_bytes(people: list[tuple[int, SolvedMotion]], times: np.ndarray) -> bytes:
-    """The GLB for (track id, motion) pairs sharing the video's frame `times` (seconds)."""
+def _primitive(buffer: _Buffer, mesh, material: int) -> dict:
+    vertices, normals, faces = mesh
+    return {"attributes": {"POSITION": buffer.add(vertices, "VEC3", ARRAY_BUFFER, bounds=True),
+                           "NORMAL": buffer.add(normals, "VEC3", ARRAY_BUFFER)},
+            "indices": buffer.add(faces, "SCALAR", ELEMENT_ARRAY_BUFFER), "material": material}
+
+
+def _world_nodes(buffer: _Buffer, people, world, material_of: dict, first_mesh: int) -> tuple[list, list]:
+    """(nodes, meshes): the floor disc under the people and the camera's pyramid (see the module docstring)."""
+    import trimesh
+
+    ground = np.concatenate([m.positions.reshape(-1, 3) for _, m in people])[:, [0, 2]]
+    ground = ground[np.isfinite(ground).all(1)]
+    centre = (ground.min(0) + ground.max(0)) / 2
+    radius = float(np.linalg.norm(ground.max(0) - ground.min(0)) / 2 + FLOOR_MARGIN)
+    disc = trimesh.creation.cylinder(radius=radius, height=0.002, sections=48)
+    disc.apply_transform(trimesh.transformations.rotation_matrix(np.pi / 2, [1, 0, 0]))
+    disc.apply_translation([centre[0], -0.001, centre[1]])
+    pyramid = trimesh.creation.cone(radius=0.08, height=0.15, sections=4)
+    pyramid.apply_translation([0, 0, -0.15])
+    pyramid.apply_transform(trimesh.transformations.rotation_matrix(np.pi, [1, 0, 0]))  # apex at the camera
+    meshes = [{"name": "floor", "primitives": [_primitive(buffer, _arrays(disc), material_of["floor"])]},
+              {"name": "camera", "primitives": [_primitive(buffer, _arrays(pyramid), material_of["camera"])]}]
+    # the node turned as the camera is (its axes x right, y down, z forward in the world: the rotation's columns)
+    nodes = [{"name": "floor", "mesh": first_mesh},
+             {"name": "camera", "mesh": first_mesh + 1, "translation": world.camera_position.astype(float).tolist(),
+              "rotation": quaternions(world.rotation).astype(float).tolist()}]
+    return nodes, meshes
+
+
+def glb_bytes(people: list[tuple[int, SolvedMotion]], times: np.ndarray, world=None) -> bytes:
+    """The GLB for (track id, motion) pairs sharing the video's frame `times` (seconds); `world` (pose/world.py)
+    adds the floor and the camera."""
     times = np.asarray(times, np.float32)
     if not people or len(times) == 0:
         raise ValueError("no motion to write")
@@ -153,6 +192,11 @@ def glb_bytes(people: list[tuple[int, SolvedMotion]], times: np.ndarray) -> byte
         animations.append({"name": f"track_{track_id}", "channels": channels, "samplers": samplers})
         nodes.append({"name": f"person_{track_id}", "children": [first]})
         roots.append(len(nodes) - 1)
+    if world is not None:
+        extra_nodes, extra_meshes = _world_nodes(buffer, people, world, material_of, len(meshes))
+        meshes += extra_meshes
+        roots += list(range(len(nodes), len(nodes) + len(extra_nodes)))
+        nodes += extra_nodes
     buffer.data += b"\0" * (-len(buffer.data) % 4)
     document = {"asset": {"version": "2.0", "generator": "sapiens2_demo"}, "scene": 0,
                 "scenes": [{"nodes": roots, "extras": {"animated_bounds": animated_bounds(people)}}],
@@ -194,8 +238,9 @@ def read_animated_bounds(path: str | os.PathLike) -> np.ndarray | None:
     return bounds if bounds.shape == (2, 3) and np.isfinite(bounds).all() else None
 
 
-def write_motion_glb(people: list[tuple[int, SolvedMotion]], times, folder, name: str = "motion.glb") -> Path:
-    data, path = glb_bytes(people, times), target(folder, name)
+def write_motion_glb(people: list[tuple[int, SolvedMotion]], times, folder, world=None,
+                     name: str = "motion.glb") -> Path:
+    data, path = glb_bytes(people, times, world), target(folder, name)
     with atomic_write(path) as partial:  # a reader never sees a half-written file
         partial.write_bytes(data)
     return path

@@ -7,7 +7,7 @@ two vectors made orthonormal). A keypoint's place
 is its parent's plus its bone, so every frame holds one body by construction: nothing is smoothed per keypoint.
 
 Energy (each term a residual over its expected size, squared; L-BFGS in float64 (torch.optim's, lean: lbfgs.py),
-CPU, deterministic; the heaviest terms' gradients written out, clip_terms.py):
+CPU, deterministic, in a worker process on one thread: fit_worker.py; the heaviest terms' gradients written out, clip_terms.py):
 - the 2D keypoints (the rays of the lifted points, and of the points hidden behind someone, see
   Pose3DResult.covered), in pixels, weighted by the pose model's score, under a Geman-McClure loss so swapped,
   junk and heavy-tailed keypoints stop pulling: the main term;
@@ -33,8 +33,6 @@ exchanged back) interpolated through their gaps; the data's sigmas loosened at f
 
 from __future__ import annotations
 
-import contextlib
-import threading
 import warnings
 
 import numpy as np
@@ -42,6 +40,7 @@ import torch
 
 from .clip_data import median_filled, noise_scale, planted_runs, unswapped
 from .clip_terms import Acceleration, Data, Unit
+from .fit_worker import run_alone
 from .lbfgs import minimize
 from .meta import keypoint_meta, name_index
 
@@ -245,33 +244,8 @@ class _Body(torch.nn.Module):
 
 def fit_clip(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np.ndarray, focal: float,
              fps: float, iterations: int = ITERATIONS) -> tuple[np.ndarray, np.ndarray]:
-    """See `_fit`; on one thread (its tensors are small: more threads only wait on each other), restored after."""
-    with _one_thread():
-        return _fit(points, available, rays, scores, focal, fps, iterations)
-
-
-_THREADS = {"fits": 0, "before": 0}  # torch's thread count is the process's: fits running, and the count to restore
-_THREADS_LOCK = threading.Lock()
-
-
-@contextlib.contextmanager
-def _one_thread():
-    """torch on one thread while any fit runs, the count restored when the last one ends (two fits saving and
-    restoring it each for itself could leave the process on one thread for good). A request's forward running
-    meanwhile runs on one thread too: on 2 cores two processes fitting on two threads each took 4x as long
-    (their threads spin waiting on each other), on one thread each 34 s against 146 s for the motion tests."""
-    with _THREADS_LOCK:
-        if not _THREADS["fits"]:
-            _THREADS["before"] = torch.get_num_threads()
-            torch.set_num_threads(1)
-        _THREADS["fits"] += 1
-    try:
-        yield
-    finally:
-        with _THREADS_LOCK:
-            _THREADS["fits"] -= 1
-            if not _THREADS["fits"]:
-                torch.set_num_threads(_THREADS["before"])
+    """See `_fit`; in a worker process on one thread (fit_worker.py): the app's thread count stays its own."""
+    return run_alone(_fit, points, available, rays, scores, focal, fps, iterations)
 
 
 def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np.ndarray, focal: float,

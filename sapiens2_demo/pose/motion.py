@@ -23,6 +23,7 @@ import numpy as np
 from .clip_fit import fit_clip
 from .skeleton3d import BODY_KEYPOINTS, CAMERA_TO_SKELETON, SolvedMotion, hand_keypoints, solve
 from .smoothing import MAX_AGE_S, OneEuroFilter
+from .world import World
 
 DEFAULT_PIXELS_PER_METRE = 400.0  # when a person's scale cannot be measured (a person ~3 m from a 720p camera)
 MIN_TRACK_FRAMES = 3  # shorter tracks (a tracker's passing guess) get no skeleton
@@ -51,16 +52,18 @@ class TrackMotion:
     noise: np.ndarray  # (70,) metres: each keypoint's median 2D distance from the fit, at its depth
     fps: float = 24.0  # the clip's frame rate
 
-    def solve(self) -> SolvedMotion:
-        """The skeleton in the Y-up frame; hands whose keypoints were lifted often enough (at rest when too noisy).
-        ValueError when the hips or neck were never lifted."""
+    def solve(self, world: World | None = None) -> SolvedMotion:
+        """The skeleton in the world's frame (world.py), or the camera's turned Y up where no floor was found; hands
+        whose keypoints were lifted often enough (at rest when too noisy). ValueError when the hips or neck were
+        never lifted."""
         during = self.measured[self.present]
         hands = tuple(side for side in ("left", "right")
                       if during.size and during[:, hand_keypoints(side)].mean() >= HAND_MEASURED)
         finger_noise = {side: self.noise[hand_keypoints(side)] for side in hands}
         noisy = tuple(side for side, noise in finger_noise.items()
                       if not (np.isfinite(noise).any() and np.nanmedian(noise) <= FINGER_NOISE_M))
-        return solve(self.points @ CAMERA_TO_SKELETON.T, None, hands, rest_hands=noisy)
+        points = self.points @ CAMERA_TO_SKELETON.T if world is None else world.to_world(self.points)
+        return solve(points, None, hands, rest_hands=noisy)
 
 
 def _pixels_per_metre(keypoints_2d: np.ndarray, points: np.ndarray, available: np.ndarray) -> float | None:

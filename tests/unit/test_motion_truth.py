@@ -76,7 +76,7 @@ def test_walk_under_the_heavy_error_model():
 
 
 def test_rotation_orders_round_trip_and_stay_continuous():
-    from sapiens2_demo.export.bvh import ORDERS, continuous_euler, euler, rotation_order
+    from sapiens2_demo.export.bvh import ORDERS, continuous_euler, euler, rotation_orders
     from tests.motion_clips import rot
 
     rng = np.random.default_rng(1)
@@ -91,9 +91,46 @@ def test_rotation_orders_round_trip_and_stay_continuous():
             assert np.allclose(rebuilt, matrices, atol=1e-9), order
     # a hand twisting through ZXY's lock (90 degrees about x) in small steps: another order, no channel jump
     twist = rot("x", np.linspace(0, 2.6, 60)) @ rot("y", np.full(60, 0.3))
-    order = rotation_order(twist)
+    (order,), angles = rotation_orders(twist[:, None])
     assert order != "ZXY"
-    assert np.abs(np.diff(continuous_euler(twist, order), axis=0)).max() < np.radians(10)
+    assert np.abs(np.diff(angles, axis=0)).max() < np.radians(10)
+
+
+def _turning_path(rng, frames: int, speed: float) -> np.ndarray:
+    """(T, 3, 3) a joint turning smoothly through every orientation (its angular velocity a random walk)."""
+    from tests.motion_clips import rot
+
+    def exp(w):  # Rodrigues
+        angle = np.linalg.norm(w)
+        k = np.cross(np.eye(3), w / max(angle, 1e-12))
+        return np.eye(3) + np.sin(angle) * k + (1 - np.cos(angle)) * k @ k
+
+    path = [rot("z", rng.uniform(-3, 3, 1))[0] @ rot("x", rng.uniform(-3, 3, 1))[0]]
+    velocity = rng.normal(size=3) * speed
+    for _ in range(frames - 1):
+        velocity = velocity + rng.normal(size=3) * speed * 0.4
+        path.append(path[-1] @ exp(velocity))
+    return np.array(path)
+
+
+def test_bvh_channels_never_step_past_90_degrees_while_the_joint_turns_less():
+    # joints tumbling through every orientation, as a flip's hips do, at up to 45 degrees a frame: with the order
+    # chosen by its middle angle alone, a channel stepped past 90 degrees on 1 of these 60 paths
+    from sapiens2_demo.export.bvh import rotation_orders
+
+    rng = np.random.default_rng(1)
+    paths = [p for p in (_turning_path(rng, 48, 0.1) for _ in range(200))
+             if _turns(p).max() <= 45][:60]
+    assert len(paths) == 60
+    orders, angles = rotation_orders(np.stack(paths, 1))
+    steps = np.degrees(np.abs(np.diff(angles, axis=0))).max(axis=(0, 2))
+    assert steps.max() <= 90, (steps.max(), orders)
+
+
+def _turns(path: np.ndarray) -> np.ndarray:
+    """Degrees each rotation of a (T, 3, 3) path turns from the one before."""
+    trace = np.einsum("tji,tji->t", path[1:], path[:-1])
+    return np.degrees(np.arccos(np.clip((trace - 1) / 2, -1, 1)))
 
 
 def test_motion_files_for_the_people_asked_for_and_a_note_per_id(tmp_path):

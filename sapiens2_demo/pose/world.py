@@ -1,0 +1,171 @@
+"""The world a still camera looks at, from the people's fitted feet: gravity and the floor, the camera's height,
+pitch and roll, each foot's contacts, and the map from the camera's frame to the files' world frame.
+
+The floor is the plane through the feet's lowest keypoint (heel or toes) on the frames that foot is planted: slower
+than CONTACT_SPEED, over the whole clip and every person. A robust fit (RANSAC over those points, then least
+squares on the plane's inliers, FLOOR_INLIER): a foot in flight, a swing or a fault is no contact, and where the
+contacts lie on two levels (a step, stairs) the plane most of them agree on is kept and the note says how many
+disagree. Gravity is the plane's normal, from the feet towards the heads. Contacts that span less than
+MIN_SPREAD across (one foot, or a person standing still on the spot: two heels) leave the floor's tilt to a few
+millimetres of depth noise, and a degree of tilt is 8 cm of height 4.5 m away: no floor is claimed then, and the
+files keep the camera's frame. (The pointmap's floor pixels beside the feet would settle it: not read yet.)
+
+The world frame: Y up along gravity, the floor at Y = 0, the first person's first facing along +Z (their left at
++X), their root starting above the origin. `World.to_world` maps camera-frame points (x right, y down, z forward,
+metres) into it; the camera sits at `World.camera_position`, turned by `World.rotation` (camera to world).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .meta import name_index
+from .skeleton3d import CAMERA_TO_SKELETON
+
+CONTACT_SPEED = 0.25  # m/s: a foot slower than this is planted (a run's stance too: its foot is still for 5-7 frames)
+FLOOR_INLIER = 0.02  # m: a contact this near the plane agrees with it
+CONTACT_HEIGHT = 0.04  # m: a planted foot's lowest keypoint this near the floor is in contact
+MIN_SPREAD = 0.25  # m: the contacts' spread along their narrower direction needed for the floor's tilt
+MIN_CONTACTS = 12  # foot-frames
+MAX_TILT = 60.0  # degrees: a floor further than this from the image's up is not a floor the feet stand on
+FOOT_KEYPOINTS = ("heel", "big_toe", "small_toe")
+
+
+@dataclass(frozen=True)
+class World:
+    rotation: np.ndarray  # (3, 3) camera frame -> world
+    origin: np.ndarray  # (3,) the world's origin in the camera frame (on the floor, below the first root)
+    up: np.ndarray  # (3,) gravity's up in the camera frame
+    height: float  # metres: the camera above the floor
+    pitch: float  # degrees: the camera's view below the horizon
+    roll: float  # degrees: the image's horizontal against the floor's (positive: turned clockwise)
+    on_floor: int  # planted foot-frames on the floor
+    off_floor: int  # planted foot-frames the floor disagrees with (a step, stairs, a fault)
+
+    def to_world(self, points: np.ndarray) -> np.ndarray:
+        return (np.asarray(points, np.float64) - self.origin) @ self.rotation.T
+
+    @property
+    def camera_position(self) -> np.ndarray:
+        return self.to_world(np.zeros(3))
+
+    def contacts(self, points: np.ndarray, fps: float) -> np.ndarray:
+        """(T, 2) bool: each foot (left, right) planted with its lowest keypoint within CONTACT_HEIGHT of the floor,
+        on a person's (T, K, 3) fitted camera-frame keypoints."""
+        height = lowest(points, self.up) @ self.up + self.height  # (T, 2) above the floor
+        return planted(points, fps) & (np.abs(np.nan_to_num(height, nan=np.inf)) < CONTACT_HEIGHT)
+
+    def note(self) -> str:
+        tilt = f"tilted {abs(self.pitch):.0f} degrees {'down' if self.pitch >= 0 else 'up'}"
+        roll = f", rolled {abs(self.roll):.0f} degrees" if round(abs(self.roll)) else ""
+        disagree = (f"; {self.off_floor} of {self.on_floor + self.off_floor} planted foot-frames lie off that floor "
+                    "(a step or stairs?)" if self.off_floor > 0.2 * (self.on_floor + self.off_floor) else "")
+        return (f"3D motion: the floor found under {self.on_floor} foot contacts: camera {self.height:.1f} m above "
+                f"it, {tilt}{roll}, still{disagree}; the files are in the world frame (Y up, the floor at Y = 0, "
+                "the first person facing +Z).")
+
+
+def foot_columns() -> dict[str, list[int]]:
+    index = name_index()
+    return {side: [index[f"{side}_{k}"] for k in FOOT_KEYPOINTS] for side in ("left", "right")}
+
+
+def planted(points: np.ndarray, fps: float) -> np.ndarray:
+    """(T, 2) bool: each foot (left, right) slower than CONTACT_SPEED (the mean of its keypoints, over the frame
+    before and after) on the (T, K, 3) fitted points."""
+    feet = np.stack([points[:, cols].mean(1) for cols in foot_columns().values()], 1)  # (T, 2, 3)
+    if len(feet) < 3:
+        return np.zeros(feet.shape[:2], bool)
+    speed = np.linalg.norm(np.gradient(feet, axis=0), axis=-1) * fps
+    return np.isfinite(speed) & (speed < CONTACT_SPEED)
+
+
+def lowest(points: np.ndarray, up: np.ndarray) -> np.ndarray:
+    """(T, 2, 3): each foot's keypoint lowest along `up`, per frame."""
+    out = []
+    for cols in foot_columns().values():
+        foot = points[:, cols]  # (T, 3, 3)
+        heights = np.nan_to_num(foot @ up, nan=np.inf)
+        out.append(np.take_along_axis(foot, heights.argmin(1)[:, None, None], 1)[:, 0])
+    return np.stack(out, 1)
+
+
+def _plane(samples: np.ndarray, rng, image_up: np.ndarray) -> tuple[np.ndarray, float, np.ndarray] | None:
+    """(normal, offset, inliers) of the plane n.x + d = 0 most samples lie within FLOOR_INLIER of (RANSAC, then
+    least squares on the inliers, twice), n within MAX_TILT of `image_up` and pointing its way."""
+    best, count = None, 0
+    cos_tilt = np.cos(np.radians(MAX_TILT))
+    for _ in range(300):
+        a, b, c = samples[rng.choice(len(samples), 3, replace=False)]
+        normal = np.cross(b - a, c - a)
+        if np.linalg.norm(normal) < 1e-6:
+            continue
+        normal /= np.linalg.norm(normal)
+        normal *= np.sign(normal @ image_up) or 1.0
+        if normal @ image_up < cos_tilt:
+            continue
+        inliers = np.abs((samples - a) @ normal) < FLOOR_INLIER
+        if inliers.sum() > count:
+            best, count = (normal, -float(a @ normal)), int(inliers.sum())
+    if best is None:
+        return None
+    normal, offset = best
+    for _ in range(2):
+        inliers = np.abs(samples @ normal + offset) < FLOOR_INLIER
+        centre = samples[inliers].mean(0)
+        normal = np.linalg.svd(samples[inliers] - centre)[2][-1]
+        normal *= np.sign(normal @ image_up) or 1.0
+        offset = -float(centre @ normal)
+    return normal, offset, np.abs(samples @ normal + offset) < FLOOR_INLIER
+
+
+def _spread(samples: np.ndarray) -> float:
+    """The samples' extent along their narrower direction in the plane they span (twice its standard deviation)."""
+    return float(2 * np.linalg.svd(samples - samples.mean(0), compute_uv=False)[1] / np.sqrt(len(samples)))
+
+
+def find_world(people: list[np.ndarray], fps: float, present: list[np.ndarray] | None = None
+               ) -> tuple[World | None, str]:
+    """The world from each person's (T, K, 3) fitted camera-frame keypoints (the first person sets the facing),
+    or None and why not."""
+    image_up = np.array([0.0, -1.0, 0.0])  # the camera frame's y points down
+    samples = []
+    for k, points in enumerate(people):
+        still = planted(points, fps)
+        if present is not None:
+            still &= np.asarray(present[k], bool)[:, None]
+        feet = lowest(points, image_up)
+        samples.append(feet[still])
+    samples = np.concatenate(samples) if samples else np.zeros((0, 3))
+    samples = samples[np.isfinite(samples).all(1)]
+    if len(samples) < MIN_CONTACTS:
+        return None, (f"no floor found: the feet were planted on {len(samples)} frames (at least {MIN_CONTACTS} "
+                      "needed; feet out of view, or always moving); the camera's frame kept")
+    spread = _spread(samples)
+    if spread < MIN_SPREAD:
+        return None, (f"no floor found: the planted feet covered {100 * spread:.0f} cm across (at least "
+                      f"{100 * MIN_SPREAD:.0f} cm needed for the floor's tilt: a person standing still on the spot "
+                      "does not give it); the camera's frame kept")
+    found = _plane(samples, np.random.default_rng(0), image_up)
+    if found is None or found[2].sum() < MIN_CONTACTS:
+        return None, "no floor found: the planted feet agree on no plane; the camera's frame kept"
+    up, offset, inliers = found
+    first = people[0]
+    index = name_index()
+    seen = np.flatnonzero(np.isfinite(first[:, [index["left_hip"], index["right_hip"]]]).all((1, 2)))
+    f = int(seen[0]) if seen.size else 0
+    root = (first[f, index["left_hip"]] + first[f, index["right_hip"]]) / 2
+    across = first[f, index["left_hip"]] - first[f, index["right_hip"]]  # the person's left
+    forward = np.cross(across, up)
+    forward -= (forward @ up) * up
+    if not np.isfinite(forward).all() or np.linalg.norm(forward) < 1e-6:
+        forward = np.cross(CAMERA_TO_SKELETON[0], up)  # facing the camera
+    forward /= np.linalg.norm(forward)
+    rotation = np.stack([np.cross(up, forward), up, forward])  # rows: world X, Y, Z in the camera frame
+    origin = root - (root @ up + offset) * up
+    pitch = float(np.degrees(np.arcsin(np.clip(-up[2], -1, 1))))
+    roll = float(np.degrees(np.arctan2(up[0], -up[1])))
+    world = World(rotation, origin, up, float(offset), pitch, roll, int(inliers.sum()), int((~inliers).sum()))
+    return world, world.note()
