@@ -8,8 +8,9 @@ saved straight to disk as it is logged. Entities (rerun_layout.py names them):
   or, for a file the web viewer cannot decode (rerun_layout.asset_refusal), each processed frame as a JPEG;
 - .../image/people/<track id>/keypoints and /box: the 308 keypoints above the drawing threshold (the skeleton's
   names, links and colours from the annotation context at /) and the box with its id;
-- world/people/<track id>/skeleton: the fitted 3D motion's 70 body keypoints (pose with 3D motion), in the camera's
-  frame (x right, y down, z forward) under the pinhole world/camera, whose focal length is read from the lift;
+- world/people/<track id>/skeleton: the fitted 3D motion's 70 body keypoints (pose with 3D motion), in the world
+  frame the feet give (pose/world.py: Y up, the floor at Y = 0, the camera placed in it) or, where no floor was
+  found, the camera's frame (x right, y down, z forward); the pinhole world/camera's focal length is the lift's;
 - angles/<group>/<track id>/<side>: pose/joint_angles.py's series, also written as joint_angles_<id>.csv / .png;
 - world/maps/body_parts, depth, normals: the dense tasks' maps, DENSE_PER_SECOND a second, DENSE_SIDE px at most.
 """
@@ -207,7 +208,13 @@ class VideoRecording:
         from .joint_angles_files import write_angles_csv, write_angles_plot
 
         rr = self.rr
-        tracks = getattr(motion, "fitted", [])
+        tracks, world = getattr(motion, "fitted", []), getattr(motion, "world", None)
+        if world is not None:  # the floor's frame: Y up, the floor at Y = 0 (the 3D view's grid), the camera placed
+            self.rec.log("world", rr.ViewCoordinates.RIGHT_HAND_Y_UP, static=True)
+            for camera in (layout.CAMERA, layout.MAPS):
+                self.rec.log(camera, rr.Transform3D(translation=world.camera_position, mat3x3=world.rotation),
+                             static=True)
+        place = world.to_world if world is not None else np.asarray
         frames = self._frames[:len(motion.recorder.times)]
         indices = np.array([i for i, _ in frames])
         times = np.array([t for _, t in frames], np.float64)
@@ -219,11 +226,12 @@ class VideoRecording:
                 self.rec.set_time("time", duration=float(times[t]))
                 if track.present[t]:
                     ok = np.flatnonzero(np.isfinite(track.points[t]).all(-1))
-                    self.rec.log(path, rr.Points3D(track.points[t][ok], keypoint_ids=body[ok],
+                    self.rec.log(path, rr.Points3D(place(track.points[t][ok]), keypoint_ids=body[ok],
                                                    class_ids=layout.PERSON_CLASS, radii=-2.0))
                 elif t and track.present[t - 1]:
                     self.rec.log(path, rr.Clear(recursive=False))
-            angles = joint_angles(track.points[: len(frames)], times, up=CAMERA_UP)
+            up = world.up if world is not None else CAMERA_UP  # gravity's, else the camera's (camera frame)
+            angles = joint_angles(track.points[: len(frames)], times, up=up)
             angles = {name: np.where(track.present[: len(frames)], values, np.nan) for name, values in angles.items()}
             self._send_angles(track.track_id, angles, times, indices)
             self._written.append(write_angles_csv(angles, times, self.folder / f"joint_angles_{track.track_id}.csv"))
