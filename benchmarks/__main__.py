@@ -53,6 +53,7 @@ BENCHMARKS: dict[str, tuple[str, str, list[str] | None]] = {
     "burst": ("bench_first_burst:main", "cold launches x concurrent first requests (bf16, float32), then 64 at once: "
               "server errors, queue-full refusals, every endpoint after", None),
     "motion": ("bench_motion_truth:main", "motion capture against synthetic ground truth", None),
+    "rerun": ("recording:rerun", "the Rerun recording's share of a 720p pose + 3D motion job, and its size", None),
 }
 
 
