@@ -80,4 +80,4 @@ def rerun(argv: list[str], run: harness.Run) -> None:
               [[figures["frames"], figures["job_s"], figures["job_without_s"], figures["recording_s"],
                 f"{figures['recording_share_pct']} %", figures["rrd_mb"], figures["input_mb"],
                 figures["extra_mb_per_person_minute"]]],
-              caption="pose + 3D motion on a 720p clip; the recording's own work is its logging and its close")
+              caption="pose + 3D motion on a 720p clip (the recording's own work: its logging and its close);")
