@@ -21,8 +21,9 @@ def build_features_tab(ctx: AppContext, task_tab, run) -> Callable:
 
     `task_tab` is build_app's tab scaffold and `run` its `run(task_title, fn, image, request, progress,
     **kwargs)` helper (load the upload, make the run folder, infer, hand PNG files to gradio).
-    Returns the endpoint's handler (gradio finds its `request` by the type hint, read in this module's globals:
-    gradio imported inside the function left the hint unresolved, and every visitor's files went to one folder)."""
+    Returns the endpoint's handler. gradio passes `request` (whose session names the visitor's output folder)
+    only where it can resolve the type hint in this module's globals, so gradio is imported at the top."""
+
     def features(image, image2=None, size: str = "0.4b", use_mask: bool = True,
                  request: gr.Request = None, progress=gr.Progress()):
         """Sapiens2 backbone features of an image (the pretrained model, no task head): the CLS embedding and
