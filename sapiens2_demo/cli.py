@@ -45,7 +45,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                             "native bf16 (AMX, AVX512-BF16), else float32)")
     model.add_argument("--compile", default=None, choices=("auto", "on", "off"),
                        help="regional torch.compile at load, cached on disk (default: SAPIENS2_COMPILE, else auto: "
-                            "on for CUDA and for bfloat16 on a CPU with native bf16, off elsewhere)")
+                            "for CUDA and for bfloat16 on a CPU with native bf16, when the run's images and frames "
+                            "repay the compile on this machine; on: always; off: never)")
     model.add_argument("--batch-size", type=int, default=8, help="images per model call (default: 8)")
     model.add_argument("--threads", type=int, default=None,
                        help="torch threads per model worker (default locally: every core for full-size models, "

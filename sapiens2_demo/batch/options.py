@@ -47,6 +47,7 @@ class BatchOptions:
     remove_background: bool = True  # normals, pointmap (and the features' PCA), as the app does
     threads: int | None = None  # torch threads per model worker (None: torch's default / cores per actor)
     compile: str | None = None  # auto | on | off (None: SAPIENS2_COMPILE, else auto: on for CUDA)
+    work_size: int | None = None  # images (and video frames) each model will see: 'auto' compiles when it pays
     rerun: bool = False  # videos: recording.rrd per task folder (export/rerun_recording.py)
 
     def size_for(self, task: str) -> str:
@@ -110,7 +111,7 @@ class BatchOptions:
 
             torch.set_num_threads(int(self.threads))
         return ModelManager(checkpoint_dir=self.checkpoint_dir, device=self.device, dtype=self.dtype,
-                            detector=self.detector, compile=self.compile)
+                            detector=self.detector, compile=self.compile, work_size=self.work_size)
 
     def checkpoints(self) -> list:
         """Every checkpoint the run needs (loaded before the first batch, so a missing one stops the run)."""
