@@ -56,6 +56,7 @@ BENCHMARKS: dict[str, tuple[str, str, list[str] | None]] = {
                      "cache, warm, compile off) and after the background compile's swap; the CLI on 1 and 20 photos",
                      None),
     "motion": ("bench_motion_truth:main", "motion capture against synthetic ground truth", None),
+    "rerun": ("recording:rerun", "the Rerun recording's share of a 720p pose + 3D motion job, and its size", None),
 }
 
 

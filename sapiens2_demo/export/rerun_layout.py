@@ -29,7 +29,9 @@ def skeleton_context():
     keypoints = [rr.AnnotationInfo(id=k, label=name, color=tuple(meta["keypoint_colors"][k]))
                  for k, name in enumerate(meta["names"])]
     links = [tuple(link) for link in meta["skeleton_links"] if max(link) < FACE_START]
-    return rr.AnnotationContext([rr.ClassDescription(info=rr.AnnotationInfo(id=PERSON_CLASS, label="person"),
+    # rerun draws every link in the class's colour (no colour per link): the body's blue of the 2D drawing
+    person = rr.AnnotationInfo(id=PERSON_CLASS, label="person", color=tuple(meta["skeleton_link_colors"][4]))
+    return rr.AnnotationContext([rr.ClassDescription(info=person,
                                                      keypoint_annotations=keypoints, keypoint_connections=links)])
 
 

@@ -8,8 +8,9 @@ saved straight to disk as it is logged. Entities (rerun_layout.py names them):
   or, for a file the web viewer cannot decode (rerun_layout.asset_refusal), each processed frame as a JPEG;
 - .../image/people/<track id>/keypoints and /box: the 308 keypoints above the drawing threshold (the skeleton's
   names, links and colours from the annotation context at /) and the box with its id;
-- world/people/<track id>/skeleton: the fitted 3D motion's 70 body keypoints (pose with 3D motion), in the camera's
-  frame (x right, y down, z forward) under the pinhole world/camera, whose focal length is read from the lift;
+- world/people/<track id>/skeleton: the fitted 3D motion's 70 body keypoints (pose with 3D motion), in the world
+  frame the feet give (pose/world.py: Y up, the floor at Y = 0, the camera placed in it) or, where no floor was
+  found, the camera's frame (x right, y down, z forward); the pinhole world/camera's focal length is the lift's;
 - angles/<group>/<track id>/<side>: pose/joint_angles.py's series, also written as joint_angles_<id>.csv / .png;
 - world/maps/body_parts, depth, normals: the dense tasks' maps, DENSE_PER_SECOND a second, DENSE_SIDE px at most.
 """
@@ -23,12 +24,14 @@ from pathlib import Path
 
 import numpy as np
 
+from ..pose.meta import FACE_START
 from ..util import partial_path
 from . import rerun_layout as layout
 
 DENSE_PER_SECOND = 2.0  # dense maps a second of video: a 1280 x 720 map is ~1 MB uncompressed
 DENSE_SIDE = 320  # px, their longest side
 JPEG_QUALITY = 80  # frames logged as images (a video the viewer cannot decode)
+RECORDED_KEYPOINTS = FACE_START  # 2D: the body, feet and hands (the face's 238 are 3/4 of the bytes: in pose_frames.jsonl)
 DENSE = ("segment", "pointmap", "normals")  # the dense tasks whose maps it holds
 RECORDED = ("pose", *DENSE)  # the tasks whose results it reads (not just their pictures)
 OFF_NOTE = "Rerun recording: off (rerun-sdk is not installed; `pip install rerun-sdk==0.39.0` turns it on)."
@@ -116,7 +119,7 @@ class VideoRecording:
         shown = set()
         for row, track_id in enumerate(np.asarray(ids).tolist()):
             path = f"{layout.PEOPLE_2D}/{track_id if track_id >= 0 else f'untracked_{row}'}"
-            sure = np.flatnonzero(pose.keypoint_scores[row] >= self.keypoint_threshold)
+            sure = np.flatnonzero(pose.keypoint_scores[row][:RECORDED_KEYPOINTS] >= self.keypoint_threshold)
             self.rec.log(f"{path}/keypoints", rr.Points2D(pose.keypoints[row][sure] * scale, keypoint_ids=sure,
                                                           class_ids=layout.PERSON_CLASS, radii=-2.0))
             label = f"id {track_id}" if track_id >= 0 else "not tracked yet"
@@ -207,30 +210,50 @@ class VideoRecording:
         from .joint_angles_files import write_angles_csv, write_angles_plot
 
         rr = self.rr
-        tracks = getattr(motion, "fitted", [])
+        tracks, world = getattr(motion, "fitted", []), getattr(motion, "world", None)
+        if world is not None:  # the floor's frame: Y up, the floor at Y = 0 (the 3D view's grid), the camera placed
+            self.rec.log("world", rr.ViewCoordinates.RIGHT_HAND_Y_UP, static=True)
+            for camera in (layout.CAMERA, layout.MAPS):
+                self.rec.log(camera, rr.Transform3D(translation=world.camera_position, mat3x3=world.rotation),
+                             static=True)
+        place = world.to_world if world is not None else np.asarray
         frames = self._frames[:len(motion.recorder.times)]
         indices = np.array([i for i, _ in frames])
         times = np.array([t for _, t in frames], np.float64)
-        body = np.arange(tracks[0].points.shape[1]) if tracks else np.arange(0)
         for track in tracks:
-            path = f"{layout.PEOPLE_3D}/{track.track_id}/skeleton"
-            for t in range(len(frames)):
-                self.rec.set_time("frame", sequence=int(indices[t]))
-                self.rec.set_time("time", duration=float(times[t]))
-                if track.present[t]:
-                    ok = np.flatnonzero(np.isfinite(track.points[t]).all(-1))
-                    self.rec.log(path, rr.Points3D(track.points[t][ok], keypoint_ids=body[ok],
-                                                   class_ids=layout.PERSON_CLASS, radii=-2.0))
-                elif t and track.present[t - 1]:
-                    self.rec.log(path, rr.Clear(recursive=False))
-            angles = joint_angles(track.points[: len(frames)], times, up=CAMERA_UP)
+            self._send_skeleton(track, place, times[track.present[: len(frames)]],
+                                indices[track.present[: len(frames)]])
+            up = world.up if world is not None else CAMERA_UP  # gravity's, else the camera's (camera frame)
+            angles = joint_angles(track.points[: len(frames)], times, up=up)
             angles = {name: np.where(track.present[: len(frames)], values, np.nan) for name, values in angles.items()}
-            self._send_angles(track.track_id, angles, times, indices)
+            self._send_angles(track.track_id, angles, times)
             self._written.append(write_angles_csv(angles, times, self.folder / f"joint_angles_{track.track_id}.csv"))
             self._written.append(write_angles_plot(angles, times, self.folder / f"joint_angles_{track.track_id}.png",
                                                    f"Joint angles, person {track.track_id}"))
 
-    def _send_angles(self, track_id: int, angles: dict, times: np.ndarray, indices: np.ndarray) -> None:
+    def _send_skeleton(self, track, place, times: np.ndarray, indices: np.ndarray) -> None:
+        """The fitted keypoints on the frames the person is tracked, as columns: the ids the fit placed (the same on
+        every frame: it fills the whole track) logged once, static; a frame away from the track clears them."""
+        rr = self.rr
+        path = f"{layout.PEOPLE_3D}/{track.track_id}/skeleton"
+        points = track.points[: len(self._frames)][track.present[: len(self._frames)]]
+        placed = np.flatnonzero(np.isfinite(points).all(-1).all(0))
+        if not len(placed) or not len(times):
+            return
+        self.rec.log(path, rr.Points3D.from_fields(keypoint_ids=placed, class_ids=layout.PERSON_CLASS, radii=-2.0),
+                     static=True)
+        positions = place(points[:, placed].reshape(-1, 3)).astype(np.float32)
+        self.rec.send_columns(path, indexes=[rr.TimeColumn("time", duration=times),
+                                             rr.TimeColumn("frame", sequence=indices)],
+                              columns=rr.Points3D.columns(positions=positions).partition([len(placed)] * len(times)))
+        present = track.present[: len(self._frames)]
+        for (index, time), here, was in zip(self._frames[1:], present[1:], present[:-1]):
+            if was and not here:  # the frame after a stretch the person was tracked: no skeleton there
+                self.rec.set_time("frame", sequence=int(index))
+                self.rec.set_time("time", duration=float(time))
+                self.rec.log(path, rr.Points3D.from_fields(positions=np.zeros((0, 3), np.float32)))
+
+    def _send_angles(self, track_id: int, angles: dict, times: np.ndarray) -> None:
         rr = self.rr
         for name, values in angles.items():
             side, _, rest = name.partition("_")
@@ -240,8 +263,7 @@ class VideoRecording:
             if not known.any():
                 continue
             self.rec.send_columns(layout.angle_path(group, track_id, side),
-                                  indexes=[rr.TimeColumn("time", duration=times[known]),
-                                           rr.TimeColumn("frame", sequence=indices[known])],
+                                  indexes=[rr.TimeColumn("time", duration=times[known])],  # "time" only: smaller
                                   columns=rr.Scalars.columns(scalars=values[known]))
 
     def abort(self) -> None:

@@ -39,7 +39,7 @@ def present_segment(image, result, *, opacity: float = 0.5, show_names: bool = F
     from ..render.parts import PartNamesAnnotator, PartsAnnotator, parts_legend
 
     overlay, before = PartsAnnotator(opacity=opacity).annotate(image.rgb, result), image.rgb
-    if show_names:  # on both sides of the slider: at its start in the middle, the left half of each name was hidden
+    if show_names:  # on both sides of the slider: it starts in the middle, where names on one side lose half
         names = PartNamesAnnotator()
         placed = names.place(result)
         overlay, before = names.draw(overlay, placed), names.draw(image.rgb, placed)

@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 from tests.conftest import ASSETS
-from tests.system.conftest import CHROMIUM
+from tests.system.conftest import CHROMIUM, OVER_THE_BAR
 from tests.system.test_browser_viewers import close_toasts
 
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed "
@@ -153,22 +153,6 @@ def test_video_progress_shows_beside_the_button_that_started_it(page, tmp_path, 
     assert not page.locator(ERRORS).filter(has_text="Video").all_inner_texts()
 
 
-# the elements over the right-hand share of the shown frame where the colour bar's labels sit (the `bar` px of the
-# video's width), other than the player's own controls (shown only while the pointer is on the video)
-OVER_THE_BAR = """bar => {
-    const v = document.querySelector('#video-output video'), r = v.getBoundingClientRect();
-    const s = Math.min(r.width / v.videoWidth, r.height / v.videoHeight);
-    const w = v.videoWidth * s, h = v.videoHeight * s, left = r.left + (r.width - w) / 2, top = r.top + (r.height - h) / 2;
-    const over = new Set();
-    for (let x = left + w - bar * s * 0.65; x < left + w - 1; x += 3)
-        for (let y = top + 1; y < top + h - 1; y += 3) {
-            const e = document.elementFromPoint(x, y);
-            if (e !== v && !(e && e.closest('.controls'))) over.add(e ? `${e.tagName} ${e.className}` : 'off the page');
-        }
-    return [...over];
-}"""
-
-
 def test_the_depth_videos_colour_bar_reads_whole_and_the_file_says_depth(page, tmp_path, shots):
     """On a laptop's window (1000 px) the player's download button sat over the colour bar's top label ("1.73"
     half hidden); and the video was named strip_pointmap.mp4 beside the "Depth" choice."""
@@ -192,7 +176,7 @@ def test_the_depth_videos_colour_bar_reads_whole_and_the_file_says_depth(page, t
         page.mouse.move(0, 0)  # the pointer off the player
         bar = depth_colorbar(DepthBounds(1.0, 2.0), 180).shape[1]  # its width depends on the height only
         page.locator("#video-output").screenshot(path=str(shots / "video_depth_bar.png"))
-        assert page.evaluate(OVER_THE_BAR, bar) == []
+        assert page.evaluate(OVER_THE_BAR, ['#video-output video', bar]) == []
         names = [Path(a.get_attribute("href")).name for a in page.locator("#video-files a").all()]
         assert "strip_depth.mp4" in names and not any("pointmap" in name for name in names), names
     finally:
