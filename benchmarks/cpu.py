@@ -9,7 +9,6 @@ DARK-UDP decode on the host and device roads.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -114,28 +113,10 @@ def fullsize(argv: list[str], run: harness.Run) -> None:
 ROADS = {"float32": ("float32", "off"), "bfloat16": ("bfloat16", "off"), "auto": ("auto", "auto")}
 TASKS = {"seg": ("segment", {}), "pose": ("pose", {"flip_test": True}), "pose-noflip": ("pose", {"flip_test": False}),
          "normal": ("normals", {}), "pointmap": ("pointmap", {})}
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
 
 
 def load_average() -> str:
-    return "load average {:.1f} {:.1f} {:.1f}".format(*os.getloadavg())
-
-
-def photo_1080p():
-    from PIL import Image
-
-    from sapiens2_demo.media.image import load_image
-
-    return load_image(Image.open(ASSETS / "astronaut.jpg").convert("RGB").resize((1920, 1080)))
-
-
-def cpu_header() -> dict:
-    from sapiens2_demo.models.device import cpu_capabilities, cpu_name, default_dtype, native_bf16
-
-    caps = cpu_capabilities()
-    return {"cpu": cpu_name(caps), "amx_bf16": bool(caps.get("amx_bf16")), "amx_tile": bool(caps.get("amx_tile")),
-            "avx512_bf16": bool(caps.get("avx512_bf16")), "native_bf16": native_bf16(caps) or "none",
-            "auto_dtype": default_dtype("cpu", caps), "cores": os.cpu_count()}
+    return "load " + " ".join(f"{x:.1f}" for x in harness.load())
 
 
 def forward_seconds(manager, task: str, image, flip: bool) -> float:
@@ -233,7 +214,6 @@ def cpu(argv: list[str], run: harness.Run) -> None:
     parser.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's, every core)")
     parser.add_argument("--checkpoint-dir", type=Path, default=None, help="full-size checkpoints (python -m benchmarks fullsize)")
     parser.add_argument("--warm", action="store_true", help="one untimed request per road first")
-    parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     args = parser.parse_args(argv)
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     import torch
@@ -253,11 +233,13 @@ def cpu(argv: list[str], run: harness.Run) -> None:
     detector = checkpoints / "yolov8n-random.pt"
     if not detector.exists():
         write_tiny_detector(detector)
-    header = {**cpu_header(), "torch": torch.__version__, "threads": torch.get_num_threads()}
+    header = {**harness.machine(), "torch": torch.__version__, "threads": torch.get_num_threads()}
     print("CPU: " + ", ".join(f"{k} {v}" for k, v in header.items()) + f"; {load_average()}", flush=True)
     figures = {"machine": header, "tasks": {}}
-    image = photo_1080p()
+    from sapiens2_demo.media.image import load_image
+
     with tempfile.TemporaryDirectory() as tmp:
+        image = load_image(str(harness.astronaut(Path(tmp) / "astronaut_1080p.jpg")))
         for task in tasks:
             figures["tasks"][task] = bench_task(task, roads, args.reps, checkpoints, str(detector), image, Path(tmp),
                                                  args.warm)
@@ -270,9 +252,7 @@ def cpu(argv: list[str], run: harness.Run) -> None:
                           f"seconds: forward {row['forward_cpu']} request {row['request_cpu']}  "
                           f"[{row['road']}; load {row['load_s']} s]", flush=True)
             print(f"  ({load_average()})", flush=True)
-    if args.json:
-        args.json.write_text(json.dumps(figures, indent=1))
-        print(f"wrote {args.json}")
+    run.figures, run.weights = figures, "full-size 0.4b random weights"
 
 
 # -- pose ----------------------------------------------------------------------------------------------------------

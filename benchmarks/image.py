@@ -3,7 +3,7 @@ a frame; and the stand-ins' structure against random weights.
 
     python -m benchmarks host [--kinds tiny,standins] [--reps 5] [--frames 48] [--video-reps 3]
         [--tasks pose,segment,normals,pointmap,matting[,all]] [--no-image] [--no-gradio] [--no-video] [--profile]
-        [--fresh] [--detector yolo26n] [--root DIR]
+        [--fresh] [--detector yolo26n]
     python -m benchmarks standins [--checkpoint-dir DIR] [--random-dir DIR] [--build]
 
 `host`, in this process (medians of --reps): forward (the GPU call: pre-processing, forwards, post-processing);
@@ -303,10 +303,7 @@ def host(argv: list[str], run: harness.Run) -> None:
     parser.add_argument("--detector", default="yolo26n", help="the detector's architecture, random weights")
     for part in ("image", "gradio", "video"):
         parser.add_argument(f"--no-{part}", action="store_true")
-    parser.add_argument("--root", type=Path, default=None, help="import sapiens2_demo and app from this checkout")
     args = parser.parse_args(argv)
-    if args.root:
-        sys.path.insert(0, str(args.root.resolve()))
     from benchmarks.video import host_frames
 
     task_names = [t.strip() for t in args.tasks.split(",") if t.strip()]

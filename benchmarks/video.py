@@ -3,7 +3,7 @@ frame; motion capture's speed, steady depth's flicker and the Rerun recording's 
 
     python -m benchmarks video [--frames 96] [--tasks pose,seg,normal,pointmap,matting] [--checkpoint-dir DIR]
         [--content shapes|photo] [--fullsize] [--device auto|cpu|cuda] [--batch-size N] [--breakdown] [--profile]
-        [--overlap auto|on|off|both] [--set detect_every=1] [--no-model-only] [--root DIR]
+        [--overlap auto|on|off|both] [--set detect_every=1] [--no-model-only]
     python -m benchmarks mocap [--frames 48] [--no-speed] [--figure docs/steady_depth.png]
     python -m benchmarks rerun [--frames 48] [--checkpoints standins|tiny|DIR]
 
@@ -39,7 +39,7 @@ from benchmarks import harness
 
 TASKS = ("pose", "seg", "normal", "pointmap", "matting")
 MASKED = ("normal", "pointmap")  # ours removes the background with the body-part segmentation by default
-# the app's encoder settings (media/video.py), written out so that --root of an older checkout meets the same floor
+# the app's encoder settings (media/video.py), written out: the floor is the same whatever the app's code
 ENCODER_OPTIONS = {"crf": "20", "preset": "superfast", "x264-params": "mbtree=1:rc-lookahead=10"}
 BYTES_CLIP_FRAMES = 24
 OVERRIDES: dict = {}  # --set NAME=VALUE: the Video tab's options changed for ours (e.g. detect_every=1)
@@ -438,10 +438,7 @@ def video(argv: list[str], run: harness.Run) -> None:
     parser.add_argument("--breakdown", action="store_true", help="time each stage of our path, per thread")
     parser.add_argument("--profile", action="store_true", help="cProfile's top 15 of our path (one more run)")
     parser.add_argument("--overlap", choices=("auto", "on", "off", "both"), default="auto")
-    parser.add_argument("--root", type=Path, default=None, help="import sapiens2_demo from this checkout")
     args = parser.parse_args(argv)
-    if args.root:
-        sys.path.insert(0, str(args.root.resolve()))
     for item in args.set:
         name, _, value = item.partition("=")
         lowered = value.strip().lower()
