@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from ..pose.meta import FACE_START
+from ..results import NormalsResult, PointmapResult, PoseResult, SegmentationResult
 from ..util import partial_path
 from . import rerun_layout as layout
 
@@ -32,8 +33,6 @@ DENSE_PER_SECOND = 2.0  # dense maps a second of video: a 1280 x 720 map is ~1 M
 DENSE_SIDE = 320  # px, their longest side
 JPEG_QUALITY = 80  # frames logged as images (a video the viewer cannot decode)
 RECORDED_KEYPOINTS = FACE_START  # 2D: the body, feet and hands (the face's 238 are 3/4 of the bytes: in pose_frames.jsonl)
-DENSE = ("segment", "pointmap", "normals")  # the dense tasks whose maps it holds
-RECORDED = ("pose", *DENSE)  # the tasks whose results it reads (not just their pictures)
 OFF_NOTE = "Rerun recording: off (rerun-sdk is not installed; `pip install rerun-sdk==0.39.0` turns it on)."
 
 
@@ -59,8 +58,9 @@ def _shrunk(array: np.ndarray, side: int) -> np.ndarray:
 
 
 class VideoRecording:
-    """`add(index, time, frame, results)` per processed frame ({task: its result}), then `close(motion)` (the
-    pose's MotionVideoExport after its close, or None) -> the files written, or `abort()`."""
+    """`add(index, time, frame, results)` per processed frame ({task: its result}; read by the results' types),
+    then `close(motion)` (the pose's MotionVideoExport after its close, or None) -> the files written, or
+    `abort()`."""
 
     def __init__(self, folder: Path, *, video_info, fps: float, dense: bool, keypoint_threshold: float = 0.3):
         import rerun as rr
@@ -93,12 +93,13 @@ class VideoRecording:
         self.rec.set_time("time", duration=float(time))
         if self._scale == 0:  # frames as images
             self.rec.log(layout.IMAGE, rr.Image(frame).compress(jpeg_quality=JPEG_QUALITY))
-        pose = results.get("pose")
+        pose, *maps = (next((r for r in results.values() if isinstance(r, kind)), None)
+                       for kind in (PoseResult, SegmentationResult, PointmapResult, NormalsResult))
         if pose is not None:
             self._log_people(pose)
-        if time + 1e-9 >= self._next_dense and any(t in results for t in DENSE):
+        if time + 1e-9 >= self._next_dense and any(m is not None for m in maps):
             self._next_dense = time + 1.0 / DENSE_PER_SECOND
-            self._log_maps(results)
+            self._log_maps(*maps)
 
     def _start_video(self, frame_hw) -> None:
         rr = self.rr
@@ -136,11 +137,10 @@ class VideoRecording:
             self.rec.log(gone, rr.Clear(recursive=True))
         self._shown = shown
 
-    def _log_maps(self, results: dict) -> None:
+    def _log_maps(self, segment, pointmap, normals) -> None:
         rr = self.rr
         from ..render.normals import normals_to_rgb
 
-        segment, pointmap, normals = (results.get(t) for t in DENSE)
         some = next(r for r in (segment, pointmap, normals) if r is not None)
         full_hw = (some.labels if some is segment else some.normals if some is normals else self._depth(some)).shape
         if segment is not None:
