@@ -40,13 +40,11 @@ class _Worker:
         self.process = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, env=env)
 
-    def call(self, function, args):
+    def call(self, function, args) -> tuple[bool, object]:
+        """(True, the result) or (False, the exception the worker raised)."""
         pickle.dump((function, args), self.process.stdin, protocol=pickle.HIGHEST_PROTOCOL)
         self.process.stdin.flush()
-        ok, value = pickle.load(self.process.stdout)
-        if not ok:
-            raise value
-        return value
+        return pickle.load(self.process.stdout)
 
     def close(self) -> None:
         try:
@@ -77,18 +75,19 @@ def run_alone(function, *args):
         log.warning("the clip fit runs in the app's process (no worker: %s)", error)
         return function(*args)
     try:
-        result = worker.call(function, args)
-    except (EOFError, OSError, pickle.UnpicklingError) as error:  # the worker died: a fresh one next time
+        ok, value = worker.call(function, args)
+    except BaseException as error:  # it died, or this call was interrupted mid-answer: that worker is done with
         with _LOCK:
             _STARTED.remove(worker)
         worker.close()
+        if not isinstance(error, (EOFError, OSError, pickle.UnpicklingError)):
+            raise
         log.warning("the clip fit's worker stopped (%s); this fit runs in the app's process", error)
         return function(*args)
-    except BaseException:
-        _IDLE.put(worker)
-        raise
     _IDLE.put(worker)
-    return result
+    if not ok:
+        raise value
+    return value
 
 
 @atexit.register
