@@ -235,7 +235,8 @@ def world_figures(clip: Clip, truth: np.ndarray, positions: np.ndarray, names: l
 
     rotation, centre = camera
     up = camera_rotation(clip.camera) @ [0.0, 1.0, 0.0]  # the true up in the camera's frame
-    gravity = float(np.degrees(np.arccos(np.clip(rotation[1] @ up, -1, 1))))
+    found = rotation[1] / np.linalg.norm(rotation[1])  # (the file's rounding leaves it a hair off unit length)
+    gravity = float(np.degrees(np.arctan2(np.linalg.norm(np.cross(found, up)), found @ up)))
     world = true_world(clip, truth)
     index = name_index()
     feet = world[:, [index[f"{s}_{k}"] for s in ("left", "right") for k in FEET]]
