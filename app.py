@@ -46,9 +46,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                              "Space; needs the mcp package: pip install 'gradio[mcp]')")
     parser.add_argument("--compile", nargs="?", const="on", default=env("SAPIENS2_COMPILE", "auto"),
                         choices=("auto", "on", "off", "1", "0"),
-                        help="regional torch.compile of each model at load, warmed up there, cached on disk "
-                             "(default auto: on for CUDA and for bfloat16 on a CPU with native bf16, off elsewhere; "
-                             "ZeroGPU: ahead of time)")
+                        help="regional torch.compile of each model, built in the background while the model "
+                             "serves eager (no request waits for it), cached on disk (default auto: on for CUDA and "
+                             "for bfloat16 on a CPU with native bf16, off elsewhere; ZeroGPU: ahead of time)")
     parser.add_argument("--preload", default=env("SAPIENS2_PRELOAD", SPACE_PRELOAD if on_space else ""),
                         help="checkpoints to load at start, in the main process, e.g. seg:0.4b,pose:1b (ZeroGPU: "
                              "the GPU workers inherit them; others load on first use, in the call)")
@@ -68,7 +68,8 @@ def create_app(args: argparse.Namespace):
 
     budget = int(args.model_budget_gb * 2**30) if args.model_budget_gb else None
     manager = ModelManager(checkpoint_dir=args.checkpoint_dir, device=args.device, dtype=args.dtype,
-                           memory_budget_bytes=budget, detector=args.detector, compile=args.compile)
+                           memory_budget_bytes=budget, detector=args.detector, compile=args.compile,
+                           compile_in_background=True)  # no visitor waits for a compile
     from sapiens2_demo.ui.common import STANDIN_MARKER, STANDIN_NOTE, runs_stand_ins
 
     if runs_stand_ins(manager):  # the operator reads it too: the page's footer and every answer say it

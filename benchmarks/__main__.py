@@ -52,7 +52,11 @@ BENCHMARKS: dict[str, tuple[str, str, list[str] | None]] = {
     "standins": ("standins:structure", "the stand-ins' structure against random weights (--build: one build)", []),
     "burst": ("bench_first_burst:main", "cold launches x concurrent first requests (bf16, float32), then 64 at once: "
               "server errors, queue-full refusals, every endpoint after", None),
+    "first-answer": ("bench_first_answer:main", "the app's first three answers per launch kind (empty compile "
+                     "cache, warm, compile off) and after the background compile's swap; the CLI on 1 and 20 photos",
+                     None),
     "motion": ("bench_motion_truth:main", "motion capture against synthetic ground truth", None),
+    "rerun": ("recording:rerun", "the Rerun recording's share of a 720p pose + 3D motion job, and its size", None),
 }
 
 

@@ -57,14 +57,15 @@ def tiny_checkpoints(root: Path) -> Path:
     return root
 
 
-def launch(checkpoint_dir: Path, dtype: str, compile_mode: str, log_path: Path):
-    """python app.py on a free port; (process, url) once it answers."""
+def launch(checkpoint_dir: Path, dtype: str, compile_mode: str, log_path: Path, env: dict | None = None):
+    """python app.py on a free port (`env` added to this process's); (process, url) once it answers."""
     port = free_port()
     log = open(log_path, "w")
     process = subprocess.Popen(
         [sys.executable, "app.py", "--checkpoint-dir", str(checkpoint_dir), "--detector",
          str(checkpoint_dir / "yolov8n-random.pt"), "--device", "cpu", "--dtype", dtype, "--compile", compile_mode,
-         "--host", "127.0.0.1", "--port", str(port)], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+         "--host", "127.0.0.1", "--port", str(port)], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+        env={**os.environ, **(env or {})})
     url = f"http://127.0.0.1:{port}/"
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
@@ -80,17 +81,18 @@ def launch(checkpoint_dir: Path, dtype: str, compile_mode: str, log_path: Path):
 
 
 def call(url: str, endpoint: str, photo: str) -> str:
-    """'ok', 'server error', 'queue full' or 'refused: <message>'."""
+    """'ok', 'server error', 'queue full' or '<error type>: <message>'."""
     from gradio_client import Client, handle_file
 
-    try:
-        Client(url, verbose=False).predict(handle_file(str(ASSETS / photo)), api_name=endpoint)
+    try:  # a patient client: on a loaded machine its default 20 s to connect is not a refusal of the app's
+        Client(url, verbose=False, httpx_kwargs={"timeout": 600}).predict(handle_file(str(ASSETS / photo)),
+                                                                          api_name=endpoint)
         return "ok"
     except Exception as error:  # noqa: BLE001 - sorted below
         text = str(error)
         if SERVER_ERROR in text:
             return "server error"
-        return "queue full" if "queue is full" in text.lower() else f"refused: {text[:120]}"
+        return "queue full" if "queue is full" in text.lower() else f"{type(error).__name__}: {text[:100]}"
 
 
 def burst(url: str, clients: int) -> dict:

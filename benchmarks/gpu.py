@@ -563,8 +563,10 @@ def session(argv: list[str], run: harness.Run) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks session", description=session.__doc__)
     parser.add_argument("--dry-run", action="store_true", help="on this CPU, tiny checkpoints, 8 frames, no install")
     parser.add_argument("--tasks", default="pose,seg,normal,pointmap")
-    parser.add_argument("--limits", default="200,220,50", help="seconds for requests, video, the profile")
+    parser.add_argument("--limits", default=None, help="seconds for requests, video, the profile (200,220,50; "
+                                                       "a dry run on a 2-core CPU: 600,600,600)")
     args = parser.parse_args(argv)
+    args.limits = args.limits or ("600,600,600" if args.dry_run else "200,220,50")
     out = Path(os.environ.get("OUT") or tempfile.mkdtemp(prefix="gpu_session_"))
     out.mkdir(parents=True, exist_ok=True)
     wheels = sorted(glob.glob(str(harness.ROOT / ".whl" / "*.whl")))

@@ -29,6 +29,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="comma-separated: pose, seg, normal, pointmap, matting, features, or all (the first five)")
     io.add_argument("--overwrite", action="store_true", help="redo inputs whose outputs are already complete")
     io.add_argument("--quiet", "-q", action="store_true", help="plain log lines instead of a progress bar")
+    io.add_argument("--rerun", action="store_true",
+                    help="videos: also a Rerun recording, recording.rrd (the video, keypoints per track id, the 3D "
+                         "motion with --lift-3d and its joint_angles_<id>.csv / .png, the dense maps; open it with "
+                         "`rerun recording.rrd`); needs rerun-sdk")
 
     model = parser.add_argument_group("models")
     model.add_argument("--size", choices=SIZES, default=None,
@@ -41,7 +45,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                             "native bf16 (AMX, AVX512-BF16), else float32)")
     model.add_argument("--compile", default=None, choices=("auto", "on", "off"),
                        help="regional torch.compile at load, cached on disk (default: SAPIENS2_COMPILE, else auto: "
-                            "on for CUDA and for bfloat16 on a CPU with native bf16, off elsewhere)")
+                            "for CUDA and for bfloat16 on a CPU with native bf16, when the run's images and frames "
+                            "repay the compile on this machine; on: always; off: never)")
     model.add_argument("--batch-size", type=int, default=8, help="images per model call (default: 8)")
     model.add_argument("--threads", type=int, default=None,
                        help="torch threads per model worker (default locally: every core for full-size models, "
@@ -71,6 +76,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.batch_size < 1 or (args.workers is not None and args.workers < 1) or (args.threads or 1) < 1:
         parser.error("--batch-size, --workers and --threads must be at least 1")
+    if args.rerun:
+        from .export.rerun_recording import available
+
+        if not available():
+            parser.error("--rerun needs rerun-sdk: pip install rerun-sdk==0.39.0")
     return args
 
 
@@ -82,7 +92,7 @@ def options_from(args: argparse.Namespace):
                         flip_test=args.flip_test, detection_threshold=args.detection_threshold, nms_iou=args.nms_iou,
                         max_people=args.max_people, keypoint_threshold=args.keypoint_threshold,
                         lift_3d=args.lift_3d, remove_background=not args.keep_background, threads=args.threads,
-                        compile=args.compile)
+                        compile=args.compile, rerun=args.rerun)
 
 
 def parse_export_args(argv: list[str]) -> argparse.Namespace:

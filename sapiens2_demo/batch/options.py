@@ -47,6 +47,8 @@ class BatchOptions:
     remove_background: bool = True  # normals, pointmap (and the features' PCA), as the app does
     threads: int | None = None  # torch threads per model worker (None: torch's default / cores per actor)
     compile: str | None = None  # auto | on | off (None: SAPIENS2_COMPILE, else auto: on for CUDA)
+    work_size: int | None = None  # images (and video frames) each model will see: 'auto' compiles when it pays
+    rerun: bool = False  # videos: recording.rrd per task folder (export/rerun_recording.py)
 
     def size_for(self, task: str) -> str:
         return task_specs.get(task).size_or_default(self.size)
@@ -70,10 +72,10 @@ class BatchOptions:
 
     def required_video_files(self, task: str) -> tuple[str, ...]:
         """What a video's downloads of `task` must hold because of this run's options (pose_3d.jsonl with
-        lift_3d), so a re-run with the option redoes the videos done without it."""
+        lift_3d, recording.rrd with rerun), so a re-run with the option redoes the videos done without it."""
         on = self.task_options()
         return tuple(name for option, names in task_specs.get(task).video_option_files.items() if on.get(option)
-                     for name in names)
+                     for name in names) + (("recording.rrd",) if self.rerun else ())
 
     @property
     def lifts(self) -> bool:
@@ -109,7 +111,7 @@ class BatchOptions:
 
             torch.set_num_threads(int(self.threads))
         return ModelManager(checkpoint_dir=self.checkpoint_dir, device=self.device, dtype=self.dtype,
-                            detector=self.detector, compile=self.compile)
+                            detector=self.detector, compile=self.compile, work_size=self.work_size)
 
     def checkpoints(self) -> list:
         """Every checkpoint the run needs (loaded before the first batch, so a missing one stops the run)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from .inputs import discover
@@ -48,6 +49,8 @@ def run(inputs: list[str], output: str | Path, options: BatchOptions, *, engine:
           file=stream or sys.stderr, flush=True)
     for record in complete:
         progress.done(record)
+    if options.work_size is None:  # 'auto' compiles only when the run is big enough for it to pay
+        options = replace(options, work_size=work_size(pending))
     try:
         if engine == "ray":
             from .ray_engine import run_ray
@@ -60,6 +63,28 @@ def run(inputs: list[str], output: str | Path, options: BatchOptions, *, engine:
     finally:
         summary = progress.close()
     return summary
+
+
+ENOUGH_FRAMES = 10_000  # past any compile's break-even: the remaining videos are not probed
+
+
+def work_size(items) -> int:
+    """The images and video frames each model will see (videos probed until the count is past ENOUGH_FRAMES; one
+    that cannot be read counts one: the run reports it)."""
+    from ..media.video import probe
+
+    total = 0
+    for item in items:
+        if total >= ENOUGH_FRAMES:
+            break
+        if item.kind != "video":
+            total += 1
+            continue
+        try:
+            total += probe(item.path).frame_count
+        except Exception:  # noqa: BLE001 - the run itself says what is wrong with the file
+            total += 1
+    return total
 
 
 def counted(number: int, thing: str) -> str:

@@ -164,4 +164,5 @@ def video_options(task: str, options: BatchOptions) -> dict:
     return dict(size=options.size_for(task), batch_size=options.batch_size, frame_exports=True,  # datasets want the data
                 limits=VideoLimits(max_seconds=math.inf, max_bytes=2**62),
                 motion_3d=options.lift_3d,  # videos: motion capture (pose_3d.jsonl, a BVH per person, motion.glb)
+                rerun=options.rerun,  # recording.rrd
                 **{k: v for k, v in options.task_options().items() if k not in ("lift_3d", "raw_data")})

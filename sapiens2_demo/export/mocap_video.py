@@ -68,6 +68,8 @@ class MotionVideoExport:
         self.notes: list[str] = []
         self._written: list[Path] = []
         self._unlifted = 0  # frames with people but no lift at all (the pointmap model not run)
+        self.fitted: list = []  # after close: each exported person's TrackMotion (the Rerun recording reads them)
+        self.world = None  # after close: the World the feet gave (pose/world.py), or None
 
     @property
     def path(self) -> Path:
@@ -90,6 +92,7 @@ class MotionVideoExport:
         world, why = find_world([t.points for t in tracks], self.fps, [t.present for t in tracks]) if tracks else (
             None, "")
         self._fill_in(world, tracks)
+        self.world = world
         if self.people is not None:
             found = [t.track_id for t in tracks]
             missing = sorted(self.people - set(found))
@@ -97,6 +100,7 @@ class MotionVideoExport:
             self.notes.append(f"3D motion: only the people asked for ({', '.join(map(str, sorted(self.people)))}) of "
                               f"{', '.join(map(str, found)) or 'nobody'}"
                               + (f"; no person {', '.join(map(str, missing))} in this clip." if missing else "."))
+        self.fitted = tracks
         for track in tracks:
             seen = np.flatnonzero(track.present)
             self.notes.append(f"3D motion: id {track.track_id}: motion_{track.track_id}.bvh (and track_"

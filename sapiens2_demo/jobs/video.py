@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import gpu, tasks
+from ..export import rerun_recording
 from ..results import PoseResult
 from .video_threads import Decoder, Writer
 
@@ -100,6 +101,7 @@ class VideoJob:
     keypoint_threshold: float = 0.3
     motion_3d: bool = False  # each frame's pose lifted to 3D, per track: pose_3d.jsonl, motion_<id>.bvh, motion.glb
     motion_people: str = ""  # the track ids to write motion files for ("1, 3"); empty: everyone
+    rerun: bool = False  # recording.rrd: every task's results on one timeline (export/rerun_recording.py)
     # dense
     remove_background: bool = True
     normals_background: str = "black"
@@ -178,16 +180,20 @@ class VideoJob:
         total = max(1, math.ceil(min(info.frame_count, duration * info.fps + 0.5) / self.stride))
         fps = self._fps = info.fps / self.stride
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        rendered = self.out_dir / f"{self.path.stem[:60] or 'video'}_{self.task}.mp4"
+        # named as the tab names the task ("_depth", "_body_parts"), not by its API name ("_pointmap")
+        shown_as = ALL if self.task == ALL else self.specs[0].short.lower().replace(" ", "_")
+        rendered = self.out_dir / f"{self.path.stem[:60] or 'video'}_{shown_as}.mp4"
         sink = VideoSink(rendered, fps=fps, audio_from=self.path, audio_until=duration if cut else None)
         exports = self._exports(fps)
         decoder = Decoder(self.path, self.stride, duration if cut else None, self.limits.max_side,
                            self.chunk_size)
         titles = {spec.name: spec.short for spec in self.specs}
         self._done, self._last = 0, {}  # frames through the model so far; each task's last result
+        recording = self._recording(info, fps, notes)
+        recorded = rerun_recording.RECORDED if recording is not None else ()
         # tasks with no per-frame data to write want only the picture: drawn on the device where it can be
-        self._pictures_only = {spec.name for spec in self.specs if spec.name not in exports}
-        writer = Writer(self._renderers(), titles, sink, exports)
+        self._pictures_only = {spec.name for spec in self.specs if spec.name not in exports and spec.name not in recorded}
+        writer = Writer(self._renderers(), titles, sink, exports, recording)
         done, finished = 0, False
         try:
             expected = total if info.frame_count > 0 else 0  # what the container says it holds, when it says
@@ -201,13 +207,16 @@ class VideoJob:
             sink.close()
             files = [rendered] + [path for e in exports.values() for path in e.close()]
             notes += [note for e in exports.values() for note in getattr(e, "notes", [])]
+            if recording is not None:  # after the exports: it reads the motion the pose export fitted
+                files += recording.close(getattr(exports.get("pose"), "motion", None))
+                notes += recording.notes
             finished = True
         finally:
             decoder.stop()
             if not finished:
                 writer.stop()
                 sink.abort()
-                for e in exports.values():
+                for e in [*exports.values(), *([recording] if recording is not None else [])]:
                     e.abort()
         seconds = time.perf_counter() - started
         notes.append(f"{done} frames in {seconds:.1f} s ({done / max(seconds, 1e-6):.2f} frames/s).")
@@ -225,6 +234,17 @@ class VideoJob:
                 if export is not None:
                     exports[spec.name] = export
         return exports
+
+    def _recording(self, info, fps: float, notes: list[str]):
+        """The Rerun recording when asked for and rerun-sdk is installed (else a note says it is off)."""
+        if not self.rerun:
+            return None
+        if not rerun_recording.available():
+            notes.append(rerun_recording.OFF_NOTE)
+            return None
+        dense = any(name in rerun_recording.DENSE for name in self.tasks)
+        return rerun_recording.VideoRecording(self.out_dir, video_info=info, fps=fps, dense=dense,
+                                              keypoint_threshold=self.keypoint_threshold)
 
     def _renderers(self) -> dict:
         return {spec.name: spec.renderer(**self.options_for(spec)) for spec in self.specs}

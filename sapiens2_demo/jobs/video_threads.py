@@ -88,8 +88,9 @@ class Decoder:
 class Writer:
     """Renders, encodes and exports behind the model in a thread (bounded queue: memory stays flat)."""
 
-    def __init__(self, renderers: dict, titles: dict, sink, exports: dict):
+    def __init__(self, renderers: dict, titles: dict, sink, exports: dict, recording=None):
         self.renderers, self.titles, self.sink, self.exports = renderers, titles, sink, exports
+        self.recording = recording  # every task's results per frame (the Rerun recording), or None
         self._queue: queue.Queue = queue.Queue(maxsize=2)
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._work, name="video-encode", daemon=True)
@@ -114,6 +115,9 @@ class Writer:
                     self.sink.write(pictures[0][1] if len(pictures) == 1 else grid(frame.rgb, pictures), frame.time)
                     for task, export in self.exports.items():
                         export.add(frame.index, frame.time, frame.rgb, results[task][i])
+                    if self.recording is not None:
+                        self.recording.add(frame.index, frame.time, frame.rgb,
+                                           {task: answers[i] for task, answers in results.items()})
             except BaseException as error:  # noqa: BLE001 - re-raised in the main loop
                 self._error = error
 

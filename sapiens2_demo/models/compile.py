@@ -17,9 +17,11 @@ batch dimension, warmed up at load, with a persistent cache and a way back to ea
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import statistics
 import threading
 import time
 from dataclasses import dataclass, field
@@ -34,6 +36,9 @@ RECOMPILE_LIMIT = 64  # the blocks of every loaded model share one code object (
 CACHE_ENV = "SAPIENS2_COMPILE_CACHE"
 _TIMINGS = "load_seconds.json"
 _lock = threading.Lock()
+_timings_lock = threading.Lock()
+_road = threading.local()  # .compiled: the road of the forward running on this thread (one_road)
+BACKEND = "inductor"
 
 
 def parse_mode(mode: str | bool | None = None) -> str:
@@ -111,14 +116,38 @@ def _runtime_errors() -> tuple[type[BaseException], ...]:
 
 @dataclass
 class CompileState:
-    """How a model runs: 'compiled', 'eager' (fell back, `note` says why) or 'off'."""
+    """How a model runs: 'compiled', 'compiling' (in the background: eager until it is ready), 'eager' (fell back,
+    `note` says why) or 'off'."""
     status: str = "off"
     seconds: float = 0.0  # compile + warm-up time at load
     note: str = ""
     phase: str = "at load"  # then "at run time": where a fall-back happened, for the note
     fallbacks: int = 0
     reported: bool = False  # the note was shown (a fall-back at run time makes a new one)
+    key: str = ""  # the timings' key (manager.compile_key): forwards' seconds per image are kept under it
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _seen: dict = field(default_factory=lambda: {"eager": [], "compiled": []}, repr=False)
+    _start: object = field(default=None, repr=False)  # compile_beside's build, started after the first forward
+
+    def first_forward_done(self) -> None:
+        """Start the background compile now that the model's first forward is over (the first answer never shares
+        the cores with it, nor the interpreter: importing inductor and tracing are Python, under the GIL)."""
+        with self._lock:
+            start, self._start = self._start, None
+        if start is not None:
+            start()
+
+    def observe(self, compiled: bool, seconds_each: float) -> None:
+        """A forward's seconds per image on its road; the first few of each road are kept in the timings file
+        (what `pays` reads: the gain of compiling on this machine)."""
+        road = "compiled" if compiled else "eager"
+        with self._lock:
+            seen = self._seen[road]
+            if len(seen) >= OBSERVED or not self.key:
+                return
+            seen.append(seconds_each)
+            median = statistics.median(seen[1:] or seen)  # the first forward of a road pays one-time set-ups
+        record_timing(self.key, road, median)
 
     def fall_back(self, model, error: BaseException) -> None:
         with self._lock:
@@ -145,6 +174,9 @@ def _guarded(block, compiled, model, state: CompileState):
     errors = _runtime_errors()
 
     def call(*args, **kwargs):
+        road = getattr(_road, "compiled", None)
+        if not (state.status == "compiled" if road is None else road):  # eager until the swap (one_road)
+            return block._call_impl(*args, **kwargs)
         try:
             return compiled(*args, **kwargs)
         except errors as error:
@@ -154,7 +186,19 @@ def _guarded(block, compiled, model, state: CompileState):
     return call
 
 
-def compile_blocks(model, state: CompileState, backend="inductor") -> None:
+@contextlib.contextmanager
+def one_road(state: CompileState | None, compiled: bool | None = None):
+    """The forward on this thread runs on one road from start to end: the model's road when it starts (or
+    `compiled` as given: the warm-up). A compiled form swapped in meanwhile serves from the next forward on."""
+    before = getattr(_road, "compiled", None)
+    _road.compiled = (state is not None and state.status == "compiled") if compiled is None else compiled
+    try:
+        yield _road.compiled
+    finally:
+        _road.compiled = before
+
+
+def compile_blocks(model, state: CompileState, backend=BACKEND) -> None:
     """Compile each block in place (torch.compile of its call, dynamic shapes), guarded by `state`."""
     import torch
 
@@ -175,18 +219,22 @@ def warm_up(model, input_size: tuple[int, int], device, dtype, batches=WARMUP_BA
     # both are read when a graph is made: here, not at run time. specialize_float: the blocks' float constants
     # (norm epsilons, attention scaling) as constants; as symbols (dynamic=True's default) dynamo traces the block
     # twice ("Restarting analysis due to _tensorify_python_scalars"), about 1 s of every launch, warm ones too
-    with fx_config.patch(backed_size_oblivious=True), torch._dynamo.config.patch(specialize_float=True):
+    with fx_config.patch(backed_size_oblivious=True), torch._dynamo.config.patch(specialize_float=True), \
+            one_road(None, compiled=True):
         for batch in batches:
             dummy = torch.zeros(batch, 3, height, width, device=device, dtype=dtype)
             with torch.inference_mode():
                 model(pixel_values=dummy)
 
 
-def compile_model(model, input_size: tuple[int, int], device, dtype, key: str = "",
-                  backend="inductor") -> CompileState:
+def compile_model(model, input_size: tuple[int, int], device, dtype, key: str = "", backend=None,
+                  state: CompileState | None = None) -> CompileState:
     """Regionally compile `model` in place and warm it up; on any failure the model stays eager (with a note).
-    A damaged cache entry is a cache miss for torch (it compiles again); an unusable cache folder is a failure."""
-    state = CompileState(status="compiled")
+    A damaged cache entry is a cache miss for torch (it compiles again); an unusable cache folder is a failure.
+    With a `state` that is 'compiling' (compile_beside), the model serves eager meanwhile and the compiled form
+    is swapped in at the end."""
+    beside = state is not None
+    state = state or CompileState(status="compiled", key=key)
     if not blocks(model):
         state.status, state.note = "off", f"no {BLOCK_CLASS} blocks to compile"
         return state
@@ -195,21 +243,54 @@ def compile_model(model, input_size: tuple[int, int], device, dtype, key: str = 
         with _lock:  # one model compiles at a time: the warm-up shares dynamo's global state
             use_cache_dir()
             before = _compile_counts()
-            compile_blocks(model, state, backend)
+            compile_blocks(model, state, backend or BACKEND)
             warm_up(model, input_size, device, dtype)
             after = _compile_counts()
     except Exception as error:  # noqa: BLE001 - warm-up inputs are ours: any failure is the compiler's
         state.fall_back(model, error)
         return state
-    state.phase = "at run time"
-    if state.status == "compiled":
-        state.seconds = time.perf_counter() - started
-        compiled, cached, graphs = (a - b for a, b in zip(after, before))
-        from_cache = not compiled and (cached or not graphs)
-        state.note = (f"loaded from the compile cache in {seconds(state.seconds)} s" if from_cache else
-                      f"compiled at load in {seconds(state.seconds)} s")
-        record_load_seconds(key, state.seconds)
+    took = time.perf_counter() - started
+    compiled, cached, graphs = (a - b for a, b in zip(after, before))
+    from_cache = not compiled and (cached or not graphs)
+    where = "in the background" if beside else "at load"
+    with state._lock:
+        state.phase = "at run time"
+        if state.status not in ("compiled", "compiling"):  # fell back during the warm-up
+            return state
+        state.status, state.seconds, state.reported = "compiled", took, False  # the swap: from the next forward
+        state.note = (f"loaded from the compile cache {'in the background ' if beside else ''}in {seconds(took)} s"
+                      if from_cache else
+                      f"compiled {where} in {seconds(took)} s") + ("; requests run compiled from then on" if beside else "")
+    record_load_seconds(key, took)
     return state
+
+
+def compile_beside(model, input_size: tuple[int, int], device, dtype, key: str = "") -> CompileState:
+    """The model serves eager from now; its compiled form is built on a background thread at the lowest CPU
+    priority, started when the first forward is over (`first_forward_done`), and swapped in when warmed up (the
+    state turns 'compiled'), for the forwards that start after."""
+    state = CompileState(status="compiling", key=key, note="compiling in the background: eager until then",
+                         phase="in the background")
+    if not blocks(model):
+        state.status, state.note = "off", f"no {BLOCK_CLASS} blocks to compile"
+        return state
+
+    def build():
+        lowest_priority()
+        compile_model(model, input_size, device, dtype, key=key, state=state)
+        log.info("%s: %s", key or type(model).__name__, state.note)
+
+    state._start = threading.Thread(target=build, name=f"compile {key}", daemon=True).start
+    return state
+
+
+def lowest_priority() -> None:
+    """This thread at nice 19 (Linux sets a thread's own; the compiler processes it starts inherit it), so the
+    cores go to the requests first; elsewhere nothing changes."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+    except (AttributeError, OSError):
+        pass
 
 
 def _compile_counts() -> tuple[int, int, int]:
@@ -235,17 +316,47 @@ def _timings() -> dict:
         return {}
 
 
-def record_load_seconds(key: str, seconds: float) -> None:
+def _update(key: str, change) -> None:
     if not key:
         return
-    try:
-        timings = _timings()
-        before = timings.get(key) if isinstance(timings.get(key), dict) else {}
-        timings[key] = {"last": round(seconds, 1), "most": round(max(seconds, before.get("most", 0.0)), 1)}
-        _timings_path().parent.mkdir(parents=True, exist_ok=True)
-        _timings_path().write_text(json.dumps(timings, indent=1, sort_keys=True))
-    except OSError as error:  # a read-only cache folder only loses the hint
-        log.info("compile timings not saved: %s", error)
+    with _timings_lock:
+        try:
+            timings = _timings()
+            entry = timings.get(key) if isinstance(timings.get(key), dict) else {}
+            timings[key] = change(entry)
+            _timings_path().parent.mkdir(parents=True, exist_ok=True)
+            _timings_path().write_text(json.dumps(timings, indent=1, sort_keys=True))
+        except OSError as error:  # a read-only cache folder only loses the hint
+            log.info("compile timings not saved: %s", error)
+
+
+def record_load_seconds(key: str, seconds: float) -> None:
+    _update(key, lambda entry: {**entry, "last": round(seconds, 1),
+                                "most": round(max(seconds, entry.get("most", 0.0)), 1)})
+
+
+def record_timing(key: str, road: str, seconds_each: float) -> None:
+    """A road's seconds per image ('eager' or 'compiled') for `key` on this machine."""
+    _update(key, lambda entry: {**entry, road: round(seconds_each, 4)})
+
+
+OBSERVED = 5  # forwards per road and process whose times are kept
+PAYS_FROM = 24  # images (or frames) from which compiling pays when this machine has not measured it yet: a cold
+#                 compile of a 0.4b model on a 2-core AMX CPU pays after ~22 requests, a warm one after ~6
+
+
+def pays(key: str, images: int) -> tuple[bool, str]:
+    """Whether compiling `key` pays for `images` images (or frames), and why: from this machine's last compile
+    time and both roads' seconds per image when measured, else from PAYS_FROM."""
+    seen = _timings().get(key)
+    seen = seen if isinstance(seen, dict) else {}
+    if all(isinstance(seen.get(name), (int, float)) for name in ("last", "eager", "compiled")):
+        saved = seen["eager"] - seen["compiled"]
+        worth = saved > 0 and images * saved > seen["last"]
+        return worth, (f"{images} images x {max(saved, 0.0):.2f} s saved each "
+                       f"{'>' if worth else '<='} {seconds(seen['last'])} s of compiling, as measured here")
+    worth = images >= PAYS_FROM
+    return worth, f"{images} images {'>=' if worth else '<'} {PAYS_FROM} (not measured on this machine yet)"
 
 
 def seconds(value: float) -> str:

@@ -9,10 +9,12 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import threading
+import time
 
 import numpy as np
 
 from .. import ledger
+from .compile import one_road
 from .loading import ModelBroken, check_road
 from .manager import LoadedModel
 
@@ -332,8 +334,10 @@ def forward(loaded: LoadedModel, pixel_values, *, on_device: bool = False, **kwa
             if torch.is_tensor(value) and not isinstance(value, ledger.DEVICE_TENSOR()):
                 book.copy_in_once(value, "forward")  # a host tensor handed to the model crosses first
         pixel_values, kwargs = ledger.off_device(pixel_values), ledger.off_device(kwargs)
+    state = loaded.compiled
     try:
-        with torch.inference_mode():
+        with torch.inference_mode(), one_road(state) as compiled:
+            started = time.perf_counter()
             outputs = loaded.model(pixel_values=pixel_values, **kwargs)
     except RuntimeError as error:  # a dtype or device mismatch inside: is the model itself off its road?
         try:
@@ -342,6 +346,10 @@ def forward(loaded: LoadedModel, pixel_values, *, on_device: bool = False, **kwa
             loaded.broken = True  # the manager drops it at the next get and loads it again
             raise broken from error
         raise
+    if state is not None:
+        if book is None and loaded.device == "cpu":  # a CPU forward is over when it returns
+            state.observe(compiled, (time.perf_counter() - started) / max(1, len(pixel_values)))
+        state.first_forward_done()
     if book is not None:  # the flip test's mirrored forward is part of its batch
         outputs = ledger.forward(type(loaded.model).__name__, dict(outputs.items()), batch="flip_pairs" not in kwargs)
     if on_device:

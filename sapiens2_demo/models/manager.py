@@ -119,7 +119,8 @@ def _compile_note(key: tuple, note: str) -> str:
 class ModelManager:
     def __init__(self, checkpoint_dir: str | Path | None = None, device: str | None = None,
                  dtype: str | None = None, memory_budget_bytes: int | None = None,
-                 detector: str | None = None, compile: str | bool | None = None):
+                 detector: str | None = None, compile: str | bool | None = None,
+                 compile_in_background: bool = False, work_size: int | None = None):
         from .compile import parse_mode, wanted
 
         checkpoint_dir = checkpoint_dir or os.environ.get("SAPIENS2_CHECKPOINT_DIR")
@@ -129,6 +130,10 @@ class ModelManager:
         # "aot": loaded eager, the blocks compiled ahead of time afterwards (ZeroGPU, gpu.compile_ahead)
         self.compile_mode = compile if compile == "aot" else parse_mode(compile)
         self.compile = self.compile_mode != "aot" and wanted(self.compile_mode, self.device, self.dtype)
+        # the app: each model serves eager at once and is compiled beside (compile.compile_beside); the CLI and
+        # batch engines: at load, and under 'auto' only when it pays for their `work_size` images (compile.pays)
+        self.compile_in_background = compile_in_background
+        self.work_size = work_size
         self.memory_budget_bytes = memory_budget_bytes or default_budget_bytes(self.device)
         self.detector_name = detector or os.environ.get("SAPIENS2_DETECTOR") or DEFAULT_DETECTOR
         self._models: OrderedDict[tuple, LoadedModel] = OrderedDict()
@@ -150,10 +155,15 @@ class ModelManager:
         from .device import describe_road
 
         road = describe_road(self.device, self.dtype, self.compile or self.compile_mode == "aot")
+        if self.compile and self.compile_in_background:
+            road += " in the background (each model eager until its compiled form is ready)"
+        why = {"eager": "eager: compiling failed", "compiling": "compiling in the background: eager until then",
+               "off": "eager: compiling does not pay for this work"}
         with self._lock:
-            fell_back = [key[1].split("/")[-1] for key, m in self._models.items()
-                         if m.compiled is not None and m.compiled.status == "eager"]
-        return road + (f" ({', '.join(fell_back)} eager: compiling failed)" if fell_back else "")
+            states = [(key[1].split("/")[-1], m.compiled.status) for key, m in self._models.items()
+                      if m.compiled is not None and (m.compiled.status != "off" or m.compiled.note)]
+        aside = [f"{name} {why[status]}" for name, status in states if status in why]
+        return road + (f" ({'; '.join(aside)})" if aside else "")
 
     def _fresh_locks(self) -> None:
         self._lock = threading.Lock()
@@ -321,15 +331,26 @@ class ModelManager:
         """What loading `ckpt` involves beyond reading it: '' or a compile note with the time it took last."""
         from .compile import load_hint
 
-        return load_hint(self.compile_key(ckpt)) if self.compile else ""
+        return load_hint(self.compile_key(ckpt)) if self.compile and not self.compile_in_background else ""
 
     def _compile(self, ckpt: Checkpoint, model, processor):
-        """Regional compilation, warmed up at every batch size the app uses (never a failed load: eager then)."""
-        from .compile import compile_model
+        """Regional compilation, warmed up at every batch size the app uses (never a failed load: eager then):
+        beside the serving model (the app), or at load when it pays for the work (the CLI, batch engines)."""
+        from .compile import CompileState, compile_beside, compile_model, pays
 
         size = int(processor.size["height"]), int(processor.size["width"])
+        key = self.compile_key(ckpt)
+        if self.compile_in_background:
+            log.info("compiling %s in the background: eager until then", ckpt.repo_id)
+            return compile_beside(model, size, self.device, self.dtype, key=key)
+        if self.compile_mode == "auto" and self.work_size is not None:
+            worth, why = pays(key, self.work_size)
+            if not worth:  # 'off' with the forwards' times kept: the eager side of the next decision
+                log.info("%s: eager, compiling does not pay (%s)", ckpt.repo_id, why)
+                return CompileState(status="off", key=key, note=f"eager: compiling does not pay here ({why})")
+            log.info("%s: compiling pays (%s)", ckpt.repo_id, why)
         log.info("compiling %s (%s)", ckpt.repo_id, self.load_hint(ckpt))
-        return compile_model(model, size, self.device, self.dtype, key=self.compile_key(ckpt))
+        return compile_model(model, size, self.device, self.dtype, key=key)
 
     def _load_detector(self) -> LoadedModel:
         name = self.detector_name

@@ -120,6 +120,9 @@ class PartsAnnotator:
         return out
 
 
+NAME_FONT = cv2.FONT_HERSHEY_SIMPLEX
+
+
 class PartNamesAnnotator:
     """Writes each present class's name (as the legend spells it) at a point well inside its largest region, white
     on a black box, its capitals `LABEL_SHARE` of the image's longer side tall (at least `MIN_LABEL_PX`): an image
@@ -137,24 +140,36 @@ class PartNamesAnnotator:
         self.include_background = include_background
 
     def annotate(self, image: np.ndarray, result: SegmentationResult | np.ndarray) -> np.ndarray:
+        return self.draw(image, self.place(result))
+
+    def place(self, result: SegmentationResult | np.ndarray) -> list[tuple]:
+        """Where each name goes: (name, origin, box corners, scale, thickness), for `draw` on any picture of the
+        result's size (the Body parts slider writes the names on both of its sides)."""
         labels = _labels_of(result)
-        canvas = np.ascontiguousarray(np.asarray(image, dtype=np.uint8)[..., :3]).copy()
         height, width = labels.shape
         step = max(1, int(max(height, width) // 512))  # work on a <= ~512 px grid: fast, good enough
         small = labels[::step, ::step]
-        font = cv2.FONT_HERSHEY_SIMPLEX
         cap_px = max(self.MIN_LABEL_PX, max(height, width) * self.LABEL_SHARE)
-        scale = cap_px / cv2.getTextSize("H", font, 1.0, 1)[0][1]  # the font's capitals at scale 1
+        scale = cap_px / cv2.getTextSize("H", NAME_FONT, 1.0, 1)[0][1]  # the font's capitals at scale 1
         thick = max(1, round(cap_px / 12))
         pad = max(2, round(cap_px / 5))
+        placed = []
         for entry in legend(labels, include_background=self.include_background, min_share=self.min_share):
             name = display_name(entry.name)
             mask = (small == entry.class_id).astype(np.uint8)
             distance = cv2.distanceTransform(np.pad(mask, 1), cv2.DIST_L2, 3)[1:-1, 1:-1]
             y, x = np.unravel_index(int(np.argmax(distance)), distance.shape)
-            (tw, th), base = cv2.getTextSize(name, font, scale, thick)
+            (tw, th), base = cv2.getTextSize(name, NAME_FONT, scale, thick)
             x0 = int(np.clip(x * step - tw // 2, pad, max(width - tw - pad, pad)))
             y0 = int(np.clip(y * step + th // 2, th + pad, max(height - base - pad, th + pad)))
-            cv2.rectangle(canvas, (x0 - pad, y0 - th - pad), (x0 + tw + pad, y0 + base + pad // 2), (0, 0, 0), -1)
-            cv2.putText(canvas, name, (x0, y0), font, scale, (255, 255, 255), thick, cv2.LINE_AA)
+            box = ((x0 - pad, y0 - th - pad), (x0 + tw + pad, y0 + base + pad // 2))
+            placed.append((name, (x0, y0), box, scale, thick))
+        return placed
+
+    @staticmethod
+    def draw(image: np.ndarray, placed: list[tuple]) -> np.ndarray:
+        canvas = np.ascontiguousarray(np.asarray(image, dtype=np.uint8)[..., :3]).copy()
+        for name, origin, (corner, far_corner), scale, thick in placed:
+            cv2.rectangle(canvas, corner, far_corner, (0, 0, 0), -1)
+            cv2.putText(canvas, name, origin, NAME_FONT, scale, (255, 255, 255), thick, cv2.LINE_AA)
         return canvas

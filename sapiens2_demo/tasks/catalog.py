@@ -137,7 +137,10 @@ POSE_OPTIONS = (
     Option("keypoint_threshold", 0.3, "Keypoint threshold (drawing)", "slider", advanced=True),
     Option("show_face", True, "Draw face keypoints", advanced=True),
     Option("show_boxes", True, "Draw boxes", advanced=True),
-    Option("lift_3d", False, "Lift to 3D (also runs the depth model)", model="lift_3d"),  # appended: API order
+    # appended: API order
+    Option("lift_3d", False, "Lift to 3D (also runs the depth and body-part models)", model="lift_3d",
+           info="Each keypoint's depth is read inside the body-part mask, so it lands on the person, not on what "
+                "is behind them."),
 )
 
 register(TaskSpec(

@@ -38,12 +38,14 @@ def present_segment(image, result, *, opacity: float = 0.5, show_names: bool = F
                     **_) -> TaskOutput:
     from ..render.parts import PartNamesAnnotator, PartsAnnotator, parts_legend
 
-    overlay = PartsAnnotator(opacity=opacity).annotate(image.rgb, result)
-    if show_names:
-        overlay = PartNamesAnnotator().annotate(overlay, result)
+    overlay, before = PartsAnnotator(opacity=opacity).annotate(image.rgb, result), image.rgb
+    if show_names:  # on both sides of the slider: it starts in the middle, where names on one side lose half
+        names = PartNamesAnnotator()
+        placed = names.place(result)
+        overlay, before = names.draw(overlay, placed), names.draw(image.rgb, placed)
     entries = sorted(parts_legend(result), key=lambda entry: -entry.share)  # biggest parts first
     legend = [[entry.name.replace("_", " "), swatch(entry.rgb), round(100 * entry.share, 2)] for entry in entries]
-    return TaskOutput(main=overlay, before_after=(image.rgb, overlay), notes=list(image.notes), legend=legend)
+    return TaskOutput(main=overlay, before_after=(before, overlay), notes=list(image.notes), legend=legend)
 
 
 def present_normals(image, result, *, background: str = "black", **_) -> TaskOutput:

@@ -17,6 +17,7 @@ from ..media.image import ImageError, load_image
 from ..models.loading import ModelBroken
 from ..models.manager import CheckpointUnavailable
 from ..models.registry import ACCEPTABLE_USE, LICENSE_URL, TASKS, UnknownCheckpoint
+from ..pose.detector import NO_PERSON_NOTE
 from ..results import TaskOutput
 from ..util import notes_markdown
 
@@ -123,10 +124,25 @@ def runs_stand_ins(manager) -> bool:
     return folder is not None and (Path(folder) / STANDIN_MARKER).is_file()
 
 
+def runs_random_detector(manager) -> bool:
+    """Whether the person detector is the stand-ins' (the random-weight YOLO the builder writes into their folder):
+    it finds no one, so every photo is posed as one whole-image box."""
+    detector = getattr(manager, "detector_name", None)
+    return runs_stand_ins(manager) and detector is not None and (
+        Path(detector).absolute().parent == Path(manager.checkpoint_dir).absolute())
+
+
+# on the stand-ins' detector, the note pose gives every photo says why (it read as a fault of the photo)
+RANDOM_DETECTOR_NO_PERSON = ("No person detected: the stand-ins' person detector has random weights and finds no one, "
+                             "so the whole image was used as one box (give boxes under Options to choose).")
+
+
 def answer_notes(ctx, notes: list[str]) -> list[str]:
     """An answer's notes, led by the stand-in note on stand-ins (every answer: the page, the API, MCP)."""
     if not runs_stand_ins(ctx.manager):
         return list(notes)
+    if runs_random_detector(ctx.manager):
+        notes = [note.replace(NO_PERSON_NOTE, RANDOM_DETECTOR_NO_PERSON) for note in notes]
     return [f"{STANDIN_NOTE} (this server runs the stand-ins of sapiens2_demo/standins, not Sapiens2's weights).",
             *notes]
 

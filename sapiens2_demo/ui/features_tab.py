@@ -5,9 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import gradio as gr
+
 from .. import tasks
 from ..jobs.features import load_second_image, run_features
 from ..jobs.image import AppContext
+from .common import ImageUpload, answer_markdown, check_upload, cleared_by, needs, user_errors
+from .sizes import size_menu
 
 
 def build_features_tab(ctx: AppContext, task_tab, run) -> Callable:
@@ -17,11 +21,8 @@ def build_features_tab(ctx: AppContext, task_tab, run) -> Callable:
 
     `task_tab` is build_app's tab scaffold and `run` its `run(task_title, fn, image, request, progress,
     **kwargs)` helper (load the upload, make the run folder, infer, hand PNG files to gradio).
-    Returns the endpoint's handler."""
-    import gradio as gr
-
-    from .common import ImageUpload, answer_markdown, check_upload, cleared_by, needs, user_errors
-    from .sizes import size_menu
+    Returns the endpoint's handler. gradio passes `request` (whose session names the visitor's output folder)
+    only where it can resolve the type hint in this module's globals, so gradio is imported at the top."""
 
     def features(image, image2=None, size: str = "0.4b", use_mask: bool = True,
                  request: gr.Request = None, progress=gr.Progress()):

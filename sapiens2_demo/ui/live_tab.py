@@ -208,7 +208,9 @@ def build_live_tab(ctx) -> None:
                 bar = gr.Checkbox(True, label="Colour bar in metres beside the depth", elem_id="live-colour-bar",
                                   visible=applies(DEFAULT_TASK, "colour_bar"))
             with gr.Column():
-                shown = gr.Image(label="Live result", format="jpeg", interactive=False, elem_id="live-output")
+                # no buttons on the picture: on a laptop's panel they covered the depth colour bar's top label
+                shown = gr.Image(label="Live result", format="jpeg", interactive=False, buttons=[],
+                                 elem_id="live-output")
                 stats = gr.Markdown(IDLE_TEXT, elem_id="live-stats")
         note()
     task.change(lambda chosen: [gr.update(visible=applies(chosen, "remove_background")),

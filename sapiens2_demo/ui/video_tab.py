@@ -17,7 +17,7 @@ from ..jobs.video import ALL as ALL_TASKS
 from ..jobs.video import DETECT_EVERY, VideoJob, VideoLimits, default_batch_size
 from ..media.image import load_image
 from ..media.video import VideoError, probe
-from . import mcp
+from . import mcp, rerun_viewer
 from .common import (
     ASSETS,
     ImageUpload,
@@ -72,7 +72,7 @@ def run_video(ctx, video, task: str = DEFAULT_TASK, size: str = "0.4b", stride: 
               matting_background: str = "colour", colour: str = "#00b140", background_image=None,
               frame_exports: bool = False, batch_size: int = 0, detect_every: int = DETECT_EVERY,
               motion_3d: bool = False, temporal_smoothing: bool = False, motion_people: str = "",
-              colour_bar: bool = True,
+              colour_bar: bool = True, rerun: bool = False,
               request: gr.Request = None, progress=gr.Progress()):
     """Generator: yields nothing visible until the end (progress goes to the bar), then the outputs."""
     with user_errors("Video"):
@@ -89,7 +89,7 @@ def run_video(ctx, video, task: str = DEFAULT_TASK, size: str = "0.4b", stride: 
                        background_image=background, frame_exports=bool(frame_exports),
                        detect_every=int(detect_every), motion_3d=bool(motion_3d),
                        temporal_smoothing=bool(temporal_smoothing), motion_people=str(motion_people or ""),
-                       colour_bar=bool(colour_bar))
+                       colour_bar=bool(colour_bar), rerun=bool(rerun))
         since = ctx.manager.notes_mark()
         steps = job.run()
         progress(0, desc="Reading the video...")
@@ -106,6 +106,7 @@ def run_video(ctx, video, task: str = DEFAULT_TASK, size: str = "0.4b", stride: 
             steps.close()  # a cancelled request lands here: the partial files are removed
     motion = next((str(path) for path in out.files if path.name == "motion.glb"), None)
     SHOWN_MODELS.put(session_of(request), "video", motion)
+    rerun_viewer.remember(request, out.files)
     notes = out.notes + load_notes(ctx, since, job.jobs())  # "compiled at load in N s": its own loads' notes
     yield str(out.video), [str(path) for path in out.files], answer_markdown(ctx, notes)
 
@@ -151,7 +152,7 @@ def build_video_tab(ctx) -> None:
                       matting_background: str = "colour", colour: str = "#00b140", background_image=None,
                       frame_exports: bool = False, batch_size: int = 0, detect_every: int = DETECT_EVERY,
                       motion_3d: bool = False, temporal_smoothing: bool = False, motion_people: str = "",
-                      colour_bar: bool = True,
+                      colour_bar: bool = True, rerun: bool = False,
                       request: gr.Request = None, progress=gr.Progress()):
         """Runs one Sapiens2 task (or all of them, as a grid) on every frame of a video and renders it back with
         the input's audio; pose follows people across frames (track ids, smoothing).
@@ -175,12 +176,14 @@ def build_video_tab(ctx) -> None:
             frame_exports: also export per-frame data (label and depth PNG zips, normals .npy, alpha videos)
             batch_size: frames per model call (0 = the server's default)
             detect_every: pose: run the person detector every Nth frame (boxes follow the keypoints between)
-            motion_3d: pose: lift every frame to 3D with the depth model; writes pose_3d.jsonl, a BVH per person
-                and an animated motion.glb (true or false)
+            motion_3d: pose: lift every frame to 3D with the depth and body-part models; writes pose_3d.jsonl, a
+                BVH per person and an animated motion.glb (true or false)
             temporal_smoothing: normals and depth: steady over time, no flicker where the scene is still
             motion_people: pose with motion_3d: the track ids to write motion files for, like '1, 3' (the ids
                 drawn on the video; empty = everyone)
             colour_bar: depth: the colour scale in metres beside the picture (true or false; not in the grid)
+            rerun: also a Rerun recording, recording.rrd: the video, keypoints and boxes per track id, the 3D
+                motion, joint angles (also joint_angles_<id>.csv / .png) and the dense maps on one timeline
 
         Returns:
             the rendered video; the downloads (a list of files); notes (Markdown)
@@ -188,7 +191,8 @@ def build_video_tab(ctx) -> None:
         yield from run_video(ctx, video, task, size, stride, detection_threshold, max_people, tracking, smoothing,
                              min_cutoff, beta, remove_background, raw_normals, matting_background, colour,
                              background_image, frame_exports, batch_size, detect_every, motion_3d,
-                             temporal_smoothing, motion_people, colour_bar, request=request, progress=progress)
+                             temporal_smoothing, motion_people, colour_bar, rerun, request=request,
+                             progress=progress)
 
     limits = VideoLimits()
     with gr.Tab("Video", id="video", elem_id="tab-video"):
@@ -216,8 +220,8 @@ def build_video_tab(ctx) -> None:
                     smoothing = gr.Checkbox(True, label="Smooth keypoints over time (One Euro filter)")
                     min_cutoff = gr.Slider(0.01, 5.0, 0.2, step=0.01, label="Smoothing: min cutoff (Hz; lower = smoother)")
                     beta = gr.Slider(0.0, 1.0, 0.05, step=0.005, label="Smoothing: beta (higher = less lag on fast moves)")
-                    motion = gr.Checkbox(False, label="3D motion: lift each frame to 3D with the depth model; a BVH "
-                                         "per person and an animated motion.glb", elem_id="video-motion-3d")
+                    motion = gr.Checkbox(False, label="3D motion: lift each frame to 3D with the depth and body-part "
+                                         "models; a BVH per person and an animated motion.glb", elem_id="video-motion-3d")
                     people = gr.Textbox("", label="3D motion: people to export (the ids drawn on the video, e.g. "
                                         "1, 3; empty = everyone)", elem_id="video-motion-people")
                 with gr.Accordion(DENSE_OPTIONS, open=False) as dense_options:
@@ -233,6 +237,9 @@ def build_video_tab(ctx) -> None:
                 exports = gr.Checkbox(False, label="Also export per-frame data: body-part label and depth PNG zips, "
                                       "normals .npy, matting alpha and transparent videos (slower: a file per frame "
                                       "or two more videos to encode)")
+                record = gr.Checkbox(False, label="Rerun recording (recording.rrd): the video, 2D and 3D pose, joint "
+                                     "angles and the maps on one timeline, opened in the viewer below",
+                                     elem_id="video-rerun-on", visible=rerun_viewer.available())
                 with gr.Row():
                     btn = gr.Button("Process video", variant="primary")
                     stop = gr.Button("Stop", variant="secondary", interactive=False)  # only while a video runs
@@ -243,16 +250,20 @@ def build_video_tab(ctx) -> None:
                             f"to {limits.max_side} px on the longest side, uploads up to "
                             f"{limits.max_bytes // 2**20} MB.</small>")
             with gr.Column():
-                rendered = gr.Video(label="Result (with the input's audio)", interactive=False, elem_id="video-output")
+                # no buttons on the frame: the player's download button covered the depth colour bar's top label
+                # on a laptop's panel (the video is under Downloads too)
+                rendered = gr.Video(label="Result (with the input's audio)", interactive=False, buttons=[],
+                                    elem_id="video-output")
                 files = gr.File(label="Downloads", file_count="multiple", interactive=False, elem_id="video-files")
                 viewer = model_viewer("video", "3D motion (motion.glb: the first person's animation plays)",
                                       "The 3D motion appears here", 'tick "3D motion" under Pose options and '
                                       "run pose", elem_id="video-motion")
                 info = notes_output("video-notes")
+        recording_viewer = rerun_viewer.rerun_viewer()
         note()
         inputs = [clip, task, size, stride, det_thr, max_people, tracking, smoothing, min_cutoff, beta, fg, raw,
                   mode, colour, bg_img, exports, gr.Number(0, visible=False), every, motion, steady,
-                  people, bar]  # the hidden number is batch_size: API only
+                  people, bar, record]  # the hidden number is batch_size: API only
         shown = task_controls(pose_options, dense_options, fg, steady, raw, bar, mode, colour, bg_img, exports, viewer)
         for control, rule in shown.items():  # as the page opens
             control.visible = rule(task.value, mode.value) or (MOTION_VIEWER_HIDDEN if control is viewer else False)
@@ -277,6 +288,7 @@ def build_video_tab(ctx) -> None:
             finished(lambda: gr.update(interactive=False), None, stop, api_visibility="private",
                      show_progress="hidden", queue=False)
         fill_after(event, "video", viewer)  # the motion the run recorded, in a step of its own (see viewers.py)
+        rerun_viewer.fill_after(event, recording_viewer)
         cleared_by(clip, [rendered, files, info])
         card_on_new_input(clip, viewer)
         stop.click(lambda: (gr.update(interactive=False), STOPPED), None, [stop, info], cancels=[event],

@@ -63,3 +63,28 @@ def test_other_checkpoints_say_nothing_of_the_kind(tiny_dir):
     unmarked = SimpleNamespace(manager=SimpleNamespace(checkpoint_dir=tiny_dir))
     assert not runs_stand_ins(unmarked.manager) and answer_notes(unmarked, ["1 person posed."]) == ["1 person posed."]
     assert not runs_stand_ins(SimpleNamespace(checkpoint_dir=None))  # the hub's checkpoints
+
+
+def test_the_stand_in_detectors_empty_answer_says_why(marked_app):
+    """The stand-ins' detector (random weights, in their folder) finds no one: pose's "No person detected" says
+    that this is the detector, once, in place of reading as a fault of the photo."""
+    from gradio_client import Client, handle_file
+
+    from sapiens2_demo.pose.detector import NO_PERSON_NOTE
+    from sapiens2_demo.ui.common import RANDOM_DETECTOR_NO_PERSON
+
+    *_, notes = Client(marked_app[1], verbose=False).predict(handle_file(str(ASSETS / "camera.jpg")),
+                                                             flip_test=False, api_name="/pose")
+    assert notes.count(RANDOM_DETECTOR_NO_PERSON) == 1 and NO_PERSON_NOTE not in notes, notes
+    assert "random weights" in RANDOM_DETECTOR_NO_PERSON
+
+
+def test_a_real_detector_beside_the_stand_ins_is_not_called_random(tiny_dir, tmp_path):
+    from sapiens2_demo.pose.detector import NO_PERSON_NOTE
+    from sapiens2_demo.ui.common import answer_notes, runs_random_detector
+
+    (tmp_path / "STANDINS.txt").write_text("stand-ins\n")
+    theirs = SimpleNamespace(checkpoint_dir=tmp_path, detector_name=str(tmp_path / "yolov8n-random.pt"))
+    other = SimpleNamespace(checkpoint_dir=tmp_path, detector_name="yolo26n.pt")  # an ultralytics model name
+    assert runs_random_detector(theirs) and not runs_random_detector(other)
+    assert NO_PERSON_NOTE in answer_notes(SimpleNamespace(manager=other), [NO_PERSON_NOTE])

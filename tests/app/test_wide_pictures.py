@@ -64,3 +64,29 @@ def test_a_library_failure_is_logged_as_an_error_with_its_traceback(client, tmp_
     assert_for_visitors(message)
     failures = [record for record in caplog.records if record.getMessage() == "All tasks failed"]
     assert failures and failures[0].levelno == logging.ERROR and failures[0].exc_info[0] is ValueError
+
+
+def test_a_wide_pictures_3d_notes_agree(client, tmp_path, monkeypatch):
+    """4000x60 lifted to 3D placed two face points, and the notes said "2 of 308 keypoints placed", then "No body
+    keypoint could be placed in 3D": the second note now says why those two make no skeleton."""
+    from gradio_client import handle_file
+
+    from sapiens2_demo.pose import lift
+    from sapiens2_demo.pose.meta import FACE_START, NUM_KEYPOINTS
+
+    face = [FACE_START, FACE_START + 1]  # two face points: pose_3d.json has them; the 3D skeleton has no bones there
+
+    def two_face_points(pose, pointmap, *args, **kwargs):  # the app runs in this process
+        people = pose.num_people
+        points = np.full((people, NUM_KEYPOINTS, 3), np.nan, np.float32)
+        points[:, face] = [0.0, 0.0, 2.0]
+        available = np.zeros((people, NUM_KEYPOINTS), bool)
+        available[:, face] = True
+        return lift.Pose3DResult(points, np.ones((people, NUM_KEYPOINTS), np.float32), available)
+
+    monkeypatch.setattr(lift, "lift_keypoints", two_face_points)
+    _, files, notes = client.predict(handle_file(strip(tmp_path, 4000, 60)), flip_test=False, lift_3d=True,
+                                     api_name="/pose")
+    assert "2 of 308 keypoints placed" in notes, notes
+    assert "none of the 2 keypoints placed in 3D is one of its joints" in notes and "could be placed" not in notes
+    assert any(f.endswith("pose_3d.json") for f in files) and not any(f.endswith("pose_3d.glb") for f in files)

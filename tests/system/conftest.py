@@ -13,6 +13,27 @@ from PIL import Image
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
+# What lies over a shown depth picture's colour-bar labels (the right-hand 65 % of the bar's `bar` px, in the
+# picture's own pixels, as the page scales it): page.evaluate(OVER_THE_BAR, [selector of the img or video, bar]).
+# Left out: a video player's own controls (shown only while the pointer is on the video) and anything under 6x6 px
+# (an empty toolbar stays a 3 px white box in the corner).
+OVER_THE_BAR = """([selector, bar]) => {
+    const v = document.querySelector(selector), r = v.getBoundingClientRect();
+    const [natural_w, natural_h] = [v.videoWidth || v.naturalWidth, v.videoHeight || v.naturalHeight];
+    if (!natural_w || !natural_h) return ['nothing shown yet'];
+    const s = Math.min(r.width / natural_w, r.height / natural_h), w = natural_w * s, h = natural_h * s;
+    const left = r.left + (r.width - w) / 2, top = r.top + (r.height - h) / 2, over = new Set();
+    for (let x = left + w - bar * s * 0.65; x < left + w - 1; x += 2)
+        for (let y = top + 1; y < top + h - 1; y += 2) {
+            const e = document.elementFromPoint(x, y);
+            if (!e) { over.add('off the page'); continue; }
+            const box = e.getBoundingClientRect();
+            if (e !== v && !e.closest('.controls') && box.width >= 6 && box.height >= 6)
+                over.add(`${e.tagName} ${e.className.baseVal ?? e.className} ${e.getAttribute('aria-label') || ''}`);
+        }
+    return [...over];
+}"""
+
 
 @pytest.fixture(scope="module")
 def app_url(app_server):

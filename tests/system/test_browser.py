@@ -64,7 +64,7 @@ def test_pose_lifted_to_3d_shows_the_skeleton_viewer(page, monkeypatch):
     card, card_href = wait_for_card(page, "pose-viewer")  # the earlier pose run was not lifted
     panel = page.locator("#tab-pose")
     panel.locator("input[type=file]").first.set_input_files(str(ASSETS / "astronaut.jpg"))
-    panel.get_by_label("Lift to 3D (also runs the depth model)").check()
+    panel.get_by_label("Lift to 3D (also runs the depth and body-part models)").check()
     panel.get_by_role("button", name="Estimate pose").click()
     page.locator('#pose-files a[href*="pose_3d.glb"]').first.wait_for(state="visible", timeout=120_000)
     wait_for_drawing(page, "pose-viewer", "pose_3d.glb", card_href, card)  # the skeleton, drawn

@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 from tests.conftest import ASSETS
-from tests.system.conftest import CHROMIUM
+from tests.system.conftest import CHROMIUM, OVER_THE_BAR
 from tests.system.test_browser_viewers import close_toasts
 
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed "
@@ -151,3 +151,33 @@ def test_video_progress_shows_beside_the_button_that_started_it(page, tmp_path, 
     page.wait_for_function("() => document.querySelector('#video-progress').getBoundingClientRect().height < 10",
                            timeout=30_000)  # flat again once the run is done
     assert not page.locator(ERRORS).filter(has_text="Video").all_inner_texts()
+
+
+def test_the_depth_videos_colour_bar_reads_whole_and_the_file_says_depth(page, tmp_path, shots):
+    """On a laptop's window (1000 px) the player's download button sat over the colour bar's top label ("1.73"
+    half hidden); and the video was named strip_pointmap.mp4 beside the "Depth" choice."""
+    from sapiens2_demo.render.depth import DepthBounds, depth_colorbar
+    from tests.videos import make_video
+
+    page.set_viewport_size({"width": 1000, "height": 800})
+    try:
+        page.get_by_role("tab", name="Video", exact=True).click()
+        panel = page.locator("#tab-video")
+        if not panel.locator("#video-input input[type=file]").count():  # an earlier test's clip is in the input
+            panel.locator("#video-input").get_by_role("button", name="Clear").click()
+        panel.locator("#video-input input[type=file]").set_input_files(
+            str(make_video(tmp_path / "strip.mp4", frames=12, size=(320, 180), fps=12, audio=False)))
+        panel.locator("#video-input video").first.wait_for(state="attached", timeout=30_000)
+        panel.get_by_label("Depth", exact=True).check()
+        panel.get_by_role("button", name="Process video").click()
+        page.wait_for_function("() => document.querySelector('#video-output video')?.src?.includes('strip_')"
+                               " && document.querySelector('#video-output video').videoWidth > 0", timeout=120_000)
+        page.locator("#video-output video").first.scroll_into_view_if_needed()
+        page.mouse.move(0, 0)  # the pointer off the player
+        bar = depth_colorbar(DepthBounds(1.0, 2.0), 180).shape[1]  # its width depends on the height only
+        page.locator("#video-output").screenshot(path=str(shots / "video_depth_bar.png"))
+        assert page.evaluate(OVER_THE_BAR, ['#video-output video', bar]) == []
+        names = [Path(a.get_attribute("href")).name for a in page.locator("#video-files a").all()]
+        assert "strip_depth.mp4" in names and not any("pointmap" in name for name in names), names
+    finally:
+        page.set_viewport_size({"width": 1400, "height": 1000})
