@@ -119,8 +119,8 @@ LONGEST_FIRST = (
     "system/test_zerogpu_video.py", "system/test_compile_cli.py", "pipelines/test_standins.py",
     "system/test_export_files.py", "system/test_zerogpu_aot.py", "system/test_browser.py",
     "pipelines/test_gpu_road.py", "system/test_cli.py", "system/test_browser_viewers.py",
-    "system/test_zerogpu.py", "pipelines/test_overlap.py", "unit/test_manager.py", "pipelines/test_tasks.py",
-    "system/test_cli_ray.py", "unit/test_motion_truth.py", "pipelines/test_device_drawing.py",
+    "system/test_zerogpu.py", "pipelines/test_overlap.py", "unit/test_compile_beside.py", "app/test_first_burst.py",
+    "unit/test_manager.py", "pipelines/test_tasks.py", "system/test_cli_ray.py", "unit/test_motion_truth.py", "pipelines/test_device_drawing.py",
 )
 
 

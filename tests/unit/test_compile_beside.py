@@ -107,6 +107,7 @@ def test_a_forward_during_the_swap_runs_on_one_road(tiny_dir):
     assert roads[1].count("compiled") == 2, roads  # the next: both blocks compiled
 
 
+@pytest.mark.slow
 def test_the_inductor_swap_keeps_the_answers_and_needs_no_recompile_per_batch(tiny_dir, monkeypatch):
     """The real road (inductor): answers within float32 tolerance of eager before and after the swap, and batch 1,
     3 and 8 after the swap make no new graph."""
