@@ -101,7 +101,7 @@ def test_the_3d_skeleton_is_the_fitted_motion(recorded):
     _, _, rrd, walker = recorded
     rows = rrd["world/people/1/skeleton"]
     (ids,) = column(rows, "Points3D:keypoint_ids")  # once, static: the same keypoints placed on every frame
-    assert list(ids) == list(RECORDED_KEYPOINTS)  # the body, feet and wrists: the walker places them all
+    assert set(ids) <= set(RECORDED_KEYPOINTS) and {9, 13, 17, 41, 62} <= set(ids)  # body, feet, wrists; no fingers
     positions = [row["Points3D:positions"] for row in rows if row.get("time") is not None]
     assert [row["frame"] for row in rows if row.get("time") is not None] == list(range(FRAMES))
     for placed, truth in zip(positions, walker):

@@ -47,4 +47,4 @@ def test_a_found_floor_puts_the_skeleton_and_the_camera_in_its_frame(tmp_path):
     from sapiens2_demo.pose.joint_angles import joint_angles
 
     assert np.ravel(lean) == pytest.approx(joint_angles(world.to_world(points), np.arange(FRAMES) / 10.0)
-                                           ["trunk_lean_deg"], abs=1e-3)
+                                           ["trunk_lean_deg"], abs=0.005)  # to the CSV's 0.01
