@@ -29,11 +29,8 @@ BENCHMARKS: dict[str, tuple[str, str, list[str] | None]] = {
     "host": ("image:host", "an image request's and a 720p video's host work around the forwards, in this process "
              "and through gradio beyond its echo floor", ["--kinds", "standins", "--reps", "3", "--frames", "24",
                                                            "--video-reps", "1"]),
-    "endpoints": ("image:endpoints", "each image endpoint through gradio_client beyond gradio's floor, files fetched",
-                  None),
     "video": ("video:video", "video frames/s: ours, the I/O floor, the model alone (--breakdown, "
               "--fullsize, --device cuda)", ["--frames", "16", "--tasks", "seg", "--no-model-only"]),
-    "encoder": ("video:encoder", "x264 settings on each task's rendered 720p frames: CPU ms, size, PSNR", None),
     "mocap": ("video:mocap", "pose, depth and 3D motion frames/s on a clip; steady depth's flicker", None),
     "cpu": ("cpu:cpu", "the CPU's roads at full size: float32 eager against bf16 compiled (many minutes)", None),
     "fullsize": ("cpu:fullsize", "writes full-size random-weight checkpoints (for cpu, gpu, video --fullsize)", None),
@@ -44,19 +41,16 @@ BENCHMARKS: dict[str, tuple[str, str, list[str] | None]] = {
     "session": ("gpu:session", "a lent GPU's measurements in one call: gpu, video --breakdown, a profile "
                 "(--dry-run: here, tiny)", None),
     "ledger": ("gpu:ledger", "copies, waits and operations a GPU would see, counted on the CPU", ["--only", "image"]),
-    "pose": ("pieces:pose", "DARK-UDP decode on the host and device roads, bytes off the device a person",
+    "pose": ("cpu:pose", "DARK-UDP decode on the host and device roads, bytes off the device a person",
              ["--people", "1", "--frames", "2"]),
-    "post": ("pieces:post", "dense and pose post-processing, numpy against torch (the device road)", None),
-    "draw": ("pieces:draw", "video pictures drawn on the host against on the device", None),
-    "detector": ("pieces:detector_roads", "the person detector's CPU roads: torch and onnxruntime", None),
-    "standins": ("standins:structure", "the stand-ins' structure against random weights (--build: one build)", []),
+    "standins": ("image:structure", "the stand-ins' structure against random weights (--build: one build)", []),
     "burst": ("bench_first_burst:main", "cold launches x concurrent first requests (bf16, float32), then 64 at once: "
               "server errors, queue-full refusals, every endpoint after", None),
     "first-answer": ("bench_first_answer:main", "the app's first three answers per launch kind (empty compile "
                      "cache, warm, compile off) and after the background compile's swap; the CLI on 1 and 20 photos",
                      None),
     "motion": ("bench_motion_truth:main", "motion capture against synthetic ground truth", None),
-    "rerun": ("recording:rerun", "the Rerun recording's share of a 720p pose + 3D motion job, and its size", None),
+    "rerun": ("video:rerun", "the Rerun recording's share of a 720p pose + 3D motion job, and its size", None),
 }
 
 

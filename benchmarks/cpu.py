@@ -1,19 +1,25 @@
-"""The CPU's forward roads at full size, and the full-size random-weight checkpoints they need.
+"""The forward's roads: the CPU's at full size (and the full-size random-weight checkpoints they need), and pose's
+DARK-UDP decode on the host and device roads.
 
     python -m benchmarks cpu [--tasks seg,pose-noflip] [--roads float32,auto] [--reps 1]
     python -m benchmarks fullsize [--dir DIR] [--tasks seg,pose]
+    python -m benchmarks pose [--people 3] [--frames 8] [--road host|device] [--force-reference]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
+from unittest import mock
+
+import numpy as np
+import torch
 
 from benchmarks import harness
 
@@ -107,28 +113,10 @@ def fullsize(argv: list[str], run: harness.Run) -> None:
 ROADS = {"float32": ("float32", "off"), "bfloat16": ("bfloat16", "off"), "auto": ("auto", "auto")}
 TASKS = {"seg": ("segment", {}), "pose": ("pose", {"flip_test": True}), "pose-noflip": ("pose", {"flip_test": False}),
          "normal": ("normals", {}), "pointmap": ("pointmap", {})}
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
 
 
 def load_average() -> str:
-    return "load average {:.1f} {:.1f} {:.1f}".format(*os.getloadavg())
-
-
-def photo_1080p():
-    from PIL import Image
-
-    from sapiens2_demo.media.image import load_image
-
-    return load_image(Image.open(ASSETS / "astronaut.jpg").convert("RGB").resize((1920, 1080)))
-
-
-def cpu_header() -> dict:
-    from sapiens2_demo.models.device import cpu_capabilities, cpu_name, default_dtype, native_bf16
-
-    caps = cpu_capabilities()
-    return {"cpu": cpu_name(caps), "amx_bf16": bool(caps.get("amx_bf16")), "amx_tile": bool(caps.get("amx_tile")),
-            "avx512_bf16": bool(caps.get("avx512_bf16")), "native_bf16": native_bf16(caps) or "none",
-            "auto_dtype": default_dtype("cpu", caps), "cores": os.cpu_count()}
+    return "load " + " ".join(f"{x:.1f}" for x in harness.load())
 
 
 def forward_seconds(manager, task: str, image, flip: bool) -> float:
@@ -226,7 +214,6 @@ def cpu(argv: list[str], run: harness.Run) -> None:
     parser.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's, every core)")
     parser.add_argument("--checkpoint-dir", type=Path, default=None, help="full-size checkpoints (python -m benchmarks fullsize)")
     parser.add_argument("--warm", action="store_true", help="one untimed request per road first")
-    parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     args = parser.parse_args(argv)
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     import torch
@@ -246,11 +233,13 @@ def cpu(argv: list[str], run: harness.Run) -> None:
     detector = checkpoints / "yolov8n-random.pt"
     if not detector.exists():
         write_tiny_detector(detector)
-    header = {**cpu_header(), "torch": torch.__version__, "threads": torch.get_num_threads()}
+    header = {**harness.machine(), "torch": torch.__version__, "threads": torch.get_num_threads()}
     print("CPU: " + ", ".join(f"{k} {v}" for k, v in header.items()) + f"; {load_average()}", flush=True)
     figures = {"machine": header, "tasks": {}}
-    image = photo_1080p()
+    from sapiens2_demo.media.image import load_image
+
     with tempfile.TemporaryDirectory() as tmp:
+        image = load_image(str(harness.astronaut(Path(tmp) / "astronaut_1080p.jpg")))
         for task in tasks:
             figures["tasks"][task] = bench_task(task, roads, args.reps, checkpoints, str(detector), image, Path(tmp),
                                                  args.warm)
@@ -263,6 +252,179 @@ def cpu(argv: list[str], run: harness.Run) -> None:
                           f"seconds: forward {row['forward_cpu']} request {row['request_cpu']}  "
                           f"[{row['road']}; load {row['load_s']} s]", flush=True)
             print(f"  ({load_average()})", flush=True)
-    if args.json:
-        args.json.write_text(json.dumps(figures, indent=1))
-        print(f"wrote {args.json}")
+    run.figures, run.weights = figures, "full-size 0.4b random weights"
+
+
+# -- pose ----------------------------------------------------------------------------------------------------------
+HEATMAP = (308, 256, 192)
+INPUT = (1024, 768)
+
+
+def model_like_heatmaps(people: int, seed: int = 0) -> np.ndarray:
+    """Sigma-6 Gaussian peaks (the training target's width) of varied height plus a little noise."""
+    rng = np.random.default_rng(seed)
+    k, h, w = HEATMAP
+    yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
+    out = np.empty((people, k, h, w), np.float32)
+    for p in range(people):
+        cx = rng.uniform(0, w, (k, 1, 1)).astype(np.float32)
+        cy = rng.uniform(0, h, (k, 1, 1)).astype(np.float32)
+        amp = rng.uniform(0.05, 1.0, (k, 1, 1)).astype(np.float32)
+        out[p] = amp * np.exp(-((xx - cx) ** 2 + (yy - cy) ** 2) / 72.0)
+        out[p] += rng.normal(0, 0.01, (k, h, w)).astype(np.float32)
+    return out
+
+
+def synchronize(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def best_of(fn, repeat: int, device: str = "cpu") -> float:
+    times = []
+    for _ in range(repeat):
+        synchronize(device)
+        start = time.perf_counter()
+        fn()
+        synchronize(device)
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def bench_decode(repeat: int, people_counts: list[int], device: str, force_reference: bool) -> None:
+    from transformers import Sapiens2ImageProcessor
+    from transformers.models.sapiens2.modeling_sapiens2 import Sapiens2PoseEstimatorOutput
+
+    from sapiens2_demo.pipelines.device_post import pose_keypoints
+    from sapiens2_demo.pose.decode import decode_heatmaps
+
+    processor = Sapiens2ImageProcessor(size={"height": INPUT[0], "width": INPUT[1]})
+    print(f"== decode: {HEATMAP[0]}x{HEATMAP[1]}x{HEATMAP[2]} heatmaps per person on {device}, "
+          f"{torch.get_num_threads()} torch threads, force_reference={force_reference}; best of {repeat}")
+    print(f"{'heatmaps':<12}{'people':>7}{'host road (s)':>15}{'device road (s)':>17}{'transformers (s)':>18}"
+          f"{'max |dx| px host/device':>26}")
+    for kind in ("model-like", "uniform"):
+        for people in people_counts:
+            if kind == "model-like":
+                heatmaps = model_like_heatmaps(people)
+            else:
+                heatmaps = np.random.default_rng(1).random((people, *HEATMAP), dtype=np.float32)
+            boxes = np.array([[10 + 40 * i, 20, 300 + 40 * i, 700] for i in range(people)], np.float32)
+            xywh = np.concatenate([boxes[:, :2], boxes[:, 2:] - boxes[:, :2]], 1).tolist()
+            tensor = torch.from_numpy(heatmaps).to(device)
+            host = partial(decode_heatmaps, tensor, boxes, INPUT, force_reference=force_reference)
+            on_device = partial(pose_keypoints, tensor, boxes, INPUT, force_reference=force_reference)
+
+            def theirs(t=tensor, xywh=xywh):
+                return processor.post_process_pose_estimation(Sapiens2PoseEstimatorOutput(heatmaps=t), boxes=[xywh])
+
+            times = [best_of(host, repeat, device), best_of(on_device, repeat, device),
+                     best_of(theirs, max(1, repeat // 2), device)]
+            ref = theirs()[0]
+            diffs = [max(float(np.abs(got[i] - r["keypoints"].cpu().numpy()).max()) for i, r in enumerate(ref))
+                     for got in (host()[0], on_device()[0])]
+            print(f"{kind:<12}{people:>7}{times[0]:>15.4f}{times[1]:>17.4f}{times[2]:>18.3f}"
+                  f"{diffs[0]:>16.2e}/{diffs[1]:.2e}")
+            del heatmaps, tensor
+
+
+def astronaut_frame() -> np.ndarray:
+    """The astronaut photo scaled to 720x720 on a grey 1280x720 frame."""
+    import cv2
+    from PIL import Image
+
+    photo = np.asarray(Image.open(Path(__file__).resolve().parent.parent / "assets" / "astronaut.jpg").convert("RGB"))
+    frame = np.full((720, 1280, 3), 128, np.uint8)
+    frame[:, 280:1000] = cv2.resize(photo, (720, 720), interpolation=cv2.INTER_LINEAR)
+    return frame
+
+
+def fixed_boxes(people: int) -> np.ndarray:
+    """`people` boxes around the astronaut (x 320-800 of the frame), each a little smaller than the last."""
+    return np.array([[320 + 6 * i, 10 + 4 * i, 800 - 6 * i, 720 - 4 * i] for i in range(people)], np.float32)
+
+
+def bench_pipeline(args) -> None:
+    from sapiens2_demo.models.manager import ModelManager
+    from sapiens2_demo.pipelines import device_post
+    from sapiens2_demo.pipelines import pose as pipeline
+    from sapiens2_demo.pipelines.pose import Detections, estimate_pose_batch
+    from sapiens2_demo.standins.tiny import write_all
+
+    scratch = tempfile.TemporaryDirectory()
+    root = args.checkpoint_dir
+    if root is None:
+        root = Path(scratch.name)
+        write_all(root, {"pose": ("0.4b",)})
+    kind = "stand-ins (not models)" if (Path(root) / "STANDINS.txt").exists() else "checkpoints"
+    manager = ModelManager(checkpoint_dir=root, device=args.device, dtype=args.dtype)
+    frames = [astronaut_frame()] * args.frames
+    boxes = fixed_boxes(args.people)
+    detections = [Detections(boxes, np.ones(len(boxes), np.float32)) for _ in frames]
+    copied = []
+
+    def host_road(heatmaps, *a, **kw):
+        copied.append(heatmaps.numel() * heatmaps.element_size())  # .cpu() of every heatmap (nothing on a CPU)
+        return real_host(heatmaps, *a, force_reference=args.force_reference, **kw)
+
+    def to_host(tensors):
+        copied.append(sum(t.numel() * t.element_size() for t in tensors))
+        return real_to_host(tensors)
+
+    real_host, real_to_host = pipeline.decode_heatmaps, device_post.to_host
+    real_device = device_post.pose_keypoints
+    road = args.road if args.road != "auto" else ("device" if device_post.use_device_post(manager.device) else "host")
+    patches = [mock.patch.object(pipeline, "decode_heatmaps", host_road),
+               mock.patch.object(device_post, "to_host", to_host),
+               mock.patch.object(device_post, "pose_keypoints",
+                                 partial(real_device, force_reference=args.force_reference)),
+               mock.patch.object(device_post, "use_device_post", lambda device: road == "device")]
+    for patch in patches:
+        patch.start()
+    try:
+        estimate_pose_batch(frames, manager, detections=detections, batch_size=args.batch_size)  # warm-up
+        runs = []
+        for _ in range(args.repeat):
+            copied.clear()
+            timings = {}
+            estimate_pose_batch(frames, manager, detections=detections, batch_size=args.batch_size, timings=timings)
+            runs.append((timings, sum(copied)))
+    finally:
+        for patch in patches:
+            patch.stop()
+        scratch.cleanup()
+    persons = args.frames * args.people
+    forward = statistics.median(t["forward"] for t, _ in runs) * 1000 / persons
+    decode = statistics.median(t["decode"] for t, _ in runs) * 1000 / persons
+    crop = statistics.median(t["crop"] for t, _ in runs) * 1000 / persons
+    print(f"\n== pipeline: {kind} at {root}, {manager.device} {args.dtype}, {args.frames} frames of 1280x720 with "
+          f"{args.people} fixed boxes, flip test, batch {args.batch_size}, {road} road, "
+          f"force_reference={args.force_reference}; median of {args.repeat}")
+    print(f"per person: crop {crop:.2f} ms, forward {forward:.2f} ms, decode {decode:.2f} ms "
+          f"(decode/forward {decode / forward:.2f}), bytes off the device {runs[0][1] / persons:,.0f}")
+
+
+def pose(argv: list[str], run: harness.Run) -> None:
+    """Pose's decode and pipeline: real-size 308x256x192 heatmaps (model-like and noise) decoded on the host road, the
+    device road (only keypoints cross) and by transformers, with the largest difference to transformers; then
+    estimate_pose_batch on --frames 720p frames with --people fixed boxes, flip test on: forward and decode ms and the
+    bytes off the device a person. --force-reference: every map down the full blur; --road host|device."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks pose", description=pose.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--people", type=int, default=10)
+    parser.add_argument("--frames", type=int, default=8)
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--device", default="cpu", help="cpu, cuda")
+    parser.add_argument("--dtype", default=None, help="float32 (CPU default), bfloat16 (CUDA default)")
+    parser.add_argument("--checkpoint-dir", type=Path, default=None,
+                        help="checkpoints for the pipeline (default: tiny random weights in a temporary folder)")
+    parser.add_argument("--force-reference", action="store_true", help="every keypoint map down the slow path")
+    parser.add_argument("--road", choices=("auto", "host", "device"), default="auto")
+    parser.add_argument("--skip-decode", action="store_true")
+    parser.add_argument("--skip-pipeline", action="store_true")
+    args = parser.parse_args(argv)
+    args.dtype = args.dtype or ("bfloat16" if args.device.startswith("cuda") else "float32")
+    if not args.skip_decode:
+        bench_decode(args.repeat, sorted({1, args.people}), args.device, args.force_reference)
+    if not args.skip_pipeline:
+        bench_pipeline(args)

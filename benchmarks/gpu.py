@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import inspect
-import json
 import os
 import statistics
 import sys
@@ -480,7 +479,6 @@ def ledger(argv: list[str], run: harness.Run) -> None:
     parser.add_argument("--frames", type=int, default=96)
     parser.add_argument("--tasks", default=",".join([*LEDGER_TASKS, "mocap"]))
     parser.add_argument("--only", default="image,live,video", help="the parts to run: image, live, video")
-    parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--where", action="store_true", help="the places in our code that copy or wait")
     args = parser.parse_args(argv)
@@ -531,8 +529,6 @@ def ledger(argv: list[str], run: harness.Run) -> None:
               f"{f['h2d_bytes_per_frame'] / 1e6:10.2f}{f['d2h_bytes_per_frame'] / 1e6:10.2f}"
               f"{f['needed_bytes_per_frame'] / 1e6:13.2f}{f['overlapped_batches']:>7d}/{f['batches']:<4}"
               f"{f['launches_per_frame']:8.1f}{f['queue_launches_per_frame']:7.1f}")
-    if args.json is not None:
-        args.json.write_text(json.dumps(figures, indent=1))
     run.weights, run.figures, megabytes = "stand-ins", figures, lambda n: f"{n / 1e6:.2f}"
     if figures["image"]:
         run.table("image", ["image request", "device→host MB", "answer MB", "waits", "operations"],

@@ -1,11 +1,11 @@
 """Video: our `/video` path against the machine's I/O floor and the model alone; the host's work a
-frame; x264's settings on rendered frames; motion capture's speed and steady depth's flicker.
+frame; motion capture's speed, steady depth's flicker and the Rerun recording's share.
 
     python -m benchmarks video [--frames 96] [--tasks pose,seg,normal,pointmap,matting] [--checkpoint-dir DIR]
         [--content shapes|photo] [--fullsize] [--device auto|cpu|cuda] [--batch-size N] [--breakdown] [--profile]
-        [--overlap auto|on|off|both] [--set detect_every=1] [--no-model-only] [--root DIR]
-    python -m benchmarks encoder [--tasks pose,seg,matting,normal] [--frames 24]
+        [--overlap auto|on|off|both] [--set detect_every=1] [--no-model-only]
     python -m benchmarks mocap [--frames 48] [--no-speed] [--figure docs/steady_depth.png]
+    python -m benchmarks rerun [--frames 48] [--checkpoints standins|tiny|DIR]
 
 `video`, per task, frames a second of: the floor (decode the same 1280x720 clip to RGB and encode it again with the
 app's x264 settings, audio copied, no model; run just before and just after ours, the mean of the two); ours
@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
-import math
+import json
 import pickle
 import pstats
 import sys
@@ -39,7 +39,7 @@ from benchmarks import harness
 
 TASKS = ("pose", "seg", "normal", "pointmap", "matting")
 MASKED = ("normal", "pointmap")  # ours removes the background with the body-part segmentation by default
-# the app's encoder settings (media/video.py), written out so that --root of an older checkout meets the same floor
+# the app's encoder settings (media/video.py), written out: the floor is the same whatever the app's code
 ENCODER_OPTIONS = {"crf": "20", "preset": "superfast", "x264-params": "mbtree=1:rc-lookahead=10"}
 BYTES_CLIP_FRAMES = 24
 OVERRIDES: dict = {}  # --set NAME=VALUE: the Video tab's options changed for ours (e.g. detect_every=1)
@@ -438,10 +438,7 @@ def video(argv: list[str], run: harness.Run) -> None:
     parser.add_argument("--breakdown", action="store_true", help="time each stage of our path, per thread")
     parser.add_argument("--profile", action="store_true", help="cProfile's top 15 of our path (one more run)")
     parser.add_argument("--overlap", choices=("auto", "on", "off", "both"), default="auto")
-    parser.add_argument("--root", type=Path, default=None, help="import sapiens2_demo from this checkout")
     args = parser.parse_args(argv)
-    if args.root:
-        sys.path.insert(0, str(args.root.resolve()))
     for item in args.set:
         name, _, value = item.partition("=")
         lowered = value.strip().lower()
@@ -544,63 +541,6 @@ def host_run(clip: Path, name: str, manager, work: Path) -> dict:
                 ("preprocess", "main:   preprocess"), ("forward", "main:   forward"))}}
 
 
-# -- x264's settings on rendered frames ------------------------------------------------------------------------------
-VARIANTS = {"veryfast": {"preset": "veryfast"}, "superfast": {"preset": "superfast"},
-            "superfast+mbtree (the app's)": {"preset": "superfast", "x264-params": "mbtree=1:rc-lookahead=10"},
-            "ultrafast": {"preset": "ultrafast"}}
-
-
-def encoder(argv: list[str], run: harness.Run) -> None:
-    """CPU ms a frame, size and PSNR of x264's settings on each task's rendered 720p frames (the stand-ins through
-    the app's video road): how media.video.PRESET_PARAMS was chosen."""
-    import av
-
-    parser = argparse.ArgumentParser(prog="python -m benchmarks encoder", description=encoder.__doc__)
-    parser.add_argument("--tasks", default="pose,seg,matting,normal")
-    parser.add_argument("--frames", type=int, default=24)
-    parser.add_argument("--reps", type=int, default=3)
-    args = parser.parse_args(argv)
-    run.weights = "stand-ins"
-    standins = harness.standin_checkpoints()
-    manager = make_manager(standins, standins / "yolov8n-random.pt", "cpu")
-    rows = []
-    with tempfile.TemporaryDirectory() as folder:
-        work = Path(folder)
-        clip = make_clip(work / "clip.mp4", args.frames, content="photo")
-        drawn = {}
-        for task in args.tasks.split(","):
-            load_models(manager, task)
-            measure_ours(clip, task, manager, work / task)
-            drawn[task] = np.stack(decoded(next((work / task).rglob(f"*_{task}.mp4"))))
-
-        def encode(frames: np.ndarray, options: dict, path: Path) -> float:
-            cpu = time.process_time()
-            with av.open(str(path), "w") as out:
-                stream = out.add_stream("libx264", rate=24, options={"crf": "20", **options})
-                stream.thread_type = "AUTO"  # as VideoSink
-                stream.width, stream.height, stream.pix_fmt = frames.shape[2], frames.shape[1], "yuv420p"
-                for frame in frames:
-                    out.mux(stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24").reformat(format="yuv420p")))
-                out.mux(stream.encode(None))
-            return 1e3 * (time.process_time() - cpu) / len(frames)
-
-        first = {}
-        for number, (name, options) in enumerate(VARIANTS.items()):
-            cells = [name]
-            for task, frames in drawn.items():
-                path = work / f"{task}_{number}.mp4"
-                ms = min(encode(frames, options, path) for _ in range(args.reps))
-                size = path.stat().st_size
-                first.setdefault(task, size)
-                back = np.stack(decoded(path)).astype(np.float32)
-                psnr = 10 * math.log10(255 ** 2 / max(float(np.mean((back - frames) ** 2)), 1e-9))
-                cells.append(f"{ms:.1f} ms, {size / 1024:.0f} kB ({size / first[task]:.2f}x), {psnr:.1f} dB")
-            rows.append(cells)
-            print(" | ".join(cells), flush=True)
-    run.table("variants", ["settings", *drawn], rows,
-              caption=f"{args.frames} rendered 720p frames a task: CPU ms a frame (best of {args.reps}), size, PSNR.")
-
-
 # -- motion capture's speed and steady depth ----------------------------------------------------------------------------
 def mocap(argv: list[str], run: harness.Run) -> None:
     """Frames a second of pose, depth and pose with 3D motion on one clip (order A B C C B A, the mean of two runs);
@@ -693,3 +633,75 @@ def flicker_figure(maps: dict, path: Path) -> None:
     buffer = io.BytesIO()
     fig.savefig(buffer, dpi=100)
     Image.open(buffer).convert("RGB").quantize(128).save(path, optimize=True)  # a third of the bytes
+
+
+# -- the Rerun recording (export/rerun_recording.py) ---------------------------------------------------------------
+def rerun(argv: list[str], run: harness.Run) -> None:
+    """Pose with 3D motion on a 720p clip, with and without the recording (order A B B A): the recording's own work
+    (each frame's logging in the writer thread, then its close: the 3D skeleton, the angles and their files) against
+    the job's time, and recording.rrd's size against the input video's plus 1 MB a person-minute."""
+    from sapiens2_demo import gpu
+    from sapiens2_demo.export import rerun_recording
+    from sapiens2_demo.jobs.video import default_batch_size, process_video
+
+    parser = argparse.ArgumentParser(prog="python -m benchmarks rerun", description=rerun.__doc__)
+    parser.add_argument("--frames", type=int, default=48)
+    parser.add_argument("--checkpoints", default="standins", help="standins, tiny, or a folder")
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args(argv)
+    folder_of = harness.checkpoints(args.checkpoints)
+    run.weights = {"standins": "stand-ins", "tiny": "tiny random weights"}.get(args.checkpoints, args.checkpoints)
+    manager = make_manager(folder_of, folder_of / "yolov8n-random.pt", args.device, "float32")
+    key, batch = gpu.register(manager), default_batch_size(manager.device)
+    spent = {"add": 0.0, "close": 0.0}
+    for name in spent:  # the recording's own work, timed where it runs
+        real = getattr(rerun_recording.VideoRecording, name)
+
+        def timed(self, *a, _real=real, _name=name, **k):
+            started = time.perf_counter()
+            try:
+                return _real(self, *a, **k)
+            finally:
+                spent[_name] += time.perf_counter() - started
+
+        setattr(rerun_recording.VideoRecording, name, timed)
+    with tempfile.TemporaryDirectory() as folder:
+        work = Path(folder)
+        clip = make_clip(work / "clip.mp4", args.frames, content="photo")
+        process_video(clip, "pose", key, work / "warm", batch_size=batch, motion_3d=True, rerun=True)  # loads
+        jobs, own = {False: [], True: []}, []
+        for recorded in (False, True, True, False):
+            spent.update(add=0.0, close=0.0)
+            out_dir = work / f"run{len(own)}{recorded}"
+            started = time.perf_counter()
+            out = process_video(clip, "pose", key, out_dir, batch_size=batch, motion_3d=True, rerun=recorded)
+            jobs[recorded].append(time.perf_counter() - started)
+            if recorded:
+                own.append(spent["add"] + spent["close"])
+                rrd = out_dir / "recording.rrd"
+                lines = [json.loads(line) for line in open(out_dir / "pose_frames.jsonl")]
+        person_minutes = sum(len(line["people"]) for line in lines) / 24.0 / 60.0
+        job_s = sum(jobs[True]) / len(jobs[True])
+        plain_s = sum(jobs[False]) / len(jobs[False])
+        own_s = sum(own) / len(own)
+        extra_mb = (rrd.stat().st_size - clip.stat().st_size) / 2**20
+        run.figures.update(frames=out.frames, job_s=round(job_s, 2), job_without_s=round(plain_s, 2),
+                           recording_s=round(own_s, 3), recording_share_pct=round(100 * own_s / job_s, 1),
+                           input_mb=round(clip.stat().st_size / 2**20, 3), rrd_mb=round(rrd.stat().st_size / 2**20, 3),
+                           person_minutes=round(person_minutes, 4),
+                           extra_mb_per_person_minute=round(extra_mb / max(person_minutes, 1e-9), 2))
+    figures = run.figures
+    print(f"pose + 3D motion, {figures['frames']} frames of 1280x720 ({run.weights}, {args.device}):")
+    print(f"  job {figures['job_s']:.2f} s with the recording, {figures['job_without_s']:.2f} s without "
+          f"({', '.join(f'{s:.2f}' for s in jobs[True])} / {', '.join(f'{s:.2f}' for s in jobs[False])} s)")
+    print(f"  the recording's own work {figures['recording_s']:.3f} s = {figures['recording_share_pct']:.1f} % of the job"
+          " (target <= 10 %)")
+    print(f"  recording.rrd {figures['rrd_mb']:.3f} MB for a {figures['input_mb']:.3f} MB input and "
+          f"{figures['person_minutes']:.4f} person-minutes: {figures['extra_mb_per_person_minute']:.2f} MB beyond the "
+          "video a person-minute (target <= 1)")
+    run.table("rerun", ["frames", "job (s)", "without (s)", "recording (s)", "share", "rrd (MB)", "input (MB)",
+                        "MB beyond the video a person-minute"],
+              [[figures["frames"], figures["job_s"], figures["job_without_s"], figures["recording_s"],
+                f"{figures['recording_share_pct']} %", figures["rrd_mb"], figures["input_mb"],
+                figures["extra_mb_per_person_minute"]]],
+              caption="pose + 3D motion on a 720p clip (the recording's own work: its logging and its close);")
