@@ -23,7 +23,6 @@ from benchmarks import harness
 from benchmarks.video import MASKED, TASKS, make_manager, size_of, sync
 
 # -- gpu -----------------------------------------------------------------------------------------------------------
-TARGET_BEYOND_S = 0.3  # issue 10: per request, beyond the forward, every image endpoint, this CPU
 TARGET_REQUEST_X = 1.3  # issue 37: an image request on a GPU, against its forwards
 ENDPOINTS = {"pose": "/pose", "seg": "/segment", "normal": "/normals", "pointmap": "/pointmap",
              "matting": "/matting", "all": "/all"}
@@ -280,10 +279,6 @@ def profile_handlers(manager, tasks, images, work: Path) -> None:
             pstats.Stats(profile, stream=text).sort_stats(order).print_stats(*restrict, 15)
             print(f"\n-- cProfile, {task} request minus gradio ({what}), top 15 by {title}:")
             print("\n".join(line for line in text.getvalue().splitlines()[4:] if line.strip()), flush=True)
-
-
-def verdict(beyond: float) -> str:
-    return "  ok" if beyond <= TARGET_BEYOND_S else f"  MISS by {1000 * (beyond - TARGET_BEYOND_S):.0f} ms"
 
 
 def gpu(argv: list[str], run: harness.Run) -> None:

@@ -2,7 +2,7 @@
 frame; motion capture's speed, steady depth's flicker and the Rerun recording's share.
 
     python -m benchmarks video [--frames 96] [--tasks pose,seg,normal,pointmap,matting] [--checkpoint-dir DIR]
-        [--content shapes|photo] [--fullsize] [--device auto|cpu|cuda] [--batch-size N] [--breakdown] [--profile]
+        [--content shapes|photo] [--fullsize] [--device auto|cpu|cuda] [--batch-size N] [--breakdown]
         [--overlap auto|on|off|both] [--set detect_every=1] [--no-model-only]
     python -m benchmarks mocap [--frames 48] [--no-speed] [--figure docs/steady_depth.png]
     python -m benchmarks rerun [--frames 48] [--size-seconds 60] [--checkpoints standins|tiny|DIR]
@@ -20,11 +20,9 @@ The machine is shared: compare ratios measured in one run, never frames a second
 from __future__ import annotations
 
 import argparse
-import cProfile
 import io
 import json
 import pickle
-import pstats
 import sys
 import tempfile
 import threading
@@ -397,15 +395,6 @@ def bench_task(task: str, clip: Path, warm: Path | None, manager, args, work: Pa
                    by_cpu=round((floor_cpu / floor_frames) / max(ours_cpu / frames, 1e-9), 2), calls=counter.calls)
     if clock:
         notes += [f"{task}:"] + clock.report(seconds, frames)
-    if args.profile:
-        profile = cProfile.Profile()
-        profile.enable()
-        measure_ours(clip, task, manager, work / f"profile_{task}", args.batch_size)
-        profile.disable()
-        text = io.StringIO()
-        pstats.Stats(profile, stream=text).sort_stats("cumulative").print_stats(15)
-        notes += [f"  cProfile of our path's main thread ({task}):"] + ["    " + line for line in
-                                                                         text.getvalue().splitlines() if line.strip()]
     if not args.no_model_only:
         from sapiens2_demo.jobs.video import default_batch_size
 
@@ -436,7 +425,6 @@ def video(argv: list[str], run: harness.Run) -> None:
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="a Video tab option changed for ours, e.g. detect_every=1")
     parser.add_argument("--breakdown", action="store_true", help="time each stage of our path, per thread")
-    parser.add_argument("--profile", action="store_true", help="cProfile's top 15 of our path (one more run)")
     parser.add_argument("--overlap", choices=("auto", "on", "off", "both"), default="auto")
     args = parser.parse_args(argv)
     for item in args.set:

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..results import NormalsResult, PointmapResult, PoseResult, SegmentationResult
 from ..util import partial_path
 from . import rerun_layout as layout
 
@@ -36,8 +37,6 @@ JPEG_QUALITY = 80  # frames logged as images (a video the viewer cannot decode)
 PIXEL_STEP = 1 / 4  # px: 2D positions and boxes on this grid (the heatmaps' own step is 4 px or more)
 METRE_STEP = 1 / 256  # m: 3D positions on this grid (~4 mm, under a monocular lift's own error)
 ANGLE_DECIMALS = 2  # as joint_angles_<id>.csv writes them
-DENSE = ("segment", "pointmap", "normals")  # the dense tasks whose maps it holds
-RECORDED = ("pose", *DENSE)  # the tasks whose results it reads (not just their pictures)
 OFF_NOTE = "Rerun recording: off (rerun-sdk is not installed; `pip install rerun-sdk==0.39.0` turns it on)."
 
 
@@ -67,8 +66,9 @@ def _shrunk(array: np.ndarray, side: int) -> np.ndarray:
 
 
 class VideoRecording:
-    """`add(index, time, frame, results)` per processed frame ({task: its result}), then `close(motion)` (the
-    pose's MotionVideoExport after its close, or None) -> the files written, or `abort()`."""
+    """`add(index, time, frame, results)` per processed frame ({task: its result}; read by the results' types),
+    then `close(motion)` (the pose's MotionVideoExport after its close, or None) -> the files written, or
+    `abort()`."""
 
     def __init__(self, folder: Path, *, video_info, fps: float, dense: bool, keypoint_threshold: float = 0.3):
         import rerun as rr
@@ -101,12 +101,13 @@ class VideoRecording:
         self.rec.set_time("time", duration=float(time))
         if self._scale == 0:  # frames as images
             self.rec.log(layout.IMAGE, rr.Image(frame).compress(jpeg_quality=JPEG_QUALITY))
-        pose = results.get("pose")
+        pose, *maps = (next((r for r in results.values() if isinstance(r, kind)), None)
+                       for kind in (PoseResult, SegmentationResult, PointmapResult, NormalsResult))
         if pose is not None:
             self._log_people(pose)
-        if time + 1e-9 >= self._next_dense and any(t in results for t in DENSE):
+        if time + 1e-9 >= self._next_dense and any(m is not None for m in maps):
             self._next_dense = time + 1.0 / DENSE_PER_SECOND
-            self._log_maps(results)
+            self._log_maps(*maps)
 
     def _start_video(self, frame_hw) -> None:
         rr = self.rr
@@ -146,11 +147,10 @@ class VideoRecording:
             self.rec.log(gone, rr.Clear(recursive=True))
         self._shown = shown
 
-    def _log_maps(self, results: dict) -> None:
+    def _log_maps(self, segment, pointmap, normals) -> None:
         rr = self.rr
         from ..render.normals import normals_to_rgb
 
-        segment, pointmap, normals = (results.get(t) for t in DENSE)
         some = next(r for r in (segment, pointmap, normals) if r is not None)
         full_hw = (some.labels if some is segment else some.normals if some is normals else self._depth(some)).shape
         if segment is not None:
