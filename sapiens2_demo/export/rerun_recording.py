@@ -6,12 +6,15 @@ One explicit `rr.RecordingStream` per job (never rerun's global one: a server ru
 saved straight to disk as it is logged. Entities (rerun_layout.py names them):
 - world/camera/image: the input video as a video asset (its bytes once) with a frame reference per processed frame,
   or, for a file the web viewer cannot decode (rerun_layout.asset_refusal), each processed frame as a JPEG;
-- .../image/people/<track id>/keypoints and /box: the 308 keypoints above the drawing threshold (the skeleton's
-  names, links and colours from the annotation context at /) and the box with its id;
-- world/people/<track id>/skeleton: the fitted 3D motion's 70 body keypoints (pose with 3D motion), in the world
+- .../image/people/<track id>/keypoints and /box: the recorded keypoints (rerun_layout.RECORDED_KEYPOINTS: body,
+  feet, wrists) above the drawing threshold (the skeleton's names, links and colours from the annotation context
+  at /) and the box with its id;
+- world/people/<track id>/skeleton: the fitted 3D motion's recorded keypoints (pose with 3D motion), in the world
   frame the feet give (pose/world.py: Y up, the floor at Y = 0, the camera placed in it) or, where no floor was
   found, the camera's frame (x right, y down, z forward); the pinhole world/camera's focal length is the lift's;
 - angles/<group>/<track id>/<side>: pose/joint_angles.py's series, also written as joint_angles_<id>.csv / .png;
+Positions are stored on a power-of-two grid (PIXEL_STEP, METRE_STEP) and angles to the CSV's 0.01: the file's LZ4
+compresses numbers whose low bits are zero, which the raw float32 of a model's output never are.
 - world/maps/body_parts, depth, normals: the dense tasks' maps, DENSE_PER_SECOND a second, DENSE_SIDE px at most.
 """
 
@@ -24,7 +27,6 @@ from pathlib import Path
 
 import numpy as np
 
-from ..pose.meta import FACE_START
 from ..results import NormalsResult, PointmapResult, PoseResult, SegmentationResult
 from ..util import partial_path
 from . import rerun_layout as layout
@@ -32,7 +34,9 @@ from . import rerun_layout as layout
 DENSE_PER_SECOND = 2.0  # dense maps a second of video: a 1280 x 720 map is ~1 MB uncompressed
 DENSE_SIDE = 320  # px, their longest side
 JPEG_QUALITY = 80  # frames logged as images (a video the viewer cannot decode)
-RECORDED_KEYPOINTS = FACE_START  # 2D: the body, feet and hands (the face's 238 are 3/4 of the bytes: in pose_frames.jsonl)
+PIXEL_STEP = 1 / 4  # px: 2D positions and boxes on this grid (the heatmaps' own step is 4 px or more)
+METRE_STEP = 1 / 256  # m: 3D positions on this grid (~4 mm, under a monocular lift's own error)
+ANGLE_DECIMALS = 2  # as joint_angles_<id>.csv writes them
 OFF_NOTE = "Rerun recording: off (rerun-sdk is not installed; `pip install rerun-sdk==0.39.0` turns it on)."
 
 
@@ -49,6 +53,10 @@ def _focal_estimate(keypoints: np.ndarray, points: np.ndarray, available_: np.nd
     offset = keypoints[ok] - np.array([hw[1] / 2.0, hw[0] / 2.0])
     denominator = float((ray * ray).sum())
     return float((offset * ray).sum() / denominator) if denominator > 0 else None
+
+
+def _on_grid(values: np.ndarray, step: float) -> np.ndarray:
+    return (np.round(np.asarray(values, np.float64) / step) * step).astype(np.float32)
 
 
 def _shrunk(array: np.ndarray, side: int) -> np.ndarray:
@@ -120,11 +128,13 @@ class VideoRecording:
         shown = set()
         for row, track_id in enumerate(np.asarray(ids).tolist()):
             path = f"{layout.PEOPLE_2D}/{track_id if track_id >= 0 else f'untracked_{row}'}"
-            sure = np.flatnonzero(pose.keypoint_scores[row][:RECORDED_KEYPOINTS] >= self.keypoint_threshold)
-            self.rec.log(f"{path}/keypoints", rr.Points2D(pose.keypoints[row][sure] * scale, keypoint_ids=sure,
+            recorded = layout.RECORDED_KEYPOINTS
+            sure = recorded[pose.keypoint_scores[row][recorded] >= self.keypoint_threshold]
+            positions = _on_grid(pose.keypoints[row][sure] * scale, PIXEL_STEP)
+            self.rec.log(f"{path}/keypoints", rr.Points2D(positions, keypoint_ids=sure,
                                                           class_ids=layout.PERSON_CLASS, radii=-2.0))
             label = f"id {track_id}" if track_id >= 0 else "not tracked yet"
-            self.rec.log(f"{path}/box", rr.Boxes2D(array=pose.boxes[row:row + 1] * scale,
+            self.rec.log(f"{path}/box", rr.Boxes2D(array=_on_grid(pose.boxes[row:row + 1] * scale, PIXEL_STEP),
                                                    array_format=rr.Box2DFormat.XYXY, labels=[label]))
             shown.add(path)
             lifted = getattr(pose, "lifted", None)
@@ -237,12 +247,13 @@ class VideoRecording:
         rr = self.rr
         path = f"{layout.PEOPLE_3D}/{track.track_id}/skeleton"
         points = track.points[: len(self._frames)][track.present[: len(self._frames)]]
-        placed = np.flatnonzero(np.isfinite(points).all(-1).all(0))
+        recorded = layout.RECORDED_KEYPOINTS
+        placed = recorded[np.isfinite(points[:, recorded]).all(-1).all(0)]
         if not len(placed) or not len(times):
             return
         self.rec.log(path, rr.Points3D.from_fields(keypoint_ids=placed, class_ids=layout.PERSON_CLASS, radii=-2.0),
                      static=True)
-        positions = place(points[:, placed].reshape(-1, 3)).astype(np.float32)
+        positions = _on_grid(place(points[:, placed].reshape(-1, 3)), METRE_STEP)
         self.rec.send_columns(path, indexes=[rr.TimeColumn("time", duration=times),
                                              rr.TimeColumn("frame", sequence=indices)],
                               columns=rr.Points3D.columns(positions=positions).partition([len(placed)] * len(times)))
@@ -264,7 +275,7 @@ class VideoRecording:
                 continue
             self.rec.send_columns(layout.angle_path(group, track_id, side),
                                   indexes=[rr.TimeColumn("time", duration=times[known])],  # "time" only: smaller
-                                  columns=rr.Scalars.columns(scalars=values[known]))
+                                  columns=rr.Scalars.columns(scalars=np.round(values[known], ANGLE_DECIMALS)))
 
     def abort(self) -> None:
         try:
