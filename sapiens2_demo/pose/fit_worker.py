@@ -11,6 +11,11 @@ of the script that started the app); it reads pickled calls on its stdin and ans
 Up to WORKERS run at once, each started on first need (an import of torch: 1-3 s) and kept until the app exits;
 the same float64 operations on one thread give the results the app's process would. Where a worker cannot start or
 dies, the fit runs here, on the caller's thread with the process's thread count (a warning is logged).
+
+A fit's error is raised in the caller without a reference cycle (this frame -> the error -> its traceback -> this
+frame): such a cycle keeps the caller's frames and all they hold (tracks, an export) until a garbage collection,
+and a process forked meanwhile (ZeroGPU's GPU child) inherits them and dies with SIGSEGV when its own collection
+frees them.
 """
 
 from __future__ import annotations
@@ -44,8 +49,11 @@ class _Worker:
         pickle.dump((function, args), self.process.stdin, protocol=pickle.HIGHEST_PROTOCOL)
         self.process.stdin.flush()
         ok, value = pickle.load(self.process.stdout)
-        if not ok:
-            raise value
+        if not ok:  # no reference cycle through this frame (the module docstring)
+            try:
+                raise value
+            finally:
+                del value
         return value
 
     def close(self) -> None:
