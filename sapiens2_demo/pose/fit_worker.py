@@ -13,9 +13,9 @@ the same float64 operations on one thread give the results the app's process wou
 dies, the fit runs here, on the caller's thread with the process's thread count (a warning is logged).
 
 A fit's error is raised in the caller without a reference cycle (this frame -> the error -> its traceback -> this
-frame): such a cycle keeps the caller's frames and all they hold (tracks, an export) until a garbage collection,
-and a process forked meanwhile (ZeroGPU's GPU child) inherits them and dies with SIGSEGV when its own collection
-frees them.
+frame): such a cycle keeps the caller's frames and all they hold (the tracks, the video job's decoder and encoder)
+until a garbage collection, and a process forked meanwhile (ZeroGPU's GPU child) inherits them and dies with
+SIGSEGV when its own collection frees them there.
 """
 
 from __future__ import annotations
