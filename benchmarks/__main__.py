@@ -44,9 +44,9 @@ BENCHMARKS: dict[str, tuple[str, str, list[str] | None]] = {
     "pose": ("cpu:pose", "DARK-UDP decode on the host and device roads, bytes off the device a person",
              ["--people", "1", "--frames", "2"]),
     "standins": ("image:structure", "the stand-ins' structure against random weights (--build: one build)", []),
-    "burst": ("bench_first_burst:main", "cold launches x concurrent first requests (bf16, float32), then 64 at once: "
+    "burst": ("first:burst_main", "cold launches x concurrent first requests (bf16, float32), then 64 at once: "
               "server errors, queue-full refusals, every endpoint after", None),
-    "first-answer": ("bench_first_answer:main", "the app's first three answers per launch kind (empty compile "
+    "first-answer": ("first:first_answer_main", "the app's first three answers per launch kind (empty compile "
                      "cache, warm, compile off) and after the background compile's swap; the CLI on 1 and 20 photos",
                      None),
     "motion": ("bench_motion_truth:main", "motion capture against synthetic ground truth", None),
@@ -71,8 +71,11 @@ def run(name: str, args: list[str]) -> int:
     module_name, function_name = where.split(":")
     function = getattr(importlib.import_module(f"benchmarks.{module_name}"), function_name)
     command = f"python -m benchmarks {name} {shlex.join(args)}".strip()
-    if "-h" in args or "--help" in args:
+    if ("-h" in args or "--help" in args) and len(inspect.signature(function).parameters) == 2:
         return function(args, harness.Run(name, command)) or 0
+    if "-h" in args or "--help" in args:  # argparse prints the help and exits: no results file
+        sys.argv = [command, *args]
+        return function(*([args] if inspect.signature(function).parameters else [])) or 0
     with harness.Run(name, command, device="cuda" if "cuda" in " ".join(args) else "cpu") as record:
         tee = Tee(sys.stdout)
         stdout, sys.stdout, argv = sys.stdout, tee, sys.argv

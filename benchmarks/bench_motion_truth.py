@@ -7,11 +7,14 @@ tests run a fast subset against the targets: tests/unit/test_motion_truth.py).
     HF_HUB_OFFLINE=1 YOLO_OFFLINE=1 .venv/bin/python benchmarks/bench_motion_truth.py --seeds 0 1 2 3 4 \\
         --json motion_truth_seeds.json
 
-Writes {clip: {"after": M, "after_30fps": M, "after_60fps": M, "before": M (from --before, a file this script
-wrote for an earlier version)}} with M = {mpjpe_mm (noise + faults), mpjpe_noise_mm, mpjpe_clean_mm, heavy_mm
+Writes {clip: {"after": M, "after_30fps": M, "after_60fps": M, "camera H m, P down, R rolled": M (--cameras),
+"before": M (from --before, a file this script wrote for an earlier version)}} with M = {mpjpe_mm (noise + faults), mpjpe_noise_mm, mpjpe_clean_mm, heavy_mm
 (heavy-tailed 2D and drifting depth), body_jumps_90, finger_jumps_90, finger_steps, euler_flips, swap_error_mm,
 baseline_error_mm, height_error, id_switches, frames_lost, bone_error_pct, foot_slide_mm, fit_seconds}
-(tests/motion_truth.py defines each) and prints a table with the targets each row misses.
+and, where the files are in the world frame (a floor found: tests/motion_truth.world_figures), world_found (of the
+four runs), gravity_error_deg_<run>, floor_error_mm_<run>, w_mpjpe_mm_<run>, below_floor_pct, world_foot_slide_mm
+(tests/motion_truth.py defines each); prints a table with the targets each row misses, and the world's table.
+`python -m benchmarks motion ARGS` runs it through the shared harness (benchmarks/results/motion-<machine>.json).
 With --seeds, once per seed at the first --fps: a row per clip and seed, and the JSON is {clip: {seed: M}}.
 """
 
@@ -33,8 +36,10 @@ sys.path.insert(0, str(ROOT))
 KEYS = ("mpjpe_mm", "mpjpe_noise_mm", "mpjpe_clean_mm", "heavy_mm", "body_jumps_90", "finger_jumps_90",
         "finger_steps", "euler_flips", "swap_error_mm", "baseline_error_mm", "height_error", "id_switches",
         "frames_lost", "bone_error_pct", "foot_slide_mm", "fit_seconds", "clip_seconds", "finger_jumps_clean",
-        "body_jumps_clean", "euler_flips_clean")
-COUNTS = {"body_jumps_90", "finger_jumps_90", "finger_steps", "euler_flips", "id_switches", "frames_lost",
+        "body_jumps_clean", "euler_flips_clean", "world_found", "below_floor_pct", "world_foot_slide_mm") + tuple(
+    f"{key}_{cond}" for key in ("gravity_error_deg", "floor_error_mm", "w_mpjpe_mm")
+    for cond in ("clean", "noise", "faults", "heavy"))
+COUNTS = {"world_found", "body_jumps_90", "finger_jumps_90", "finger_steps", "euler_flips", "id_switches", "frames_lost",
           "finger_jumps_clean", "body_jumps_clean", "euler_flips_clean"}
 COLUMNS = ("mpjpe_clean_mm", "mpjpe_noise_mm", "mpjpe_mm", "heavy_mm", "bone_error_pct", "foot_slide_mm",
            "body_jumps_90", "euler_flips", "swap_error_mm", "baseline_error_mm", "height_error", "id_switches",
@@ -57,12 +62,31 @@ def missed(clip: str, m: dict) -> list[str]:
     return [name for name, ok in checks.items() if not ok]
 
 
-def _figures(clip: str, seed: int, fps: float) -> dict:
+def missed_world(m: dict) -> list[str]:
+    """The world frame's targets (docs/motion.md) one clip and camera's figures miss (where a floor was found)."""
+    if not m.get("world_found"):
+        return ["no floor"]
+    checks = {"gravity clean": m.get("gravity_error_deg_clean", 0) <= 0.5,
+              "gravity": all(m.get(f"gravity_error_deg_{c}", 0) <= 2 for c in ("noise", "faults", "heavy")),
+              "floor": all(m.get(f"floor_error_mm_{c}", 0) <= 30 for c in ("clean", "noise", "faults", "heavy")),
+              "W-MPJPE": all(m.get(f"w_mpjpe_mm_{c}", 0) <= m.get(k, 0) + 15 for c, k in (
+                  ("clean", "mpjpe_clean_mm"), ("noise", "mpjpe_noise_mm"), ("faults", "mpjpe_mm"), ("heavy", "heavy_mm"))),
+              "below floor": m.get("below_floor_pct", 0) <= 1, "world slide": m.get("world_foot_slide_mm", 0) <= 10}
+    return [name for name, ok in checks.items() if not ok]
+
+
+def _camera(text: str) -> tuple[float, float, float]:
+    height, pitch, roll = (float(v) for v in text.split(","))
+    return height, pitch, roll
+
+
+def _figures(clip: str, seed: int, fps: float, camera: tuple | None = None) -> dict:
+    from tests.motion_clips import LEVEL
     from tests.motion_truth import measure
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        figures = measure(clip, seed=seed, fps=fps)
+        figures = measure(clip, seed=seed, fps=fps, camera=camera or LEVEL)
     return {k: _plain(k, figures[k]) for k in KEYS if k in figures}
 
 
@@ -76,6 +100,8 @@ def main(argv=None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--seeds", type=int, nargs="+", help="once per seed, against the targets")
     parser.add_argument("--before", type=Path, help="a JSON this script wrote before: its 'after' rows as 'before'")
+    parser.add_argument("--cameras", nargs="+", type=_camera, default=[], metavar="H,PITCH,ROLL",
+                        help="also from these still cameras (metres up, degrees down, degrees rolled): the world table")
     parser.add_argument("--fit-time", type=float, metavar="SECONDS",
                         help="only time the fit of one person dancing this long at 30 frames/s (noise), three runs")
     args = parser.parse_args(argv)
@@ -97,14 +123,44 @@ def main(argv=None) -> None:
             results[clip][label] = _figures(clip, args.seed, fps)
             rows.append((clip, label, results[clip][label]))
             print(clip, label, "done", file=sys.stderr, flush=True)
+        for camera in args.cameras:
+            results[clip][_camera_label(camera)] = _figures(clip, args.seed, args.fps[0], camera)
+            print(clip, _camera_label(camera), "done", file=sys.stderr, flush=True)
     print("| clip | path | " + " | ".join(COLUMNS) + " | targets missed |")
     print("|" + "---|" * (len(COLUMNS) + 3))
     for clip, label, m in rows:
         cells = [_text(m[k]) if k in m else "-" for k in COLUMNS]
         print(f"| {clip} | {label} | " + " | ".join(cells) + f" | {', '.join(missed(clip, m)) or 'none'} |")
+    _world_table(results)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1) + "\n")
         print(f"wrote {args.json}")
+    return results
+
+
+def _camera_label(camera: tuple) -> str:
+    return f"camera {camera[0]:g} m, {camera[1]:g} down, {camera[2]:g} rolled"
+
+
+def _world_table(results: dict) -> None:
+    """Every clip and camera's world figures (rows where the files hold a world frame on some run)."""
+    rows = [(clip, label, m) for clip, runs in results.items() for label, m in runs.items()
+            if label != "before" and "world_found" in m]
+    if not any(m["world_found"] for _, _, m in rows):
+        return
+    print("\n| clip | camera | floor found (of 4 runs) | gravity deg: clean / noise / faults / heavy | floor mm | "
+          "W-MPJPE mm (camera-frame MPJPE) | below floor % | world slide mm | targets missed |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for clip, label, m in rows:
+        conds = ("clean", "noise", "faults", "heavy")
+        gravity = " / ".join(_text(m[f"gravity_error_deg_{c}"]) if f"gravity_error_deg_{c}" in m else "-" for c in conds)
+        floor = " / ".join(_text(m[f"floor_error_mm_{c}"]) if f"floor_error_mm_{c}" in m else "-" for c in conds)
+        pairs = (("clean", "mpjpe_clean_mm"), ("noise", "mpjpe_noise_mm"), ("faults", "mpjpe_mm"), ("heavy", "heavy_mm"))
+        w = " / ".join(f"{_text(m[f'w_mpjpe_mm_{c}'])} ({_text(m[k])})" if f"w_mpjpe_mm_{c}" in m else "-"
+                       for c, k in pairs)
+        print(f"| {clip} | {'level, 1 m' if label.startswith('after') else label[7:]} | {m['world_found']} | {gravity} | "
+              f"{floor} | {w} | {_text(m.get('below_floor_pct', float('nan')))} | "
+              f"{_text(m.get('world_foot_slide_mm', float('nan')))} | {', '.join(missed_world(m)) or 'none'} |")
 
 
 def _fit_time(seconds: float, fps: float = 30.0) -> None:

@@ -30,7 +30,8 @@ FOCAL, SIZE = 500.0, (360, 640)  # pixels; (height, width)
 CENTRE = np.array([SIZE[1] / 2, SIZE[0] / 2])
 CAMERA_HEIGHT = 1.0  # metres above the floor, looking level
 CLIPS = ("walk", "turn", "arms", "sit", "cross", "leave_return", "run", "jump", "spin", "dance", "sprint", "kick",
-         "punch", "flip")
+         "punch", "flip", "curve")
+LEVEL = (CAMERA_HEIGHT, 0.0, 0.0)  # the camera: metres above the floor, degrees tilted down, degrees rolled
 SECONDS = {"cross": 4.0, "leave_return": 5.0}  # the others 3 s, the moves as tests/motion_moves.py says
 TO_CAMERA = np.diag([1.0, -1.0, -1.0])  # the skeleton's Y-up frame (facing +Z) <-> the camera frame
 PIXEL_NOISE, DEPTH_NOISE = 2.0, 0.02
@@ -145,14 +146,25 @@ def _walking(t: np.ndarray, start, velocity, phase0=0.0) -> dict:
     return p
 
 
-def motion(name: str, fps: float = FPS, seconds: float | None = None) -> list[np.ndarray]:
-    """The true keypoints of each person in the clip, (T, 308, 3) camera frame; `seconds`: only its first ones."""
+def camera_rotation(camera: tuple = LEVEL) -> np.ndarray:
+    """(3, 3) the Y-up world (facing the camera along +Z) -> the camera frame of a camera (height, pitch down, roll)."""
+    _, pitch, roll = camera
+    return rot("z", np.radians([roll]))[0] @ rot("x", np.radians([pitch]))[0] @ TO_CAMERA
+
+
+def motion(name: str, fps: float = FPS, seconds: float | None = None, camera: tuple = LEVEL) -> list[np.ndarray]:
+    """The true keypoints of each person in the clip, (T, 308, 3) camera frame; `seconds`: only its first ones;
+    `camera` (height m, pitch down and roll in degrees) where it looks from."""
     from tests.motion_moves import MOVES
+    from tests.motion_walk import curve_walk
 
     length = MOVES[name][1] if name in MOVES else SECONDS.get(name, 3.0)
+    to_camera = camera_rotation(camera)
     seconds = length if seconds is None else min(seconds, length)
     t = np.arange(int(round(seconds * fps))) / fps
     frames = len(t)
+    if name == "curve":  # keypoints, not angles: its feet stand still (tests/motion_walk.py)
+        return [(curve_walk(t, body, _standing) - [0, camera[0], 0]) @ to_camera.T]
     if name in MOVES:
         people = [MOVES[name][0](t, _standing)]
     elif name == "walk":
@@ -193,7 +205,7 @@ def motion(name: str, fps: float = FPS, seconds: float | None = None) -> list[np
         people = [p]
     else:
         raise ValueError(f"unknown clip {name!r}; one of {', '.join(CLIPS)}")
-    return [(body(p, frames) - [0, CAMERA_HEIGHT, 0]) @ TO_CAMERA.T for p in people]
+    return [(body(p, frames) - [0, camera[0], 0]) @ to_camera.T for p in people]
 
 
 def project(points: np.ndarray) -> np.ndarray:
@@ -216,6 +228,7 @@ class Clip:
     lifted: list[np.ndarray]  # per person (T, 308, 3) lifted points (NaN = not lifted)
     swaps: list[list[int]] = field(default_factory=list)  # per person, frames with left and right swapped
     faulty: list[set] = field(default_factory=list)  # per person, every frame with a fault of any kind
+    camera: tuple = LEVEL  # (height m, pitch down and roll in degrees)
 
     @property
     def frames(self) -> int:
@@ -294,15 +307,15 @@ def _heavy_depth(rng, frames: int, fps: float) -> np.ndarray:
 
 
 def make_clip(name: str, *, noise: bool = True, faults: bool = True, seed: int = 0, fps: float = FPS,
-              heavy: bool = False, seconds: float | None = None) -> Clip:
+              heavy: bool = False, seconds: float | None = None, camera: tuple = LEVEL) -> Clip:
     """The clip `name` as the models would hand it over (see the module docstring); `seconds`: only its first ones
-    (the tests' shorter runs)."""
+    (the tests' shorter runs); `camera` (height, pitch, roll) where it is seen from."""
     rng = np.random.default_rng([seed, CLIPS.index(name)] + ([int(fps)] if fps != FPS else []))
-    truth = motion(name, fps, seconds)
+    truth = motion(name, fps, seconds, camera)
     frames = len(truth[0])
     body_points = np.isfinite(truth[0][0]).all(1)
     hidden, seen_depth = occlusion(truth) if name == "cross" else (None, None)
-    clip = Clip(name, float(fps), truth, [], [], [], [])
+    clip = Clip(name, float(fps), truth, [], [], [], [], camera=tuple(camera))
     flip = _flip()
     for who, points in enumerate(truth):
         pixels = project(points)

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
+from sapiens2_demo.pose.skeleton3d import CAMERA_TO_SKELETON
 from sapiens2_demo.results import PoseResult
-from tests.motion_clips import SIZE, Clip, make_clip
+from tests.motion_clips import LEVEL, SIZE, Clip, make_clip
 from tests.unit.test_mocap_export import expected_markers, forward_kinematics, read_bvh
 
 BODY = ["Hips", "Spine", "Neck", "Head"] + [f"{side}{part}" for side in ("Left", "Right") for part in
@@ -146,7 +147,7 @@ def evaluate(clip: Clip, ids: list, folder: Path) -> dict:
     """The metrics of one run (see the module docstring); per-person figures are summed (counts) or worst."""
     out = {"mpjpe_mm": 0.0, "body_jumps_90": 0, "finger_jumps_90": 0, "finger_steps": 0, "euler_flips": 0,
            "swap_error_mm": 0.0, "baseline_error_mm": 0.0, "height_error": 0.0, "id_switches": 0,
-           "frames_lost": 0, "glb_vs_bvh_mm": 0.0, "bone_error_pct": 0.0, "foot_slide_mm": 0.0}
+           "frames_lost": 0, "glb_vs_bvh_mm": 0.0, "bone_error_pct": 0.0, "foot_slide_mm": 0.0, "world_found": 0}
     errors = []
     for who, truth in enumerate(clip.truth):
         track = _main_id(ids[who])
@@ -164,6 +165,11 @@ def evaluate(clip: Clip, ids: list, folder: Path) -> dict:
         glb = glb_positions(folder / "motion.glb", track)
         gap = max(float(np.abs(glb[n] - positions[:, j]).max()) for j, n in enumerate(names))
         out["glb_vs_bvh_mm"] = max(out["glb_vs_bvh_mm"], 1000 * gap)
+        camera = camera_pose(folder)
+        if camera is not None:  # the files are in the world frame: the world metrics, then back to the camera's
+            out.update(world_figures(clip, truth, positions, names, camera, present, 1 / bvh["frame_time"]))
+            rotation, centre = camera
+            positions = ((positions - centre) @ rotation) @ CAMERA_TO_SKELETON.T
         expected = expected_markers(truth)
         got = {n: positions[:, names.index(n)] - positions[:, 0] for n in BODY}
         want = {n: expected[n] - expected["Hips"] for n in BODY}
@@ -196,6 +202,66 @@ def evaluate(clip: Clip, ids: list, folder: Path) -> dict:
                                                                        1 / bvh["frame_time"]))
     out["mpjpe_mm"] = 1000 * float(np.concatenate(errors).mean()) if errors else float("nan")
     return out
+
+
+def camera_pose(folder: Path) -> tuple[np.ndarray, np.ndarray] | None:
+    """(rotation camera -> world, position) from pose_3d.jsonl's first line, or None (no floor: the camera's frame)."""
+    import json
+
+    with open(folder / "pose_3d.jsonl") as lines:
+        camera = json.loads(next(lines)).get("camera")
+    return None if camera is None else (np.array(camera["rotation"]), np.array(camera["position"]))
+
+
+def true_world(clip: Clip, points: np.ndarray) -> np.ndarray:
+    """(T, K, 3) camera-frame truth -> the clip's world (Y up, the floor at Y = 0, facing the camera along +Z)."""
+    from tests.motion_clips import camera_rotation
+
+    return points @ camera_rotation(clip.camera) + [0.0, clip.camera[0], 0.0]
+
+
+FEET = ("heel", "big_toe", "small_toe")
+BELOW_FLOOR_M = 0.02
+
+
+def world_figures(clip: Clip, truth: np.ndarray, positions: np.ndarray, names: list, camera, present: np.ndarray,
+                  fps: float) -> dict:
+    """The world frame's figures: gravity's error (degrees), the floor's (the camera's height above it against
+    the true one's above the true planted feet, mm), W-MPJPE (every body joint after a turn about the vertical and
+    a shift along the floor, over the whole clip, mm), the frames a toe is more than 2 cm below the true floor (%),
+    and a planted foot's slide along the floor (mm)."""
+    from sapiens2_demo.pose.meta import name_index
+    from tests.motion_clips import camera_rotation
+
+    rotation, centre = camera
+    up = camera_rotation(clip.camera) @ [0.0, 1.0, 0.0]  # the true up in the camera's frame
+    found = rotation[1] / np.linalg.norm(rotation[1])  # (the file's rounding leaves it a hair off unit length)
+    gravity = float(np.degrees(np.arctan2(np.linalg.norm(np.cross(found, up)), found @ up)))
+    world = true_world(clip, truth)
+    index = name_index()
+    feet = world[:, [index[f"{s}_{k}"] for s in ("left", "right") for k in FEET]]
+    speed = np.linalg.norm(np.gradient(feet, axis=0), axis=-1) * fps
+    still = (speed < PLANTED_M_S) & present[:, None]
+    floor = float(np.median(feet[..., 1][still])) if still.any() else float(np.nanmin(feet[..., 1]))
+    expected = expected_markers(world @ CAMERA_TO_SKELETON)  # (the markers' function reads the camera's frame)
+    got = np.stack([positions[:, names.index(n)] for n in BODY], 1)[present]  # (F, 18, 3) the files' world
+    want = np.stack([expected[n] for n in BODY], 1)[present]
+    # the gauge a still camera leaves: a turn about Y and a shift in X, Z (least squares, Kabsch in the plane)
+    a, b = got[..., [0, 2]].reshape(-1, 2), want[..., [0, 2]].reshape(-1, 2)
+    u, _, vt = np.linalg.svd((a - a.mean(0)).T @ (b - b.mean(0)))
+    turn = u @ np.diag([1.0, np.sign(np.linalg.det(u @ vt))]) @ vt
+    aligned = got.copy()
+    aligned[..., [0, 2]] = (got[..., [0, 2]] - a.mean(0)) @ turn + b.mean(0)
+    aligned[..., 1] += floor  # the files' floor at Y = 0, the true one at `floor`
+    toes = aligned[:, [BODY.index("LeftToeBase"), BODY.index("RightToeBase")], 1]
+    whole = np.zeros((len(positions), len(BODY), 3))
+    whole[present] = aligned
+    slide = foot_slide_mm(whole, BODY, {n: expected[n] for n in BODY}, present, fps)
+    return {"world_found": 1, "gravity_error_deg": gravity,
+            "floor_error_mm": 1000 * abs(float(centre[1]) - (clip.camera[0] - floor)),
+            "w_mpjpe_mm": 1000 * float(np.linalg.norm(aligned - want, axis=-1).mean()),
+            "below_floor_pct": 100 * float((toes < floor - BELOW_FLOOR_M).any(1).mean()),
+            "world_foot_slide_mm": slide}
 
 
 def bone_error_pct(bvh: dict, expected: dict) -> float:
@@ -231,24 +297,34 @@ def foot_slide_mm(positions: np.ndarray, names: list, expected: dict, present: n
 
 
 def measure_run(name: str, noise: bool = True, faults: bool = True, seed: int = 0, fps: float = 24.0,
-                heavy: bool = False, seconds: float | None = None) -> dict:
-    clip = make_clip(name, noise=noise, faults=faults, seed=seed, fps=fps, heavy=heavy, seconds=seconds)
+                heavy: bool = False, seconds: float | None = None, camera: tuple = LEVEL) -> dict:
+    clip = make_clip(name, noise=noise, faults=faults, seed=seed, fps=fps, heavy=heavy, seconds=seconds,
+                     camera=camera)
     with tempfile.TemporaryDirectory() as folder:
         ids, _, export = run(clip, Path(folder))
         return {**evaluate(clip, ids, Path(folder)), "fit_seconds": export.close_seconds,
                 "clip_seconds": clip.frames / clip.fps}
 
 
-def measure(name: str, seed: int = 0, fps: float = 24.0) -> dict:
+def measure(name: str, seed: int = 0, fps: float = 24.0, camera: tuple = LEVEL) -> dict:
     """The clip's metrics: everything under noise and faults, plus the clean, noise-only and heavy error model's
     MPJPE (`mpjpe_clean_mm`, `mpjpe_noise_mm`, `heavy_mm`); `bone_error_pct` and `foot_slide_mm` are the worst of
     the four runs, `fit_seconds` the noise + faults run's (the export's close: the fit, the skeleton, the files)."""
     runs = {cond: measure_run(name, noise=cond != "clean", faults=cond == "faults", seed=seed, fps=fps,
-                              heavy=cond == "heavy") for cond in ("faults", "clean", "noise", "heavy")}
+                              heavy=cond == "heavy", camera=camera) for cond in ("faults", "clean", "noise", "heavy")}
     result = dict(runs["faults"])
     result.update(mpjpe_clean_mm=runs["clean"]["mpjpe_mm"], finger_jumps_clean=runs["clean"]["finger_jumps_90"],
                   body_jumps_clean=runs["clean"]["body_jumps_90"], euler_flips_clean=runs["clean"]["euler_flips"],
                   mpjpe_noise_mm=runs["noise"]["mpjpe_mm"], heavy_mm=runs["heavy"]["mpjpe_mm"],
                   bone_error_pct=max(r["bone_error_pct"] for r in runs.values()),
                   foot_slide_mm=max(r["foot_slide_mm"] for r in runs.values()))
+    for key in ("gravity_error_deg", "floor_error_mm", "w_mpjpe_mm"):  # the world's, per condition
+        for cond, figures in runs.items():
+            if key in figures:
+                result[f"{key}_{cond}"] = figures[key]
+    worlds = [r for r in runs.values() if r.get("world_found")]
+    result["world_found"] = len(worlds)  # of the four runs
+    for key in ("below_floor_pct", "world_foot_slide_mm"):
+        if worlds:
+            result[key] = max(r[key] for r in worlds)
     return result

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+
 from ..pose.joint_angles import GROUPS
 from ..pose.meta import FACE_START, keypoint_meta
 
@@ -19,16 +21,20 @@ PERSON_CLASS = 0
 SEG29 = Path(__file__).resolve().parent.parent / "data" / "seg29.json"
 ASSET_SUFFIXES = {".mp4", ".mov", ".m4v"}  # ISO BMFF: what rerun's video asset reads
 ASSET_CODECS = {"h264", "av1"}  # what Chromium's WebCodecs decodes in the web viewer (H.265 mostly not)
+# The keypoints it holds, 2D and 3D: the body, the feet, the wrists, the arms' landmarks and the neck. The fingers'
+# 40 and the face's 238 would be three quarters of the bytes: they are in pose_frames.jsonl (and the motion files).
+FINGERS = np.r_[21:41, 42:62]  # the right hand's then the left's, each followed by its wrist (41, 62)
+RECORDED_KEYPOINTS = np.setdiff1d(np.arange(FACE_START), FINGERS)
 
 
 def skeleton_context():
-    """Class 0, "person": the 308 keypoints' names and colours and the skeleton's links (face points not linked)."""
+    """Class 0, "person": the recorded keypoints' names and colours and the links between them."""
     import rerun as rr
 
-    meta = keypoint_meta()
-    keypoints = [rr.AnnotationInfo(id=k, label=name, color=tuple(meta["keypoint_colors"][k]))
-                 for k, name in enumerate(meta["names"])]
-    links = [tuple(link) for link in meta["skeleton_links"] if max(link) < FACE_START]
+    meta, recorded = keypoint_meta(), set(RECORDED_KEYPOINTS.tolist())
+    keypoints = [rr.AnnotationInfo(id=k, label=meta["names"][k], color=tuple(meta["keypoint_colors"][k]))
+                 for k in sorted(recorded)]
+    links = [tuple(link) for link in meta["skeleton_links"] if set(link) <= recorded]
     # rerun draws every link in the class's colour (no colour per link): the body's blue of the 2D drawing
     person = rr.AnnotationInfo(id=PERSON_CLASS, label="person", color=tuple(meta["skeleton_link_colors"][4]))
     return rr.AnnotationContext([rr.ClassDescription(info=person,

@@ -6,12 +6,15 @@ One explicit `rr.RecordingStream` per job (never rerun's global one: a server ru
 saved straight to disk as it is logged. Entities (rerun_layout.py names them):
 - world/camera/image: the input video as a video asset (its bytes once) with a frame reference per processed frame,
   or, for a file the web viewer cannot decode (rerun_layout.asset_refusal), each processed frame as a JPEG;
-- .../image/people/<track id>/keypoints and /box: the 308 keypoints above the drawing threshold (the skeleton's
-  names, links and colours from the annotation context at /) and the box with its id;
-- world/people/<track id>/skeleton: the fitted 3D motion's 70 body keypoints (pose with 3D motion), in the world
+- .../image/people/<track id>/keypoints and /box: the recorded keypoints (rerun_layout.RECORDED_KEYPOINTS: body,
+  feet, wrists) above the drawing threshold (the skeleton's names, links and colours from the annotation context
+  at /) and the box with its id;
+- world/people/<track id>/skeleton: the fitted 3D motion's recorded keypoints (pose with 3D motion), in the world
   frame the feet give (pose/world.py: Y up, the floor at Y = 0, the camera placed in it) or, where no floor was
   found, the camera's frame (x right, y down, z forward); the pinhole world/camera's focal length is the lift's;
 - angles/<group>/<track id>/<side>: pose/joint_angles.py's series, also written as joint_angles_<id>.csv / .png;
+Positions are stored on a power-of-two grid (PIXEL_STEP, METRE_STEP) and angles to the CSV's 0.01: the file's LZ4
+compresses numbers whose low bits are zero, which the raw float32 of a model's output never are.
 - world/maps/body_parts, depth, normals: the dense tasks' maps, DENSE_PER_SECOND a second, DENSE_SIDE px at most.
 """
 
@@ -24,16 +27,16 @@ from pathlib import Path
 
 import numpy as np
 
-from ..pose.meta import FACE_START
+from ..results import NormalsResult, PointmapResult, PoseResult, SegmentationResult
 from ..util import partial_path
 from . import rerun_layout as layout
 
 DENSE_PER_SECOND = 2.0  # dense maps a second of video: a 1280 x 720 map is ~1 MB uncompressed
 DENSE_SIDE = 320  # px, their longest side
 JPEG_QUALITY = 80  # frames logged as images (a video the viewer cannot decode)
-RECORDED_KEYPOINTS = FACE_START  # 2D: the body, feet and hands (the face's 238 are 3/4 of the bytes: in pose_frames.jsonl)
-DENSE = ("segment", "pointmap", "normals")  # the dense tasks whose maps it holds
-RECORDED = ("pose", *DENSE)  # the tasks whose results it reads (not just their pictures)
+PIXEL_STEP = 1 / 4  # px: 2D positions and boxes on this grid (the heatmaps' own step is 4 px or more)
+METRE_STEP = 1 / 256  # m: 3D positions on this grid (~4 mm, under a monocular lift's own error)
+ANGLE_DECIMALS = 2  # as joint_angles_<id>.csv writes them
 OFF_NOTE = "Rerun recording: off (rerun-sdk is not installed; `pip install rerun-sdk==0.39.0` turns it on)."
 
 
@@ -52,6 +55,10 @@ def _focal_estimate(keypoints: np.ndarray, points: np.ndarray, available_: np.nd
     return float((offset * ray).sum() / denominator) if denominator > 0 else None
 
 
+def _on_grid(values: np.ndarray, step: float) -> np.ndarray:
+    return (np.round(np.asarray(values, np.float64) / step) * step).astype(np.float32)
+
+
 def _shrunk(array: np.ndarray, side: int) -> np.ndarray:
     """Every k-th pixel so the longest side is at most `side` (nearest: labels stay labels)."""
     step = max(1, int(np.ceil(max(array.shape[:2]) / side)))
@@ -59,8 +66,9 @@ def _shrunk(array: np.ndarray, side: int) -> np.ndarray:
 
 
 class VideoRecording:
-    """`add(index, time, frame, results)` per processed frame ({task: its result}), then `close(motion)` (the
-    pose's MotionVideoExport after its close, or None) -> the files written, or `abort()`."""
+    """`add(index, time, frame, results)` per processed frame ({task: its result}; read by the results' types),
+    then `close(motion)` (the pose's MotionVideoExport after its close, or None) -> the files written, or
+    `abort()`."""
 
     def __init__(self, folder: Path, *, video_info, fps: float, dense: bool, keypoint_threshold: float = 0.3):
         import rerun as rr
@@ -93,12 +101,13 @@ class VideoRecording:
         self.rec.set_time("time", duration=float(time))
         if self._scale == 0:  # frames as images
             self.rec.log(layout.IMAGE, rr.Image(frame).compress(jpeg_quality=JPEG_QUALITY))
-        pose = results.get("pose")
+        pose, *maps = (next((r for r in results.values() if isinstance(r, kind)), None)
+                       for kind in (PoseResult, SegmentationResult, PointmapResult, NormalsResult))
         if pose is not None:
             self._log_people(pose)
-        if time + 1e-9 >= self._next_dense and any(t in results for t in DENSE):
+        if time + 1e-9 >= self._next_dense and any(m is not None for m in maps):
             self._next_dense = time + 1.0 / DENSE_PER_SECOND
-            self._log_maps(results)
+            self._log_maps(*maps)
 
     def _start_video(self, frame_hw) -> None:
         rr = self.rr
@@ -119,11 +128,13 @@ class VideoRecording:
         shown = set()
         for row, track_id in enumerate(np.asarray(ids).tolist()):
             path = f"{layout.PEOPLE_2D}/{track_id if track_id >= 0 else f'untracked_{row}'}"
-            sure = np.flatnonzero(pose.keypoint_scores[row][:RECORDED_KEYPOINTS] >= self.keypoint_threshold)
-            self.rec.log(f"{path}/keypoints", rr.Points2D(pose.keypoints[row][sure] * scale, keypoint_ids=sure,
+            recorded = layout.RECORDED_KEYPOINTS
+            sure = recorded[pose.keypoint_scores[row][recorded] >= self.keypoint_threshold]
+            positions = _on_grid(pose.keypoints[row][sure] * scale, PIXEL_STEP)
+            self.rec.log(f"{path}/keypoints", rr.Points2D(positions, keypoint_ids=sure,
                                                           class_ids=layout.PERSON_CLASS, radii=-2.0))
             label = f"id {track_id}" if track_id >= 0 else "not tracked yet"
-            self.rec.log(f"{path}/box", rr.Boxes2D(array=pose.boxes[row:row + 1] * scale,
+            self.rec.log(f"{path}/box", rr.Boxes2D(array=_on_grid(pose.boxes[row:row + 1] * scale, PIXEL_STEP),
                                                    array_format=rr.Box2DFormat.XYXY, labels=[label]))
             shown.add(path)
             lifted = getattr(pose, "lifted", None)
@@ -136,11 +147,10 @@ class VideoRecording:
             self.rec.log(gone, rr.Clear(recursive=True))
         self._shown = shown
 
-    def _log_maps(self, results: dict) -> None:
+    def _log_maps(self, segment, pointmap, normals) -> None:
         rr = self.rr
         from ..render.normals import normals_to_rgb
 
-        segment, pointmap, normals = (results.get(t) for t in DENSE)
         some = next(r for r in (segment, pointmap, normals) if r is not None)
         full_hw = (some.labels if some is segment else some.normals if some is normals else self._depth(some)).shape
         if segment is not None:
@@ -237,12 +247,13 @@ class VideoRecording:
         rr = self.rr
         path = f"{layout.PEOPLE_3D}/{track.track_id}/skeleton"
         points = track.points[: len(self._frames)][track.present[: len(self._frames)]]
-        placed = np.flatnonzero(np.isfinite(points).all(-1).all(0))
+        recorded = layout.RECORDED_KEYPOINTS
+        placed = recorded[np.isfinite(points[:, recorded]).all(-1).all(0)]
         if not len(placed) or not len(times):
             return
         self.rec.log(path, rr.Points3D.from_fields(keypoint_ids=placed, class_ids=layout.PERSON_CLASS, radii=-2.0),
                      static=True)
-        positions = place(points[:, placed].reshape(-1, 3)).astype(np.float32)
+        positions = _on_grid(place(points[:, placed].reshape(-1, 3)), METRE_STEP)
         self.rec.send_columns(path, indexes=[rr.TimeColumn("time", duration=times),
                                              rr.TimeColumn("frame", sequence=indices)],
                               columns=rr.Points3D.columns(positions=positions).partition([len(placed)] * len(times)))
@@ -264,7 +275,7 @@ class VideoRecording:
                 continue
             self.rec.send_columns(layout.angle_path(group, track_id, side),
                                   indexes=[rr.TimeColumn("time", duration=times[known])],  # "time" only: smaller
-                                  columns=rr.Scalars.columns(scalars=values[known]))
+                                  columns=rr.Scalars.columns(scalars=np.round(values[known], ANGLE_DECIMALS)))
 
     def abort(self) -> None:
         try:

@@ -190,7 +190,7 @@ class VideoJob:
         titles = {spec.name: spec.short for spec in self.specs}
         self._done, self._last = 0, {}  # frames through the model so far; each task's last result
         recording = self._recording(info, fps, notes)
-        recorded = rerun_recording.RECORDED if recording is not None else ()
+        recorded = {spec.name for spec in self.specs if spec.recording} if recording is not None else set()
         # tasks with no per-frame data to write want only the picture: drawn on the device where it can be
         self._pictures_only = {spec.name for spec in self.specs if spec.name not in exports and spec.name not in recorded}
         writer = Writer(self._renderers(), titles, sink, exports, recording)
@@ -208,7 +208,8 @@ class VideoJob:
             files = [rendered] + [path for e in exports.values() for path in e.close()]
             notes += [note for e in exports.values() for note in getattr(e, "notes", [])]
             if recording is not None:  # after the exports: it reads the motion the pose export fitted
-                files += recording.close(getattr(exports.get("pose"), "motion", None))
+                motion = next((e.motion for e in exports.values() if getattr(e, "motion", None) is not None), None)
+                files += recording.close(motion)
                 notes += recording.notes
             finished = True
         finally:
@@ -242,7 +243,7 @@ class VideoJob:
         if not rerun_recording.available():
             notes.append(rerun_recording.OFF_NOTE)
             return None
-        dense = any(name in rerun_recording.DENSE for name in self.tasks)
+        dense = any(spec.recording == "map" for spec in self.specs)
         return rerun_recording.VideoRecording(self.out_dir, video_info=info, fps=fps, dense=dense,
                                               keypoint_threshold=self.keypoint_threshold)
 

@@ -162,7 +162,9 @@ def _decoded(container, stream, name: str):
         except av.FFmpegError as error:
             if not count:
                 break
-            log.warning("Stopped reading %s after %d frames: %s", name, count, error)
+            # FFmpeg builds differ in where damaged data ends the stream (an error here, or an early end below)
+            log.warning("Stopped reading %s after %d frames: the file looks truncated or damaged (%s).", name, count,
+                        error)
             return
         count += 1
         yield frame

@@ -63,8 +63,8 @@ class World:
         disagree = (f"; {self.off_floor} of {self.on_floor + self.off_floor} planted foot-frames lie off that floor "
                     "(a step or stairs?)" if self.off_floor > 0.2 * (self.on_floor + self.off_floor) else "")
         return (f"3D motion: the floor found under {self.on_floor} foot contacts: camera {self.height:.1f} m above "
-                f"it, {tilt}{roll}, still{disagree}; the files are in the world frame (Y up, the floor at Y = 0, "
-                "the first person facing +Z).")
+                f"it, {tilt}{roll} (a still camera assumed){disagree}; the files are in the world frame (Y up, the "
+                "floor at Y = 0, the first person facing +Z).")
 
 
 def foot_columns() -> dict[str, list[int]]:

@@ -151,7 +151,7 @@ register(TaskSpec(
     optional_files=("pose_3d.json", "pose_3d.glb"), all_options={"lift_3d": True}, model3d_files=("pose_3d.glb",),
     option_files={"lift_3d": ("pose_3d.json",)},  # the .glb only when a joint has a depth
     video_option_files={"lift_3d": ("pose_3d.jsonl",)},  # the BVH and .glb only when someone is solved
-    video_export=mocap_video.pose_video_export, live=True, in_all=True, button="Estimate pose",
+    video_export=mocap_video.pose_video_export, recording="people", live=True, in_all=True, button="Estimate pose",
     outputs=("image",), result_label="Keypoints",
     files_label="Downloads (official JSON, COCO-17, OpenPose, COCO-WholeBody; 3D keypoints when lifted)",
     viewer_file="pose_3d.glb", viewer_label="3D skeleton (metres, camera frame)",
@@ -169,7 +169,7 @@ register(TaskSpec(
              Option("show_names", False, "Write class names on the parts")),
     renderer=segment_renderer, present=present.present_segment, export=task_files.export_segment,
     files=("body_parts_labels.png", "body_parts_colors.png"), video_export=on_request(video_files.LabelsVideoExport),
-    live=True, in_all=True, button="Segment body parts", outputs=("slider", "legend"), controls=("frame_exports",),
+    recording="map", live=True, in_all=True, button="Segment body parts", outputs=("slider", "legend"), controls=("frame_exports",),
     result_label="Image / body parts", files_label="Downloads (class-id PNG, colour PNG)",
     description="Body-part segmentation of the people in an image: 29 classes (face, hair, arms, hands, legs, "
                 "clothing...). Gives the input and the coloured overlay, a legend of the classes present with their "
@@ -187,7 +187,7 @@ register(TaskSpec(
     coded_maps=True, renderer=drawn.steadied(normals_renderer, unit=True),  # steady video: the filter rides on it
     present=present.present_normals, export=task_files.export_normals,
     files=("normals.npy", "normals16.png"), option_files={"raw_data": ("normals.npy",)},
-    video_export=normals_video_export, live=True, in_all=True,
+    video_export=normals_video_export, recording="map", live=True, in_all=True,
     button="Estimate normals", outputs=("slider",), result_label="Image / normals",
     files_label="Downloads (16- or 8-bit PNG; normals.npy with raw data)",
     controls=("remove_background", "steady", "raw_normals", "frame_exports"),  # the Video and Live tabs' controls
@@ -209,7 +209,8 @@ register(TaskSpec(
     export=task_files.export_pointmap,
     files=("depth_mm.png", "depth_m.npy"), optional_files=("person.ply", "person.glb", "person_mesh.glb"),
     option_files={"raw_data": ("depth_m.npy",)},  # and the clouds when a valid point exists
-    video_export=on_request(video_files.DepthVideoExport), live=True, in_all=True, button="Estimate depth & 3D",
+    video_export=on_request(video_files.DepthVideoExport), recording="map", live=True, in_all=True,
+    button="Estimate depth & 3D",
     outputs=("slider", "model3d"), result_label="Image / depth (turbo inverse depth, colour bar in metres)",
     model3d_label="3D view (surface mesh; point clouds in the downloads)",
     viewer_card=("The person's 3D surface appears here", "after a run; then drag to turn it, scroll to zoom"),

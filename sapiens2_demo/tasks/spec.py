@@ -98,6 +98,7 @@ class TaskSpec:
     video_option_files: dict = field(default_factory=dict, hash=False)  # the same for a video's downloads
     video_export: Callable | None = None
     video: bool = True  # runs on videos
+    recording: str = ""  # what a video's Rerun recording reads of its results: "people" or "map" ("": the picture)
     live: bool = False  # offered in the Live tab
     # the Video and Live tabs' controls that apply to it, shown only when it is chosen: "pose_options",
     # "remove_background", "steady", "raw_normals", "colour_bar", "matting" (the matting background), "frame_exports"

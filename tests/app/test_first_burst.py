@@ -1,7 +1,7 @@
 """Visitors arriving together after a restart: concurrent first requests on every image endpoint, the video path
 and All tasks, before any model is loaded, with bfloat16 (any CPU runs it; tiny checkpoints) and float32. No
 server error, every endpoint answers after the burst, and every loaded model's parameters are in the road's dtype.
-benchmarks/bench_first_burst.py runs 5 cold launches x 10 requests per dtype and 64 at once."""
+`python -m benchmarks burst` (benchmarks/first.py) runs 5 cold launches x 10 requests per dtype and 64 at once."""
 
 from concurrent.futures import ThreadPoolExecutor
 

@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 
 from sapiens2_demo.export.joint_angles_files import read_angles_csv
+from sapiens2_demo.export.rerun_layout import RECORDED_KEYPOINTS
+from sapiens2_demo.export.rerun_recording import PIXEL_STEP
 from sapiens2_demo.jobs.video import process_video
 from tests.pipelines.test_video_mocap import FPS, FRAMES, clip  # noqa: F401 - the fixture
 from tests.rrd import column, read_rrd
@@ -82,14 +84,16 @@ def test_each_frames_keypoints_and_box_are_logged_per_track_id(recorded):
     assert [row["frame"] for row in rows] == [line["frame"] for line in lines]
     for row, line in zip(rows, lines):
         (person,) = line["people"]
-        sure = [k for k, score in enumerate(person["keypoint_scores"][:70]) if score >= 0.3]  # body, feet, hands
+        sure = [k for k in RECORDED_KEYPOINTS if person["keypoint_scores"][k] >= 0.3]  # body, feet, wrists
         assert row["Points2D:keypoint_ids"] == sure and row["Points2D:class_ids"] == [0]
-        assert np.array(row["Points2D:positions"]) == pytest.approx(np.array(person["keypoints"])[sure], abs=0.01)
+        assert np.array(row["Points2D:positions"]) == pytest.approx(np.array(person["keypoints"])[sure],
+                                                                    abs=PIXEL_STEP / 2 + 0.01)  # the grid, JSON's
     boxes = column(rrd["world/camera/image/people/1/box"], "Boxes2D:labels")
     assert boxes == [["id 1"]] * FRAMES
     (person,) = column(rrd[""], "AnnotationContext:context")[0][0]
     person = person["class_description"]
-    assert len(person["keypoint_annotations"]) == 308 and person["keypoint_annotations"][5]["label"] == "left_shoulder"
+    names = {info["id"]: info["label"] for info in person["keypoint_annotations"]}
+    assert sorted(names) == list(RECORDED_KEYPOINTS) and names[5] == "left_shoulder" and names[41] == "right_wrist"
     assert [13, 11] in [list(link.values()) for link in person["keypoint_connections"]]
 
 
@@ -97,7 +101,7 @@ def test_the_3d_skeleton_is_the_fitted_motion(recorded):
     _, _, rrd, walker = recorded
     rows = rrd["world/people/1/skeleton"]
     (ids,) = column(rows, "Points3D:keypoint_ids")  # once, static: the same keypoints placed on every frame
-    assert len(ids) >= 40 and max(ids) < 70  # the body, feet and hands: the face is not fitted
+    assert set(ids) <= set(RECORDED_KEYPOINTS) and {9, 13, 17, 41, 62} <= set(ids)  # body, feet, wrists; no fingers
     positions = [row["Points3D:positions"] for row in rows if row.get("time") is not None]
     assert [row["frame"] for row in rows if row.get("time") is not None] == list(range(FRAMES))
     for placed, truth in zip(positions, walker):

@@ -25,7 +25,7 @@ def test_a_fit_error_leaves_no_reference_cycle_holding_the_caller_s_frames():
     in-process fit does. An exception kept in the worker call's frame made a cycle (frame -> exception ->
     traceback -> the caller's frames) that held them until a garbage collection; ZeroGPU's forked GPU child
     inherited the cycle and died with SIGSEGV when its collection freed them."""
-    assert math.isnan(run_alone(math.fsum, [math.nan]))  # the worker started: its start makes no garbage here
+    assert math.isnan(run_alone(math.fsum, [math.nan]))  # first imports and caches made before the count
     gc.collect()
     gc.disable()
     try:

@@ -11,6 +11,7 @@ import warnings
 import numpy as np
 import pytest
 
+from tests.motion_clips import LEVEL
 from tests.motion_truth import measure_run
 
 # the targets
@@ -18,10 +19,10 @@ CLEAN_MM, NOISE_MM, FAULTS_MM, HEAVY_MM, BONE_PCT = 2.0, 10.0, 12.0, 15.0, 5.0
 SHORT = 1.5  # seconds
 
 
-def _measure(name, noise=True, faults=True, seed=0, heavy=False, seconds=SHORT):
+def _measure(name, noise=True, faults=True, seed=0, heavy=False, seconds=SHORT, camera=LEVEL):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        return measure_run(name, noise, faults, seed, heavy=heavy, seconds=seconds)
+        return measure_run(name, noise, faults, seed, heavy=heavy, seconds=seconds, camera=camera)
 
 
 def _sound(m):
@@ -172,3 +173,13 @@ def test_a_standing_person_s_feet_hold_under_the_heavy_error_model():
     m = _measure("arms", faults=False, heavy=True, seconds=None)
     _sound(m)
     assert m["foot_slide_mm"] <= 10.0 and m["bone_error_pct"] <= BONE_PCT, m
+
+
+def test_a_walk_seen_from_a_tilted_camera_stands_on_the_floor():
+    # the curve clip (its feet stand still while planted) from a camera 1.8 m up, tilted 15 degrees down and rolled
+    # 4, under noise: measured gravity 0.21 degrees off, the floor 8.9 mm, W-MPJPE 12.1 mm (the camera frame's 12.2),
+    # no toe below the floor by 2 cm on 97 % of the frames; before the world frame the files held the camera's tilt
+    m = _measure("curve", faults=False, seconds=None, camera=(1.8, 15.0, 4.0))
+    _sound(m)
+    assert m["world_found"] == 1 and m["gravity_error_deg"] <= 2.0 and m["floor_error_mm"] <= 30, m
+    assert m["w_mpjpe_mm"] <= m["mpjpe_mm"] + 15 and m["below_floor_pct"] <= 5, m

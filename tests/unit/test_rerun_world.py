@@ -17,7 +17,7 @@ FRAMES = 6
 
 
 def test_a_found_floor_puts_the_skeleton_and_the_camera_in_its_frame(tmp_path):
-    from sapiens2_demo.export.rerun_recording import VideoRecording
+    from sapiens2_demo.export.rerun_recording import METRE_STEP, VideoRecording
 
     tilt = np.radians(10)  # the camera looks 10 degrees down: gravity's up is not the image's
     up = np.array([0.0, -np.cos(tilt), -np.sin(tilt)])
@@ -39,7 +39,7 @@ def test_a_found_floor_puts_the_skeleton_and_the_camera_in_its_frame(tmp_path):
     placed = column([row for row in skeleton if row.get("time") is not None], "Points3D:positions")
     assert len(placed) == FRAMES
     for positions, frame in zip(placed, points):
-        assert np.array(positions) == pytest.approx(world.to_world(frame[ids]), abs=1e-4)
+        assert np.array(positions) == pytest.approx(world.to_world(frame[ids]), abs=METRE_STEP / 2 + 1e-6)
     assert [[3, 1, 6]] in column(rrd["world"], "ViewCoordinates:xyz")  # RIGHT_HAND_Y_UP: right, up, back
     translation = column(rrd["world/camera"], "Transform3D:translation")
     assert translation[0][0] == pytest.approx(world.camera_position, abs=1e-5)
@@ -47,4 +47,4 @@ def test_a_found_floor_puts_the_skeleton_and_the_camera_in_its_frame(tmp_path):
     from sapiens2_demo.pose.joint_angles import joint_angles
 
     assert np.ravel(lean) == pytest.approx(joint_angles(world.to_world(points), np.arange(FRAMES) / 10.0)
-                                           ["trunk_lean_deg"], abs=1e-3)
+                                           ["trunk_lean_deg"], abs=0.005)  # to the CSV's 0.01
