@@ -8,11 +8,14 @@ count (and its GIL: the fit's Python does not slow the server's).
 
 A worker is `python -m sapiens2_demo.pose.fit_worker` (not multiprocessing's spawn, which would run again the top
 of the script that started the app); it reads a pickled call on its stdin and answers on its stdout. One is started
-for each fit and closed after it (an import of torch: 1-3 s a fit): a worker left alive between fits made the
-next ZeroGPU-style fork of the app's process die (a segmentation fault in tests/system/test_zerogpu_video.py). Up
-to WORKERS fits run at once; the same float64 operations on one thread give the results the app's process would.
-Where a worker cannot start or dies, the fit runs here, on the caller's thread with the process's thread count (a
-warning is logged).
+for each fit and closed after it (an import of torch: 1-3 s a fit). Up to WORKERS fits run at once; the same
+float64 operations on one thread give the results the app's process would. Where a worker cannot start or dies,
+the fit runs here, on the caller's thread with the process's thread count (a warning is logged).
+
+A fit's error is raised in the caller without a reference cycle (run_alone's frame -> the error -> its traceback
+-> that frame): such a cycle keeps the caller's frames and all they hold (the tracks, the video job's decoder and
+encoder) until a garbage collection, and a process forked meanwhile (ZeroGPU's GPU child) inherits them and dies
+with SIGSEGV when its own collection frees them there (tests/system/test_zerogpu_video.py).
 """
 
 from __future__ import annotations
@@ -68,8 +71,11 @@ def run_alone(function, *args):
             return function(*args)
         finally:
             worker.close()
-    if not ok:
-        raise value
+    if not ok:  # no reference cycle through this frame (the module docstring)
+        try:
+            raise value
+        finally:
+            del value
     return value
 
 
