@@ -21,9 +21,11 @@ random-weight tiny checkpoints.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -42,9 +44,20 @@ BUILD_MINUTES = 2  # what a build takes on 2 idle cores (docs/standins.md has th
 MARKER = "STANDINS.txt"  # the app reads it: these checkpoints are stand-ins
 
 
+_KEY_LOCK = threading.Lock()
+
+
 def standin_key() -> str:
     """A hash of everything that decides the stand-ins' weights: this package's code (as syntax trees without
-    docstrings, so editing a comment or a docstring keeps the cached ones), the photos and the torch version."""
+    docstrings, so editing a comment or a docstring keeps the cached ones), the photos and the torch version.
+    Worked out once per process, under a lock: CPython 3.11's ast.parse is not safe in two threads at once
+    (SystemError "AST constructor recursion depth mismatch", as when two first requests build stand-ins)."""
+    with _KEY_LOCK:
+        return _standin_key()
+
+
+@functools.cache
+def _standin_key() -> str:
     import torch
 
     here = Path(__file__).resolve().parent

@@ -3,6 +3,9 @@ load through the normal path, in the same layout and configs as the random-weigh
 loose structure of real ones where random weights give noise (`python -m benchmarks standins` prints the figures)."""
 
 import json
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -134,9 +137,6 @@ def test_the_mesh_is_person_shaped_not_a_line(standin_manager, photo, tmp_path):
 
 
 def test_one_builder_at_a_time_and_a_set_appears_whole(tmp_path, monkeypatch):
-    import threading
-    import time
-    from concurrent.futures import ThreadPoolExecutor
 
     from sapiens2_demo.standins import train
 
@@ -164,3 +164,22 @@ def test_one_builder_at_a_time_and_a_set_appears_whole(tmp_path, monkeypatch):
     assert any("Training them now, once" in message and str(first) in message for message in messages)
     assert any("waiting" in message for message in messages) and any("reusing" in message for message in messages)
     assert train.cached_standins(tmp_path, detector=False, log=messages.append) == first and len(built) == 1
+
+
+def test_the_key_is_worked_out_once_even_from_many_threads_at_once(monkeypatch):
+    # CPython 3.11's ast.parse raises SystemError when two threads parse at once (two first requests, each
+    # building stand-ins): the key is parsed once per process, under a lock
+    from sapiens2_demo.standins import train
+
+    parsed, real = [], train._code_only
+    monkeypatch.setattr(train, "_code_only", lambda path: parsed.append(path) or real(path))
+    train._standin_key.cache_clear()
+    barrier = threading.Barrier(8)
+
+    def key(_):
+        barrier.wait()
+        return train.standin_key()
+
+    with ThreadPoolExecutor(8) as pool:
+        keys = set(pool.map(key, range(8)))
+    assert len(keys) == 1 and len(parsed) == 3  # train.py, targets.py, tiny.py: once each
