@@ -1,12 +1,11 @@
 """The batch CLI: its engines against one image at a time, and compiled launches cold and warm.
 
-    python -m benchmarks batch [--images 12] [--ray]
+    python -m benchmarks batch [--images 200] [--skip-ray]
     python -m benchmarks compile [--checkpoint-dir DIR] [--device cpu]
 """
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import os
@@ -21,10 +20,8 @@ from pathlib import Path
 
 from benchmarks import harness
 
+
 # -- batch ---------------------------------------------------------------------------------------------------------
-os.environ.update(HF_HUB_OFFLINE="1", YOLO_OFFLINE="1", TRANSFORMERS_VERBOSITY="error")
-
-
 def make_images(folder: Path, count: int, size=(640, 480)) -> list[Path]:
     import numpy as np
     from PIL import Image
@@ -102,54 +99,38 @@ def batch(argv: list[str], run: harness.Run) -> None:
     a one-image-at-a-time loop over the same pipelines (target >= 1.5x); `--engine ray` with 2 single-thread CPU actors
     against 1 (steady-state throughput, start-up printed apart; target >= 1.6x). Tiny random weights unless
     --checkpoint-dir; inputs: 640x480 crops of the assets (the model cheap: these weigh the pipeline around it)."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks batch", description=batch.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--images", type=int, default=200)
-    parser.add_argument("--tasks", default="all")
-    parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--skip-ray", action="store_true")
-    parser.add_argument("--skip-local", action="store_true")
-    parser.add_argument("--checkpoint-dir", type=Path, default=None)
-    args = parser.parse_args(argv)
-
-    from transformers.utils import logging as transformers_logging
+    from dataclasses import replace
 
     from sapiens2_demo.batch.options import BatchOptions, parse_tasks
-    from sapiens2_demo.standins.tiny import write_all, write_tiny_detector
 
-    transformers_logging.disable_progress_bar()
-
+    parser = harness.parser(run, batch.__doc__)
+    parser.add_argument("--images", type=int, default=200)
+    parser.add_argument("--skip-ray", action="store_true", help="the local engine only (Ray not installed)")
+    args = parser.parse_args(argv)
+    run.weights, ckpt = "tiny random weights", harness.tiny_checkpoints()
     with tempfile.TemporaryDirectory(prefix="bench_batch_") as tmp:
         tmp = Path(tmp)
-        ckpt = args.checkpoint_dir or tmp / "ckpt"
-        if args.checkpoint_dir is None:
-            write_all(ckpt)
-            write_tiny_detector(ckpt / "yolov8n-random.pt")
         paths = make_images(tmp / "images", args.images)
-        base = BatchOptions(tasks=parse_tasks(args.tasks), checkpoint_dir=str(ckpt), device="cpu",
-                            detector=str(ckpt / "yolov8n-random.pt"), batch_size=args.batch_size)
-        print(f"{len(paths)} images 640x480, tasks {', '.join(base.tasks)}, batch size {args.batch_size}, "
-              f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start")
+        base = BatchOptions(tasks=parse_tasks("all"), checkpoint_dir=str(ckpt), device="cpu",
+                            detector=str(ckpt / "yolov8n-random.pt"), batch_size=8)
+        print(f"{len(paths)} images 640x480, tasks {', '.join(base.tasks)}, batch size 8; load {harness.load()}")
         make_images(tmp / "warm_in", 4)
         engine_run(tmp / "warm_in", tmp / "warm_out", base, "local", 2)  # imports and first calls: not timed
 
-        if not args.skip_local:
-            loop = one_at_a_time(paths, tmp / "loop", base)
-            wall, _, n = engine_run(tmp / "images", tmp / "local", base, "local", 2)
-            print(f"one image at a time: {len(paths) / loop:6.2f} images/s ({loop:.1f} s)")
-            print(f"local engine:        {n / wall:6.2f} images/s ({wall:.1f} s)  -> {loop / wall:.2f}x (target 1.5x)")
-
+        loop = one_at_a_time(paths, tmp / "loop", base)
+        wall, _, n = engine_run(tmp / "images", tmp / "local", base, "local", 2)
+        run.figures.update(loop_images_s=round(len(paths) / loop, 2), local_images_s=round(n / wall, 2))
+        print(f"one image at a time: {len(paths) / loop:6.2f} images/s ({loop:.1f} s)")
+        print(f"local engine:        {n / wall:6.2f} images/s ({wall:.1f} s)  -> {loop / wall:.2f}x (target 1.5x)")
         if not args.skip_ray:
-            from dataclasses import replace
-
-            single = replace(base, threads=1)
-            rates = {}
             for workers in (1, 2):
-                wall, steady, n = engine_run(tmp / "images", tmp / f"ray{workers}", single, "ray", workers)
-                rates[workers] = steady
+                wall, steady, n = engine_run(tmp / "images", tmp / f"ray{workers}", replace(base, threads=1), "ray",
+                                             workers)
+                run.figures[f"ray_{workers}_images_s"] = round(steady, 2)
                 print(f"ray, {workers} single-thread worker(s): {steady:6.2f} images/s steady "
                       f"({n} images in {wall:.1f} s with start-up)")
-            print(f"ray 2 workers vs 1: {rates[2] / rates[1]:.2f}x (target 1.6x)")
-        print(f"load average {os.getloadavg()[0]:.1f} at the end (other processes share these cores)")
+            print(f"ray 2 workers vs 1: {run.figures['ray_2_images_s'] / run.figures['ray_1_images_s']:.2f}x "
+                  "(target 1.6x)")
 
 
 # -- compile -------------------------------------------------------------------------------------------------------
@@ -166,25 +147,18 @@ def make_inputs(folder: Path, video_frames: int = 20) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     for name, size in IMAGES:
         Image.open(harness.ROOT / "assets" / f"{name}.jpg").convert("RGB").resize(size).save(folder / f"{name}.jpg")
-    import av
+    def frame(i: int) -> np.ndarray:  # a yellow box moving right over a blue ramp
+        rgb = np.zeros((120, 160, 3), np.uint8)
+        rgb[..., 2] = np.linspace(40, 120, 160, dtype=np.uint8)[None, :]
+        rgb[40:80, 4 + i * 5:44 + i * 5] = (230, 200, 60)
+        return rgb
 
-    with av.open(str(folder / "clip.mp4"), "w") as container:
-        stream = container.add_stream("libx264", rate=10)
-        stream.width, stream.height, stream.pix_fmt = 160, 120, "yuv420p"
-        for i in range(video_frames):
-            frame = np.zeros((120, 160, 3), np.uint8)
-            frame[..., 2] = np.linspace(40, 120, 160, dtype=np.uint8)[None, :]
-            x = 4 + i * 5
-            frame[40:80, x:x + 40] = (230, 200, 60)
-            for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
+    harness.encode(folder / "clip.mp4", map(frame, range(video_frames)), fps=10)
     return folder
 
 
 @dataclass
-class Run:
+class Launch:
     seconds: float
     recompiles: int
     after_warm_up: int
@@ -193,12 +167,12 @@ class Run:
 
 
 def run_cli(inputs: Path, output: Path, checkpoint_dir: Path, compile_mode: str, cache: Path, device: str = "cpu",
-            tasks: str = "seg,pose", detector: Path | None = None) -> Run:
+            tasks: str = "seg,pose") -> Launch:
     """The batch command in its own process, with TORCH_LOGS=recompiles; raises on a non-zero exit."""
     env = {**os.environ, "SAPIENS2_COMPILE_CACHE": str(cache), "TORCH_LOGS": "recompiles", "HF_HUB_OFFLINE": "1",
            "YOLO_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error", "PYTHONPATH": str(harness.ROOT)}
     env.pop("TORCHINDUCTOR_CACHE_DIR", None)
-    detector = detector or checkpoint_dir / "yolov8n-random.pt"
+    detector = checkpoint_dir / "yolov8n-random.pt"
     command = [sys.executable, "-m", "sapiens2_demo.cli", "--input", str(inputs), "--output", str(output),
                "--tasks", tasks, "--checkpoint-dir", str(checkpoint_dir), "--detector", str(detector),
                "--device", device, "--compile", compile_mode, "--quiet", "--overwrite"]
@@ -211,7 +185,7 @@ def run_cli(inputs: Path, output: Path, checkpoint_dir: Path, compile_mode: str,
     lines = log.splitlines()
     last_load = max((i for i, line in enumerate(lines) if LOADED.search(line)), default=-1)
     after = sum(1 for line in lines[last_load + 1:] if RECOMPILE.search(line))
-    return Run(seconds, len(RECOMPILE.findall(log)), after, log, output)
+    return Launch(seconds, len(RECOMPILE.findall(log)), after, log, output)
 
 
 def _label_maps(folder: Path) -> dict[str, object]:
@@ -270,7 +244,7 @@ PEAK_MARGIN = 1e-5  # of the map's range: 20x the largest compiled-vs-eager map 
 
 
 def record_pose(inputs: Path, output: Path, checkpoint_dir: Path, compile_mode: str, cache: Path,
-                device: str = "cpu", detector: Path | None = None) -> list[tuple]:
+                device: str = "cpu") -> list[tuple]:
     """The batch command's pose task in this process, recording every decoder call: (heatmaps, boxes, keypoints)."""
     import numpy as np
 
@@ -295,7 +269,7 @@ def record_pose(inputs: Path, output: Path, checkpoint_dir: Path, compile_mode: 
     try:
         for module, name, decode in originals:
             setattr(module, name, recorder(decode))
-        detector = detector or checkpoint_dir / "yolov8n-random.pt"
+        detector = checkpoint_dir / "yolov8n-random.pt"
         status = cli.main(["--input", str(inputs), "--output", str(output), "--tasks", "pose", "--checkpoint-dir",
                            str(checkpoint_dir), "--detector", str(detector), "--device", device, "--compile",
                            compile_mode, "--quiet", "--overwrite"])
@@ -368,40 +342,29 @@ def compiled_launches(argv: list[str], run: harness.Run) -> None:
     three sizes and a 20-frame video: wall times, warm / cold (target <= 0.5), recompiles after the warm-up (target
     none), body-part labels (>= 99.9 % equal) and well-defined keypoints (within 0.05 px) against --compile off.
     tests/system/test_compile_cli.py runs the same as a test."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks compile", description=compiled_launches.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = harness.parser(run, compiled_launches.__doc__)
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--tasks", default="seg,pose")
-    parser.add_argument("--video-frames", type=int, default=20)
-    parser.add_argument("--checkpoint-dir", type=Path, default=None, help="default: tiny checkpoints, written here")
-    parser.add_argument("--detector", type=Path, default=None, help="default: CHECKPOINT_DIR/yolov8n-random.pt")
-    parser.add_argument("--keep", type=Path, default=None, help="keep inputs, outputs and the cache in DIR")
+    parser.add_argument("--checkpoint-dir", type=Path, default=None, help="default: tiny checkpoints")
     args = parser.parse_args(argv)
-    work = args.keep or Path(tempfile.mkdtemp(prefix="bench_compile_"))
-    checkpoints = args.checkpoint_dir
-    if checkpoints is None:
-        from sapiens2_demo.standins.tiny import write_all, write_tiny_detector
-
-        checkpoints = work / "tiny"
-        if not (checkpoints / "yolov8n-random.pt").is_file():
-            write_all(checkpoints)
-            write_tiny_detector(checkpoints / "yolov8n-random.pt")
-    inputs = make_inputs(work / "inputs", args.video_frames)
-    cache = work / "compile-cache"
-    print(f"{len(IMAGES)} images {', '.join(f'{w}x{h}' for _, (w, h) in IMAGES)} and a {args.video_frames}-frame "
-          f"video; tasks {args.tasks}; device {args.device}; load average {os.getloadavg()[0]:.1f} "
-          f"on {os.cpu_count()} cores", flush=True)
-    runs = {}
+    work = Path(tempfile.mkdtemp(prefix="bench_compile_"))
+    checkpoints, cache = args.checkpoint_dir or harness.tiny_checkpoints(), work / "compile-cache"
+    inputs = make_inputs(work / "inputs")
+    run.weights = "tiny random weights" if args.checkpoint_dir is None else str(args.checkpoint_dir)
+    print(f"{len(IMAGES)} images {', '.join(f'{w}x{h}' for _, (w, h) in IMAGES)} and a 20-frame video; seg and pose; "
+          f"device {args.device}; load {harness.load()}", flush=True)
+    launches = {}
     for name, mode in (("off", "off"), ("cold", "on"), ("warm", "on")):
-        runs[name] = run_cli(inputs, work / f"out_{name}", checkpoints, mode, cache, args.device, args.tasks,
-                             args.detector)
-        run = runs[name]
-        print(f"  --compile {mode:3s} {name:4s}: {run.seconds:6.1f} s, recompiles {run.recompiles} "
-              f"({run.after_warm_up} after the warm-up at load)", flush=True)
-    print(f"warm / cold wall time: {runs['warm'].seconds / runs['cold'].seconds:.2f} (target <= 0.5)")
+        launches[name] = found = run_cli(inputs, work / f"out_{name}", checkpoints, mode, cache, args.device)
+        run.figures[name] = {"seconds": round(found.seconds, 1), "recompiles": found.recompiles,
+                             "after_warm_up": found.after_warm_up}
+        print(f"  --compile {mode:3s} {name:4s}: {found.seconds:6.1f} s, recompiles {found.recompiles} "
+              f"({found.after_warm_up} after the warm-up at load)", flush=True)
+    print(f"warm / cold wall time: {launches['warm'].seconds / launches['cold'].seconds:.2f} (target <= 0.5)")
     for name in ("cold", "warm"):
-        print(f"{name} against off (output files): {compare(runs['off'].output, runs[name].output)}")
+        run.figures[f"{name}_files"] = compare(launches["off"].output, launches[name].output)
+        print(f"{name} against off (output files): {run.figures[f'{name}_files']}")
     # the pose maps behind the keypoints, recorded in this process (the cache is warm by now)
-    recorded = {mode: record_pose(inputs, work / f"pose_{mode}", checkpoints, mode, cache, args.device,
-                                  args.detector) for mode in ("off", "on")}
-    print(f"pose keypoints, --compile on against off, by how well-defined: {pose_parity(recorded['off'], recorded['on'])}")
-    print(f"work folder: {work}")
+    recorded = {mode: record_pose(inputs, work / f"pose_{mode}", checkpoints, mode, cache, args.device)
+                for mode in ("off", "on")}
+    run.figures["pose"] = pose_parity(recorded["off"], recorded["on"])
+    print(f"pose keypoints, --compile on against off, by how well-defined: {run.figures['pose']}")
