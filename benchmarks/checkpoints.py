@@ -17,7 +17,7 @@ import numpy as np
 
 from benchmarks import harness
 
-# -- fullsize: full-size random weights ----------------------------------------------------------------------
+# -- fullsize: full-size random weights ------------------------------------------------------------------------------
 DEFAULT_DIR = Path(os.environ.get("SAPIENS2_FULLSIZE_DIR", "/tmp/sapiens2-fullsize"))
 INPUT_HW = (1024, 768)
 SIZE = "0.4b"
@@ -102,7 +102,7 @@ def fullsize(argv: list[str], run: harness.Run) -> None:
     print(f"full-size checkpoints in {args.dir}")
 
 
-# -- standins: their structure against random weights ----------------------------------------------------
+# -- standins: their structure against random weights ----------------------------------------------------------------
 ASTRONAUT_BOX = [[30, 10, 370, 512]]  # x1 y1 x2 y2 around the astronaut
 
 
@@ -110,7 +110,6 @@ def figures(checkpoint_dir: Path) -> dict[str, float]:
     from unittest import mock
 
     from sapiens2_demo.export.image import write_normals_png
-    from sapiens2_demo.models.manager import ModelManager
     from sapiens2_demo.pipelines import pose as pose_pipeline
     from sapiens2_demo.pipelines.dense import estimate_matting, estimate_normals, segment
     from sapiens2_demo.pipelines.features import extract_features
@@ -119,7 +118,7 @@ def figures(checkpoint_dir: Path) -> dict[str, float]:
 
     scene = build_scene("astronaut")
     image = scene.image
-    manager = ModelManager(checkpoint_dir=checkpoint_dir, device="cpu", dtype="float32")
+    manager = harness.manager(checkpoint_dir, dtype="float32")
     out = {}
     labels = segment(image, manager).labels
     with tempfile.TemporaryDirectory() as folder:  # as the normals task writes it: background removed (default)
@@ -200,13 +199,6 @@ def structure(argv: list[str], run: harness.Run) -> None:
     standins = harness.standin_checkpoints()
     print(f"stand-ins (not models): {standins} ({time.perf_counter() - start:.0f} s to train or find)")
     ours, theirs = figures(standins), figures(harness.tiny_checkpoints())
-    print(f"\n{'astronaut photo':<26}{'random':>12}{'stand-ins':>12}{'ratio':>9}")
-    for key in ours:
-        ratio = ours[key] / theirs[key] if theirs[key] else float("nan")
-        print(f"{key:<26}{theirs[key]:>12.4g}{ours[key]:>12.4g}{ratio:>9.2f}")
-    print(f"\ntargets: normals PNG <= 0.4x random ({ours['normals16_png_bytes'] / theirs['normals16_png_bytes']:.2f}x), "
-          f"labels equal to their right neighbour >= 0.9 ({ours['labels_equal_right']:.3f}), "
-          f"pose maps on the fast path >= 0.9 ({ours['pose_fast_path']:.3f})")
     run.weights, run.figures = "stand-ins against tiny random weights", {"standins": ours, "random": theirs}
     run.table("structure", ["astronaut photo", "random weights", "stand-ins", "target"],
               [[LABELS.get(key, key), f"{theirs[key]:.3g}", f"{ours[key]:.3g}", TARGETS.get(key, "")] for key in ours])

@@ -21,7 +21,7 @@ import numpy as np
 
 from benchmarks import harness
 
-# -- ledger: what crosses between host and device --------------------------------------------------------------------------------------------------------
+# -- ledger: what crosses between host and device --------------------------------------------------------------------
 HEIGHT, WIDTH = 1080, 1920
 PEOPLE = 3
 KEYPOINTS = 308
@@ -187,7 +187,7 @@ def ledger(argv: list[str], run: harness.Run) -> None:
                   [[task, megabytes(f["d2h_bytes"]), f["waits"], f["launches"]] for task, f in figures["live"].items()])
 
 
-# -- pose: DARK-UDP decode on the host and device roads ---------------------------------------------------------
+# -- pose: DARK-UDP decode on the host and device roads --------------------------------------------------------------
 HEATMAP = (308, 256, 192)
 INPUT = (1024, 768)
 

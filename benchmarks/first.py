@@ -170,21 +170,16 @@ def app_launch(checkpoint_dir: Path, task: str, dtype: str, compile_mode: str, c
 
 def cli_wall(checkpoint_dir: Path, photos: int, compile_mode: str, dtype: str, task: str, cache: Path,
              work: Path) -> float:
+    """The batch CLI's wall seconds on `photos` photos (tests/compile_parity.run_cli, as `compile` runs it)."""
+    from tests.compile_parity import run_cli
+
     inputs = work / f"photos-{photos}"
     if not inputs.exists():
         inputs.mkdir(parents=True)
         for n in range(photos):
             shutil.copy(ROOT / "assets" / PHOTOS[n % len(PHOTOS)], inputs / f"photo{n:02d}.jpg")
-    env = {**os.environ, "SAPIENS2_COMPILE_CACHE": str(cache), "PYTHONPATH": str(ROOT)}
-    command = [sys.executable, "-m", "sapiens2_demo.cli", "--input", str(inputs), "--output",
-               str(work / f"out-{photos}-{compile_mode}"), "--tasks", task, "--checkpoint-dir", str(checkpoint_dir),
-               "--detector", str(checkpoint_dir / "yolov8n-random.pt"), "--device", "cpu", "--dtype", dtype,
-               "--compile", compile_mode, "--quiet", "--overwrite"]
-    started = time.perf_counter()
-    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
-    if done.returncode:
-        raise SystemExit(f"the CLI exited {done.returncode}: {(done.stdout + done.stderr)[-2000:]}")
-    return round(time.perf_counter() - started, 2)
+    return round(run_cli(inputs, work / f"out-{photos}-{compile_mode}", checkpoint_dir, compile_mode, cache,
+                         tasks=task, dtype=dtype).seconds, 2)
 
 
 def first_answer(argv: list[str], run: harness.Run) -> None:

@@ -13,7 +13,6 @@ import os
 import platform
 import re
 import socket
-import statistics
 import subprocess
 import sys
 import threading
@@ -101,19 +100,6 @@ def versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             pass
     return found
-
-
-def timed(call: Callable[[], object], reps: int = 5, warmup: int = 1) -> dict[str, float]:
-    """Wall and CPU (this process, all threads) seconds of `call`, median and best of `reps` after `warmup`."""
-    for _ in range(warmup):
-        call()
-    walls, cpus = [], []
-    for _ in range(reps):
-        wall, cpu = time.perf_counter(), time.process_time()
-        call()
-        walls.append(time.perf_counter() - wall)
-        cpus.append(time.process_time() - cpu)
-    return {"median_s": statistics.median(walls), "best_s": min(walls), "cpu_median_s": statistics.median(cpus)}
 
 
 def sync(device) -> None:
@@ -247,28 +233,38 @@ def manager(checkpoint_dir: Path, device: str = "cpu", dtype: str = "auto", dete
                         detector=str(detector or Path(checkpoint_dir) / "yolov8n-random.pt"), **extra)
 
 
+def task_models(manager, task: str) -> list:
+    """The models a request or a video of `task` runs, loaded (outside any timing): its own, the body parts where it
+    removes the background; the detector too where it finds people (not returned). `all`: every task's."""
+    from sapiens2_demo import tasks
+    from sapiens2_demo.models.registry import checkpoint
+
+    models = []
+    for spec in tasks.specs(in_all=True) if task == "all" else [tasks.get(task)]:
+        models.append(manager.get(checkpoint(spec.family, spec.default_size())))
+        models += [manager.get(checkpoint("seg", "0.4b"))] if spec.uses_mask else []
+        if spec.detector:
+            manager.get_detector()
+    return list({id(m): m for m in models}.values())
+
+
 def quiet_transformers() -> None:
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
 
 
-def astronaut(path: Path, size: tuple[int, int] = (1920, 1080)) -> Path:
-    """assets/astronaut.jpg resized to `size` (JPEG, quality 95): the image benchmarks' input."""
-    import cv2
-
-    photo = cv2.imread(str(ROOT / "assets" / "astronaut.jpg"))
-    cv2.imwrite(str(path), cv2.resize(photo, size, interpolation=cv2.INTER_CUBIC), [cv2.IMWRITE_JPEG_QUALITY, 95])
-    return path
-
-
 class Pictures:
-    """The image requests' 1080p astronaut (`path`); called, the picture to send: with `fresh`, a copy with one pixel
+    """The image requests' input: assets/astronaut.jpg at 1920x1080 (`path`); called, the picture to send: with `fresh`, a copy with one pixel
     changed, never seen before, so no cache (the segmentation's, the upload's) answers it."""
 
     def __init__(self, work: Path, fresh: bool = False):
+        import cv2
+
         self.work, self.fresh, self.made = work, fresh, 0
-        self.path = str(astronaut(work / "astronaut_1080p.jpg"))
+        self.path = str(work / "astronaut_1080p.jpg")
+        photo = cv2.resize(cv2.imread(str(ROOT / "assets" / "astronaut.jpg")), (1920, 1080), interpolation=cv2.INTER_CUBIC)
+        cv2.imwrite(self.path, photo, [cv2.IMWRITE_JPEG_QUALITY, 95])
 
     def __call__(self) -> str:
         if not self.fresh:

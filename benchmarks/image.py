@@ -20,11 +20,6 @@ from pathlib import Path
 from benchmarks import harness
 
 IMAGE_TASKS = ("pose", "segment", "normals", "pointmap", "matting")
-STAGES = {"load_image": ("media/image.py", "load_image"), "detector": ("pose/detector.py", "detect_people_batch"),
-          "crops": ("models/crops.py", "crop_people"), "preprocess": ("models/inference.py", "preprocess"),
-          "model forward": ("models/inference.py", "forward"), "seg-cache key": ("pipelines/dense.py", "key"),
-          "GPU call": ("jobs/image.py", "infer"), "present": ("tasks/present.py", "present_"),
-          "summary": ("tasks/summary.py", "summarize"), "display copies": ("ui/common.py", "as_display_files")}
 
 
 def ms(seconds: float) -> float:
@@ -52,16 +47,13 @@ class Clock:
         """Hooks on the models `task`'s request runs (body parts too where it removes the background; the detector's
         network for pose), loading them outside the timings."""
         from sapiens2_demo import tasks
-        from sapiens2_demo.models.registry import checkpoint
 
-        for spec in tasks.specs(in_all=True) if task == "all" else [tasks.get(task)]:
-            modules = [manager.get(checkpoint(spec.family, spec.default_size())).model]
-            modules += [manager.get(checkpoint("seg", "0.4b")).model] if spec.uses_mask else []
-            modules += [detector_network(manager)] if spec.detector else []
-            for module in (m for m in modules if id(m) not in self.hooked):
-                self.hooked.add(id(module))
-                module.register_forward_pre_hook(self._pre, with_kwargs=True)
-                module.register_forward_hook(self._post, with_kwargs=True)
+        modules = [loaded.model for loaded in harness.task_models(manager, task)]
+        modules += [detector_network(manager)] if task == "all" or tasks.get(task).detector else []
+        for module in (m for m in modules if id(m) not in self.hooked):
+            self.hooked.add(id(module))
+            module.register_forward_pre_hook(self._pre, with_kwargs=True)
+            module.register_forward_hook(self._post, with_kwargs=True)
 
     def _sync(self) -> None:
         if self.cuda:
@@ -161,7 +153,7 @@ def profile_request(ctx, pictures, task: str, run_dir: Path, clock: Clock) -> No
     harness.print_top(stats, f"a {task} request minus gradio")
 
 
-# -- host: in this process, and through gradio ------------------------------------------------------------------
+# -- host: in this process, and through gradio -----------------------------------------------------------------------
 def stages(ctx, loaded, task: str, work: Path) -> dict:
     """The render, the display copies and the files each on their own (wall and CPU seconds)."""
     from sapiens2_demo import tasks
@@ -189,23 +181,7 @@ def stages(ctx, loaded, task: str, work: Path) -> dict:
     return figures
 
 
-def profile_stages(ctx, path: str, task: str, run_dir: Path, reps: int) -> dict:
-    """ms of the request thread's CPU per stage (cProfile on thread time, outermost calls, medians of `reps`)."""
-    clock = Clock()
-    request(ctx, path, task, run_dir / "warm", clock)
-    seen: dict = {name: [] for name in [*STAGES, "request"]}
-    for i in range(reps):
-        cpu = time.thread_time()
-        stats = harness.profiled(lambda i=i: request(ctx, path, task, run_dir / str(i), clock), time.thread_time).stats
-        seen["request"].append(time.thread_time() - cpu)
-        for name, (suffix, prefix) in STAGES.items():
-            def ours(key, suffix=suffix, prefix=prefix):
-                return key[0].endswith(suffix) and key[2].startswith(prefix)
-            seen[name].append(sum(v[3] for key, v in stats.items() if ours(key) and not any(map(ours, v[4]))))
-    return {name: ms(statistics.median(values)) for name, values in seen.items()}
-
-
-def bench_image(kind: str, checkpoint_dir: Path, pictures, reps: int, task_names, work: Path, profile: bool) -> dict:
+def bench_image(kind: str, checkpoint_dir: Path, pictures, reps: int, task_names, work: Path) -> dict:
     from sapiens2_demo.jobs.image import AppContext
     from sapiens2_demo.media.image import load_image
 
@@ -218,8 +194,6 @@ def bench_image(kind: str, checkpoint_dir: Path, pictures, reps: int, task_names
         if task != "all":
             alone = [stages(ctx, loaded, task, work / f"{kind}_{task}_stages_{i}") for i in range(reps)]
             row.update({key: ms(median(alone, key)) for key in alone[0]})
-        if profile:
-            row["profile"] = profile_stages(ctx, pictures.path, task, work / f"{kind}_{task}_profile", reps)
         rows[task] = row
         print(f"  [{kind}] /{task}: {row}  (load {harness.load()})", file=sys.stderr, flush=True)
     return rows
@@ -321,8 +295,8 @@ def host(argv: list[str], run: harness.Run) -> None:
     """The host's work around the forwards. In this process (medians of --reps): the GPU call (pre-processing,
     forwards, post-processing); shown / all shown / complete (the job's first render, last render and complete
     answer, each less the GPU call until then, with the display copies gradio is handed); the render, the display
-    copies and the files alone; the request's CPU (all threads). --profile: the request thread's CPU per stage
-    (cProfile on thread time). Then through gradio as the page calls it (upload, queue/join, the event stream), each
+    copies and the files alone; the request's CPU (all threads). --profile: first cProfile's top 15 of one request a
+    task. Then through gradio as the page calls it (upload, queue/join, the event stream), each
     call right after a call of an echo app's generator event: ms beyond gradio's floor until the render reaches the
     caller and until the answer is complete. Then the video (video.host_frames): host = ours - forwards against the
     floor. --fresh: each request's picture one never seen (a pixel changed), so no cache serves it. The detector:
@@ -337,7 +311,7 @@ def host(argv: list[str], run: harness.Run) -> None:
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--frames", type=int, default=48, help="video clip length")
     parser.add_argument("--video-reps", type=int, default=3, help="runs of each video task (the median's row)")
-    parser.add_argument("--profile", action="store_true", help="the request thread's CPU per stage")
+    parser.add_argument("--profile", action="store_true", help="cProfile's top 15 of one request a task first")
     parser.add_argument("--fresh", action="store_true", help="each request's picture never seen before")
     for part in ("image", "gradio", "video"):
         parser.add_argument(f"--no-{part}", action="store_true")
@@ -354,7 +328,13 @@ def host(argv: list[str], run: harness.Run) -> None:
                 write_tiny_detector(detector, "yolo26n")
             found = run.figures.setdefault(kind, {})
             if not args.no_image:
-                found["image"] = bench_image(kind, checkpoint_dir, pictures, args.reps, task_names, work, args.profile)
+                if args.profile:
+                    from sapiens2_demo.jobs.image import AppContext
+
+                    ctx = AppContext(harness.manager(checkpoint_dir, detector=detector))
+                    for task in [*task_names, "all"]:
+                        profile_request(ctx, pictures, task, work / f"profile_{kind}_{task}", Clock())
+                found["image"] = bench_image(kind, checkpoint_dir, pictures, args.reps, task_names, work)
             if not args.no_gradio:
                 found["gradio"] = bench_gradio(checkpoint_dir, pictures, args.reps, [*task_names, "all"])
             if not args.no_video:
@@ -382,7 +362,7 @@ def host(argv: list[str], run: harness.Run) -> None:
                       caption=f"{args.frames} frames of 720p; target 1.2.")
 
 
-# -- gpu: forwards, and requests against their forwards, on any device -----------------------------------------
+# -- gpu: forwards, and requests against their forwards, on any device -----------------------------------------------
 def forward_ms(manager, task: str, batch: int, repeat: int, warmup: int) -> tuple[float, float]:
     """(median, fastest) milliseconds of one forward at this batch size, on random pixels at the input size."""
     import torch
@@ -406,15 +386,44 @@ def forward_ms(manager, task: str, batch: int, repeat: int, warmup: int) -> tupl
     return 1000 * statistics.median(times), 1000 * min(times)
 
 
+def against_forwards(managers: dict, task: str, pictures, work: Path, reps: int, warm: bool = True,
+                     **options) -> dict:
+    """Requests of `task` against their forwards on each manager (a road, a size): the models loaded first (`load_s`,
+    a compile included), then `reps` requests each (after one untimed, with `warm`), the managers alternating within
+    each repetition so load drift hits them alike; per manager the medians of `request`'s seconds."""
+    from sapiens2_demo.jobs.image import AppContext
+    from sapiens2_demo.jobs.outputs import OutputStore
+
+    found = {}
+    for label, manager in managers.items():
+        started, clock = time.perf_counter(), Clock(manager.device)
+        clock.attach(manager, task)
+        found[label] = {"load_s": round(time.perf_counter() - started, 1), "road": manager.road, "runs": [],
+                        "ctx": AppContext(manager, outputs=OutputStore(work / f"outputs_{label}")), "clock": clock}
+        print(f"  {task} {label}: loaded in {found[label]['load_s']} s ({manager.road}); load {harness.load()}",
+              flush=True)
+    for rep in range(int(warm) + reps):
+        for label, row in found.items():
+            row["runs"].append(request(row["ctx"], pictures(), task, work / f"{task}-{label}-{rep}", row["clock"],
+                                       **options))
+            print(f"  {task} {label} rep {rep}: " + ", ".join(f"{key} {row['runs'][-1][key]:.3f} s" for key in (
+                "forward", "wall", "forward_cpu", "request_cpu")) + f"; load {harness.load()}", flush=True)
+    for row in found.values():
+        runs = row.pop("runs")[int(warm):]
+        del row["ctx"], row["clock"]
+        row.update({key: median(runs, key) for key in ("wall", "first", "forward", "forward_cpu", "request_cpu")},
+                   calls=runs[-1]["calls"])
+    return found
+
+
 def gpu(argv: list[str], run: harness.Run) -> None:
     """Model and request speed per task and size on whatever device there is: forward ms at each of --batches
     (random pixels at the input size; pose: crops, no flip), then per 1080p picture (a fresh one each time) the
-    request's complete answer and first render against its forwards (hooks on the models and the detector's network),
-    target 1.3x. Sizes: tiny random weights, `full` (full-size 0.4b random weights, `python -m benchmarks fullsize`;
-    a CPU forward ~30 s). --profile: cProfile's top 15 of one request a task instead. CUDA runs bf16."""
+    request's complete answer and first render against its forwards (`against_forwards`: hooks on the models and the
+    detector's network), target 1.3x. Sizes: tiny random weights, `full` (full-size 0.4b random weights, `python -m
+    benchmarks fullsize`; a CPU forward ~30 s, so one request and no warm-up). --profile: cProfile's top 15 of one
+    request a task instead. CUDA runs bf16."""
     from benchmarks.checkpoints import ensure_fullsize
-    from sapiens2_demo.jobs.image import AppContext
-    from sapiens2_demo.jobs.outputs import OutputStore
 
     parser = harness.parser(run, gpu.__doc__)
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda")
@@ -429,51 +438,49 @@ def gpu(argv: list[str], run: harness.Run) -> None:
     args = parser.parse_args(argv)
     import torch
 
+    from sapiens2_demo.jobs.image import AppContext
     from sapiens2_demo.models.manager import resolve_device
 
-    tasks, sizes, batches = harness.names(args.tasks), harness.names(args.sizes), [int(b) for b in
-                                                                                 harness.names(args.batches)]
+    tasks, sizes = harness.names(args.tasks), harness.names(args.sizes)
     device, dtype = resolve_device(args.device, "auto")
     run.device, run.weights = str(device), " and ".join(f"{s} random weights" for s in sizes)
     print(f"device {device}, dtype {str(dtype).replace('torch.', '')}, compile {'on' if args.compile else 'off'}; "
           f"torch {torch.__version__}, {torch.get_num_threads()} threads; load {harness.load()}")
+    slow = "full" in sizes and str(device) == "cpu"  # a full-size CPU forward: one call, no warm-up
     with tempfile.TemporaryDirectory(prefix="bench_gpu_") as tmp:
         work, pictures = Path(tmp), harness.Pictures(Path(tmp), fresh=True)
         tiny = harness.tiny_checkpoints(work / "tiny")
         folders = {"tiny": tiny, "full": ensure_fullsize(sorted({t for t in tasks if t != "matting"} | {"seg"}))
                    if "full" in sizes else None}
+        managers = {size: harness.manager(folders[size], device, detector=tiny / "yolov8n-random.pt",
+                                          compile="on" if args.compile else "off") for size in sizes}
+        if args.profile:
+            for task in [*tasks, "all"]:
+                profile_request(AppContext(managers[sizes[0]]), pictures, task, work / f"profile_{task}", Clock())
+            return
+        for size, manager in managers.items() if not args.skip_forward else ():
+            print(f"\n{size}: forward ms, median (fastest) of {1 if slow else args.forward_repeat}, by batch")
+            for task in (t for t in tasks if not (size == "full" and t == "matting")):  # matting: released at 1b only
+                found = [forward_ms(manager, task, int(b), 1 if slow else args.forward_repeat, 0 if slow else 2)
+                         for b in harness.names(args.batches)]
+                print(f"{task:9}" + "".join(f"{b:>4}: {m:8.1f} ({f:6.1f})" for b, (m, f) in zip(
+                    harness.names(args.batches), found)), flush=True)
+        rows: dict = {size: [] for size in sizes}
+        for task in [*tasks, "all"]:  # all: every task's forwards, tiny only
+            chosen = {size: m for size, m in managers.items() if size == "tiny" or task not in ("matting", "all")}
+            found = against_forwards(chosen, task, pictures, work, 1 if slow else args.repeat, warm=not slow)
+            for size, row in found.items():
+                wall, forward, first = (1000 * row[key] for key in ("wall", "forward", "first"))
+                rows[size].append([task, f"{wall:.0f} / {forward:.1f}", f"{wall / forward:.2f}x",
+                                   f"{first:.0f} ({first / forward:.2f}x)"])
+                print(f"  {task} {size}: the last request's forwards (input, ms): {'; '.join(row['calls'])}")
         for size in sizes:
-            manager = harness.manager(folders[size], device, detector=tiny / "yolov8n-random.pt",
-                                      compile="on" if args.compile else "off")
-            ctx, clock = AppContext(manager, outputs=OutputStore(work / f"outputs_{size}")), Clock(device)
-            slow = size == "full" and str(device) == "cpu"  # a full-size CPU forward: one call, no warm-up
-            chosen = [t for t in tasks if not (size == "full" and t == "matting")]  # matting is released at 1b only
-            if args.profile:
-                for task in chosen + ["all"] * (size == "tiny"):
-                    profile_request(ctx, pictures, task, work / f"profile_{task}", clock)
-                continue
-            if not args.skip_forward:
-                print(f"\n{size}: forward ms, median (fastest) of {1 if slow else args.forward_repeat}, by batch")
-                for task in chosen:
-                    found = [forward_ms(manager, task, b, 1 if slow else args.forward_repeat, 0 if slow else 2)
-                             for b in batches]
-                    print(f"{task:9}" + "".join(f"{b:>4}: {m:8.1f} ({f:6.1f})" for b, (m, f) in zip(batches, found)),
-                          flush=True)
-            rows = []
-            for task in chosen + ["all"] * (size == "tiny"):  # all: every task's forwards, tiny only
-                clock.attach(manager, task)
-                runs = [request(ctx, pictures(), task, ctx.outputs.new_run_dir(None), clock)
-                        for _ in range(1 if slow else args.repeat + 1)][0 if slow else 1:]
-                wall, forward, first = (1000 * median(runs, key) for key in ("wall", "forward", "first"))
-                rows.append([task, f"{wall:.0f} / {forward:.1f}", f"{wall / forward:.2f}x",
-                             f"{first:.0f} ({first / forward:.2f}x)"])
-                print(f"  {task}: the last request's forwards (input, ms): {'; '.join(runs[-1]['calls'])}")
             run.table("image" if size == "full" else f"image-{size}", ["task", "complete ms / forwards ms", "ratio",
-                                                                       "render shown ms (ratio)"], rows,
+                                                                       "render shown ms (ratio)"], rows[size],
                       caption=f"1080p, medians of {1 if slow else args.repeat}, target 1.3x.")
 
 
-# -- cpu: the CPU's roads at full size ---------------------------------------------------------------------------
+# -- cpu: the CPU's roads at full size -------------------------------------------------------------------------------
 ROADS = {"float32": ("float32", "off"), "bfloat16": ("bfloat16", "off"), "auto": ("auto", "auto")}
 CPU_TASKS = {"seg": ("segment", {}), "pose": ("pose", {"flip_test": True}),
              "pose-noflip": ("pose", {"flip_test": False}), "normal": ("normals", {}), "pointmap": ("pointmap", {})}
@@ -481,13 +488,10 @@ CPU_TASKS = {"seg": ("segment", {}), "pose": ("pose", {"flip_test": True}),
 
 def cpu(argv: list[str], run: harness.Run) -> None:
     """The CPU's roads at full size: eager float32 against the auto road (bf16 + regional compile where the CPU runs
-    bf16 natively; `bfloat16`: eager bf16), per task on full-size random weights and one fresh 1080p picture a
-    request: load (+ compile) seconds, the request (`request`, the task's defaults) and its forwards within it (the
-    same hooks as `gpu`), wall and CPU seconds, and each road's speed-up over float32. The roads alternate within
-    each repetition, so load drift hits them alike. `pose` has the flip test, `pose-noflip` not."""
+    bf16 natively; `bfloat16`: eager bf16), per task on full-size random weights, through `against_forwards` (as
+    `gpu`, no warm-up request): load (+ compile) seconds, the request with the task's defaults and its forwards
+    within it, wall and CPU seconds, each road's speed-up over float32. `pose` has the flip test, `pose-noflip` not."""
     from benchmarks.checkpoints import DEFAULT_DIR, ensure_fullsize
-    from sapiens2_demo.jobs.image import AppContext
-    from sapiens2_demo.models.registry import checkpoint
     from sapiens2_demo.standins.tiny import write_tiny_detector
 
     parser = harness.parser(run, cpu.__doc__)
@@ -511,31 +515,11 @@ def cpu(argv: list[str], run: harness.Run) -> None:
         work, pictures = Path(tmp), harness.Pictures(Path(tmp), fresh=True)
         for task in tasks:
             name, options = CPU_TASKS[task]
-            found = {}
-            for road in roads:
-                dtype, compile_mode = ROADS[road]
-                manager = harness.manager(folder, dtype=dtype, compile=compile_mode)
-                ctx, clock, started = AppContext(manager=manager), Clock(), time.perf_counter()
-                clock.attach(manager, name)
-                compiled = manager.get(checkpoint("pose" if task.startswith("pose") else task, "0.4b")).compiled
-                found[road] = {"road": manager.road, "load_s": round(time.perf_counter() - started, 1),
-                               "compile": compiled.note if compiled else "off", "ctx": ctx, "clock": clock, "runs": []}
-                print(f"  {task} {road}: loaded in {found[road]['load_s']} s ({manager.road}; {found[road]['compile']})"
-                      f"; load {harness.load()}", flush=True)
-            for rep in range(args.reps):
-                for road, row in found.items():
-                    row["runs"].append(request(row["ctx"], pictures(), name, work / f"{task}-{road}-{rep}",
-                                               row["clock"], **options))
-                    print(f"  {task} {road} rep {rep}: " + ", ".join(f"{k} {row['runs'][-1][k]:.2f} s" for k in (
-                        "forward", "wall", "forward_cpu", "request_cpu")) + f"; load {harness.load()}", flush=True)
+            managers = {road: harness.manager(folder, dtype=ROADS[road][0], compile=ROADS[road][1]) for road in roads}
+            run.figures[task] = found = against_forwards(managers, name, pictures, work, args.reps, False, **options)
             for road, row in found.items():
-                runs = row.pop("runs")
-                row.update({key: round(median(runs, key), 2) for key in ("forward", "wall", "forward_cpu",
-                                                                         "request_cpu")})
-                del row["ctx"], row["clock"]
                 speed_up = f"{found['float32']['wall'] / row['wall']:.2f}x" if "float32" in found else "-"
-                rows.append([task, f"{road}: {row['road']}", row["forward"], row["wall"],
+                rows.append([task, f"{road}: {row['road']}", f"{row['forward']:.1f}", f"{row['wall']:.1f}",
                              f"{row['forward_cpu']:.1f} / {row['request_cpu']:.1f}", speed_up])
-            run.figures[task] = found
     run.table("roads", ["task", "road", "forward s", "request s", "CPU s: forward / request", "request vs float32"],
               rows, caption=f"Medians of {args.reps} per road, the roads alternating.")

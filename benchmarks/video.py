@@ -24,67 +24,34 @@ import numpy as np
 from benchmarks import harness
 
 TASKS = ("pose", "seg", "normal", "pointmap", "matting")
-MASKED = ("normal", "pointmap")  # ours removes the background with the body-part segmentation by default
+MASKED = ("normal", "pointmap")  # their defaults remove the background: the body-part model runs too
 # the app's encoder settings (media/video.py), written out: the floor is the same whatever the app's code
 ENCODER_OPTIONS = {"crf": "20", "preset": "superfast", "x264-params": "mbtree=1:rc-lookahead=10"}
 BYTES_CLIP_FRAMES = 24
 OVERRIDES: dict = {}  # --set NAME=VALUE: the Video tab's options changed for ours (e.g. detect_every=1)
 
 
-def size_of(task: str) -> str:
-    return "1b" if task == "matting" else "0.4b"
-
-
-# -- the clip and the floor ------------------------------------------------------------------------------------
-def clip_frame(i: int, frames: int, width: int, height: int, photo=None) -> np.ndarray:
-    """Frame i: the astronaut photo panning (`photo`), else moving shapes (tests/videos.py's pattern)."""
-    t = i / max(frames - 1, 1)
-    if photo is not None:
-        side = photo.shape[0]
-        x, y = round((side - width) * t), round((side - height) * t)
-        return np.ascontiguousarray(photo[y:y + height, x:x + width])
-    img = np.zeros((height, width, 3), np.uint8)
-    img[..., 2] = np.linspace(40, 120, width, dtype=np.uint8)[None, :]
-    side = max(2, min(width, height) // 4)
-    x, y = round((width - side) * t), round((height - side) * t)
-    img[y:y + side, x:x + side] = (40 + (i * 37) % 200, 220, 60)
-    img[:max(2, min(width, height) // 6), :max(2, min(width, height) // 6)] = (255, 0, 0)
-    return img
-
-
+# -- the clip and the floor ------------------------------------------------------------------------------------------
 def make_clip(path: Path, frames: int, size=(1280, 720), fps: int = 24, content: str = "shapes") -> Path:
-    """A (w, h) H.264 clip of `content` (shapes, or photo) with a 440 Hz sine AAC track of the same length."""
-    import av
+    """A (w, h) H.264 clip with a 440 Hz sine track (tests/videos.make_video): moving shapes, or the astronaut photo
+    panning (`photo`)."""
+    from tests.videos import make_video
 
     if path.exists():
         return path
-    width, height = size
-    photo = None
+    pattern, (width, height) = "moving", size
     if content == "photo":
         import cv2
 
         side = int(max(width, height) * 1.15)
         photo = cv2.resize(cv2.imread(str(harness.ROOT / "assets" / "astronaut.jpg"))[..., ::-1], (side, side),
                            interpolation=cv2.INTER_CUBIC)
-    rate = 48_000
-    with av.open(str(path), "w", format="mp4") as out:
-        video = out.add_stream("libx264", rate=fps, options={"crf": "18", "preset": "fast"})
-        video.width, video.height, video.pix_fmt = width, height, "yuv420p"
-        audio = out.add_stream("aac", rate=rate, layout="mono")
-        for i in range(frames):
-            frame = av.VideoFrame.from_ndarray(clip_frame(i, frames, width, height, photo), format="rgb24")
-            frame.pts, frame.time_base = i, Fraction(1, fps)
-            out.mux(video.encode(frame))
-        out.mux(video.encode())
-        total = round(frames / fps * rate)
-        for start in range(0, total, 1024):
-            n = min(1024, total - start)
-            samples = (0.3 * np.sin(2 * np.pi * 440 * (start + np.arange(n)) / rate)).astype(np.float32)
-            chunk = av.AudioFrame.from_ndarray(samples[None, :], format="flt", layout="mono")
-            chunk.sample_rate, chunk.pts, chunk.time_base = rate, start, Fraction(1, rate)
-            out.mux(audio.encode(chunk))
-        out.mux(audio.encode())
-    return path
+
+        def pattern(i: int) -> np.ndarray:
+            t = i / max(frames - 1, 1)
+            x, y = round((side - width) * t), round((side - height) * t)
+            return np.ascontiguousarray(photo[y:y + height, x:x + width])
+    return make_video(path, frames=frames, size=size, fps=fps, pattern=pattern)
 
 
 def measure_floor(clip: Path, out: Path, drawn: list | None = None) -> tuple[int, float, float]:
@@ -128,7 +95,7 @@ def decoded(video: Path) -> list:
         return [frame.to_ndarray(format="rgb24") for frame in source.decode(video=0)]
 
 
-# -- ours --------------------------------------------------------------------------------------------------------
+# -- ours ------------------------------------------------------------------------------------------------------------
 class GpuCalls:
     """Counts `gpu.infer` calls (and each streamed chunk of `gpu.stream`); with `measure_bytes`, the pickled bytes
     each way."""
@@ -185,51 +152,32 @@ def measure_ours(clip: Path, task: str, manager, out_dir: Path, counter: GpuCall
         return out.frames, time.perf_counter() - started
 
 
-def load_models(manager, task: str) -> None:
-    from sapiens2_demo.models.registry import checkpoint
-
-    for each in (TASKS if task == "all" else [task]):
-        manager.get(checkpoint(each, size_of(each)))
-    if task in (*MASKED, "all"):
-        manager.get(checkpoint("seg", "0.4b"))
-    if task in ("pose", "all"):
-        manager.get_detector()
-
-
-def flips(device) -> bool:
-    from sapiens2_demo import tasks
-
-    return bool(tasks.get("pose").defaults(str(device))["flip_test"])
-
-
-# -- the model alone ---------------------------------------------------------------------------------------------
+# -- the model alone -------------------------------------------------------------------------------------------------
 def model_only(clip: Path, task: str, manager, batch_size: int, warm: bool = False) -> tuple[int, float]:
     """(frames, seconds) of the forwards our path makes, on frames pre-processed beforehand, batched as ours."""
     import torch
 
+    from sapiens2_demo import tasks
     from sapiens2_demo.jobs.video import VideoLimits
     from sapiens2_demo.media.video import read_frames
     from sapiens2_demo.models.inference import preprocess
-    from sapiens2_demo.models.registry import checkpoint
     from sapiens2_demo.pipelines.pose import model_flip_pairs
     from sapiens2_demo.pose.boxes import xyxy_to_xywh
     from sapiens2_demo.pose.detector import find_people
 
     frames = [f.rgb for f in read_frames(clip, max_side=VideoLimits().max_side)]
-    loaded = manager.get(checkpoint(task, size_of(task)))
-    seg = manager.get(checkpoint("seg", "0.4b")) if task in MASKED else None
+    loaded, *seg = harness.task_models(manager, task)  # the body parts too where the task removes the background
     batches = []
     for start in range(0, len(frames), batch_size):
         chunk, calls = frames[start:start + batch_size], []
         if task == "pose":
             pixels = preprocess(loaded, chunk, "pose", [xyxy_to_xywh(find_people(f, manager)[0]) for f in chunk])
             calls.append((loaded, pixels, {}))
-            if flips(manager.device):
+            if tasks.get("pose").defaults(str(manager.device))["flip_test"]:
                 calls.append((loaded, pixels.flip(-1), {"flip_pairs": model_flip_pairs(loaded.model).to(pixels.device)}))
         else:
             calls.append((loaded, preprocess(loaded, chunk, task), {}))
-        if seg is not None:
-            calls.append((seg, preprocess(seg, chunk, "seg"), {}))
+        calls += [(model, preprocess(model, chunk, "seg"), {}) for model in seg]
         batches.append((len(chunk), calls))
     count = 0
     harness.sync(manager.device)
@@ -286,12 +234,27 @@ def report(timers: harness.Timers, wall: float, frames: int) -> list[str]:
     return lines
 
 
-# -- video ---------------------------------------------------------------------------------------------------------
+# -- video -----------------------------------------------------------------------------------------------------------
+def bracketed(clip: Path, task: str, manager, work: Path, breakdown: bool, counter: GpuCalls | None = None) -> dict:
+    """Ours between two runs of the floor (load drift evens out): frames, seconds and CPU seconds of ours, the
+    floor's (their mean), and with `breakdown` the stages' timers."""
+    work.mkdir(parents=True, exist_ok=True)
+    floors = [measure_floor(clip, work / "floor.mp4")]
+    with stage_timers() if breakdown else harness.Timers() as timers:
+        cpu = time.process_time()
+        frames, seconds = measure_ours(clip, task, manager, work / "ours", counter)
+        cpu = time.process_time() - cpu
+    floors.append(measure_floor(clip, work / "floor.mp4"))
+    return {"frames": max(frames, 1), "seconds": seconds, "cpu": cpu, "floor_frames": max(floors[0][0], 1),
+            "floor_s": (floors[0][1] + floors[1][1]) / 2, "floor_cpu": (floors[0][2] + floors[1][2]) / 2,
+            "timers": timers}
+
+
 def bench_task(task: str, clip: Path, warm: Path | None, manager, args, work: Path) -> tuple[dict, list]:
     """One task's frames a second: floor, ours, by CPU, model-only; GPU calls and bytes a frame."""
     from sapiens2_demo import gpu
 
-    load_models(manager, task)
+    harness.task_models(manager, task)
     figures, notes = {"load_start": harness.load()[0]}, []
     if warm is not None:  # first calls out of the timings; the bytes that would cross to ZeroGPU measured here
         sizing, crosses = GpuCalls(measure_bytes=True), gpu.CROSSES_PROCESSES
@@ -301,19 +264,14 @@ def bench_task(task: str, clip: Path, warm: Path | None, manager, args, work: Pa
         finally:
             gpu.CROSSES_PROCESSES = crosses
         figures["bytes_in_out_x_rgb"] = round((sizing.bytes_in + sizing.bytes_out) / frames_warm / (1280 * 720 * 3), 2)
-    floor = [measure_floor(clip, work / f"floor_{task}.mp4")]
-    timers = stage_timers() if args.breakdown else harness.Timers()
-    counter, cpu = GpuCalls(), time.process_time()
-    with timers:
-        frames, seconds = measure_ours(clip, task, manager, work / f"ours_{task}", counter)
-        ours_cpu = time.process_time() - cpu
-    floor.append(measure_floor(clip, work / f"floor_{task}.mp4"))  # the floor brackets ours: load drift evens out
-    floor_frames, floor_s, floor_cpu = floor[0][0], (floor[0][1] + floor[1][1]) / 2, (floor[0][2] + floor[1][2]) / 2
-    figures.update(ours_fps=round(frames / seconds, 2), floor_fps=round(floor_frames / floor_s, 2),
-                   ours_vs_floor=round(frames / seconds / (floor_frames / floor_s), 2),
-                   by_cpu=round((floor_cpu / floor_frames) / max(ours_cpu / frames, 1e-9), 2), calls=counter.calls)
+    counter = GpuCalls()
+    b = bracketed(clip, task, manager, work / f"ours_{task}", args.breakdown, counter)
+    figures.update(ours_fps=round(b["frames"] / b["seconds"], 2), floor_fps=round(b["floor_frames"] / b["floor_s"], 2),
+                   ours_vs_floor=round(b["frames"] / b["seconds"] / (b["floor_frames"] / b["floor_s"]), 2),
+                   by_cpu=round((b["floor_cpu"] / b["floor_frames"]) / max(b["cpu"] / b["frames"], 1e-9), 2),
+                   calls=counter.calls)
     if args.breakdown:
-        notes += [f"{task}:"] + report(timers, seconds, frames)
+        notes += [f"{task}:"] + report(b["timers"], b["seconds"], b["frames"])
     if not args.no_model_only:
         from sapiens2_demo.jobs.video import default_batch_size
 
@@ -389,7 +347,7 @@ def video(argv: list[str], run: harness.Run) -> None:
         print("\n".join(notes))
 
 
-# -- the host's work a frame (python -m benchmarks host's video part) --------------------------------------------------
+# -- the host's work a frame (python -m benchmarks host's video part) ------------------------------------------------
 HOST_TASKS = {"pose": "pose", "segment": "seg", "normals": "normal", "pointmap": "pointmap", "matting": "matting",
               "all": "all"}  # "all": the Video tab's grid (only when asked for: every task's forwards)
 
@@ -406,7 +364,7 @@ def host_frames(kind: str, checkpoint_dir: Path, detector: Path, frames: int, ta
     rows = {}
     for task in task_names:
         name = HOST_TASKS[task]
-        load_models(manager, name)
+        harness.task_models(manager, name)
         measure_ours(warm, name, manager, work / f"warm_{kind}_{name}")
         runs = sorted((host_run(clip, name, manager, work / f"video_{kind}_{name}_{i}") for i in range(max(1, reps))),
                       key=lambda r: r["host_vs_floor"])
@@ -416,29 +374,23 @@ def host_frames(kind: str, checkpoint_dir: Path, detector: Path, frames: int, ta
 
 
 def host_run(clip: Path, name: str, manager, work: Path) -> dict:
-    work.mkdir(parents=True, exist_ok=True)
-    floors = [measure_floor(clip, work / "floor.mp4")]
-    with stage_timers() as timers:
-        cpu = time.process_time()
-        done, seconds = measure_ours(clip, name, manager, work / "ours")
-        ours_cpu = time.process_time() - cpu
-    floors.append(measure_floor(clip, work / "floor.mp4"))
+    b = bracketed(clip, name, manager, work, breakdown=True)
+    timers, per, count = b["timers"], b["frames"], b["floor_frames"]
     rendered = next((work / "ours").rglob(f"*_{name}.mp4"), None)
     drawn = [measure_floor(clip, work / "drawn.mp4", decoded(rendered)) for _ in range(2)] if rendered else []
-    per, count = max(done, 1), max(floors[0][0], 1)
-    floor = 1000 * (floors[0][1] + floors[1][1]) / 2 / count
-    host = 1000 * (seconds - timers.total("main:   forward", "main:   detector")) / per
+    floor = 1000 * b["floor_s"] / count
+    host = 1000 * (b["seconds"] - timers.total("main:   forward", "main:   detector")) / per
     drawn_floor = 1000 * sum(f[1] for f in drawn) / 2 / count if drawn else None
-    return {"ours_ms": round(1000 * seconds / per, 1), "host_ms": round(host, 1), "floor_ms": round(floor, 1),
+    return {"ours_ms": round(1000 * b["seconds"] / per, 1), "host_ms": round(host, 1), "floor_ms": round(floor, 1),
             "host_vs_floor": round(host / floor, 2),
             "host_vs_drawn_floor": round(host / drawn_floor, 2) if drawn_floor else None,
-            "ours_cpu_ms": round(1000 * ours_cpu / per, 1),
+            "ours_cpu_ms": round(1000 * b["cpu"] / per, 1),
             "stages_ms": {stage: round(1000 * timers.total(prefix) / per, 1) for stage, prefix in (
                 ("decode", "decode"), ("encode", "writer thread: encode"), ("draw", "writer thread: render"),
                 ("preprocess", "main:   preprocess"), ("forward", "main:   forward"))}}
 
 
-# -- motion capture's speed and steady depth ----------------------------------------------------------------------------
+# -- motion capture's speed and steady depth -------------------------------------------------------------------------
 def mocap(argv: list[str], run: harness.Run) -> None:
     """Frames a second of pose, depth and pose with 3D motion on one clip (order A B C C B A, the mean of two runs);
     the mean frame-to-frame change of the exported depth (mm) on a still clip with sensor noise, without and with
@@ -519,7 +471,7 @@ def flicker_figure(maps: dict, path: Path) -> None:
     Image.open(buffer).convert("RGB").quantize(128).save(path, optimize=True)  # a third of the bytes
 
 
-# -- the Rerun recording (export/rerun_recording.py) ---------------------------------------------------------------
+# -- the Rerun recording (export/rerun_recording.py) -----------------------------------------------------------------
 def rerun(argv: list[str], run: harness.Run) -> None:
     """Pose with 3D motion on a 720p clip, with and without the recording (order A B B A): the recording's own work
     (each frame's logging in the writer thread, then its close: the 3D skeleton, the angles and their files) against
