@@ -1,5 +1,6 @@
 """The app's first minutes, two benchmarks that launch the real app (`python -m benchmarks burst|first-answer`; each
-run's figures go to benchmarks/results/ through the harness), on tiny random-weight checkpoints.
+run's figures go to benchmarks/results/ through the harness). Tiny random-weight checkpoints unless
+--checkpoint-dir names others (`python -m benchmarks fullsize` writes full-size random-weight ones).
 
 burst: visitors arriving together after a restart: cold launches, each its own `python app.py` (so transformers'
 lazy names are looked up afresh too), then N concurrent first requests across the five image endpoints before any
@@ -7,6 +8,7 @@ model is loaded, then one request per endpoint; and one launch with 64 at once (
 gradio's "Queue is full" may refuse them). tests/app/test_first_burst.py is the suite's smaller version.
 
     python -m benchmarks burst [--launches 5] [--clients 10] [--dtypes bfloat16,float32] [--crowd 64]
+        [--checkpoint-dir DIR]
 
 first-answer: per launch kind (`empty cache`: a new compile cache folder; `warm cache`: the same folder again;
 `compile off`), the first three answers on three photos while the background compile may still run (what a
@@ -14,6 +16,7 @@ request loses to it), then three more once the log says the compiled form serves
 on 1 and 20 photos with `--compile auto` (compiles only when it pays), `off` and `on`, on the warm cache.
 
     python -m benchmarks first-answer [--tasks segment] [--dtype bfloat16] [--cli-photos 1,20]
+        [--checkpoint-dir DIR]
 """
 
 from __future__ import annotations
@@ -38,6 +41,17 @@ ENDPOINT = {endpoint.strip("/"): endpoint for endpoint in ENDPOINTS}
 PHOTOS = ("astronaut.jpg", "grace_hopper.jpg", "camera.jpg")
 SERVER_ERROR = "Something went wrong on the server"
 SWAPPED = re.compile(r"requests run compiled from then on")
+
+
+def checkpoints(given: Path | None, work: Path) -> tuple[Path, str]:
+    """The checkpoints given (with a random YOLO beside them), else tiny random weights; and what they are."""
+    from sapiens2_demo.standins.tiny import write_tiny_detector
+
+    if given is None:
+        return harness.tiny_checkpoints(work / "checkpoints"), "tiny random weights"
+    if not (given / "yolov8n-random.pt").exists():
+        write_tiny_detector(given / "yolov8n-random.pt")
+    return given, str(given)
 
 
 def launch(checkpoint_dir: Path, dtype: str, compile_mode: str, log_path: Path, env: dict | None = None):
@@ -107,9 +121,10 @@ def burst(argv: list[str], run: harness.Run) -> None:
     parser.add_argument("--clients", type=int, default=10)
     parser.add_argument("--dtypes", default="bfloat16,float32")
     parser.add_argument("--crowd", type=int, default=64, help="requests at once in the last launch (0: none)")
+    parser.add_argument("--checkpoint-dir", type=Path, help="default: tiny random weights")
     args = parser.parse_args(argv)
     scratch = Path(tempfile.mkdtemp(prefix="sapiens2-burst-"))
-    checkpoint_dir, run.weights = harness.tiny_checkpoints(scratch / "checkpoints"), "tiny random weights"
+    checkpoint_dir, run.weights = checkpoints(args.checkpoint_dir, scratch)
     print(f"app logs in {scratch}")
     figures = run.figures.setdefault("runs", {})
     for dtype in harness.names(args.dtypes):
@@ -188,9 +203,10 @@ def first_answer(argv: list[str], run: harness.Run) -> None:
     parser.add_argument("--tasks", default="segment", help=f"comma-separated, of {', '.join(ENDPOINT)}")
     parser.add_argument("--dtype", default="bfloat16", help="the launches' --dtype (bfloat16: the AMX CPU's road)")
     parser.add_argument("--cli-photos", default="1,20", help="the CLI's runs (empty: none)")
+    parser.add_argument("--checkpoint-dir", type=Path, help="default: tiny random weights")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="sapiens2-first-answer-"))
-    checkpoint_dir, run.weights = harness.tiny_checkpoints(work / "checkpoints"), "tiny random weights"
+    checkpoint_dir, run.weights = checkpoints(args.checkpoint_dir, work)
     figures, cache, tasks = run.figures, work / "compile-cache", harness.names(args.tasks)
     figures.update(dtype=args.dtype, app={}, cli={})
     for task in tasks:
