@@ -153,6 +153,35 @@ def profile_request(ctx, pictures, task: str, run_dir: Path, clock: Clock) -> No
     harness.print_top(stats, f"a {task} request minus gradio")
 
 
+def timed_requests(managers: dict, task: str, pictures, work: Path, reps: int, warm: bool = True,
+                     **options) -> dict:
+    """`task`'s requests on each manager (a road, a size, a kind of checkpoints): the models loaded first (`load_s`,
+    a compile included), then `reps` requests each (after one untimed, with `warm`), the managers alternating within
+    each repetition so load drift hits them alike; per manager the medians of `request`'s seconds."""
+    from sapiens2_demo.jobs.image import AppContext
+    from sapiens2_demo.jobs.outputs import OutputStore
+
+    found = {}
+    for label, manager in managers.items():
+        started, clock = time.perf_counter(), Clock(manager.device)
+        clock.attach(manager, task)
+        found[label] = {"load_s": round(time.perf_counter() - started, 1), "road": manager.road, "runs": [],
+                        "ctx": AppContext(manager, outputs=OutputStore(work / f"outputs_{label}")), "clock": clock}
+        print(f"  {task} {label}: loaded in {found[label]['load_s']} s ({manager.road}); load {harness.load()}",
+              flush=True)
+    for rep in range(int(warm) + reps):
+        for label, row in found.items():
+            row["runs"].append(request(row["ctx"], pictures(), task, work / f"{task}-{label}-{rep}", row["clock"],
+                                       **options))
+            print(f"  {task} {label} rep {rep}: " + ", ".join(f"{key} {row['runs'][-1][key]:.3f} s" for key in (
+                "forward", "wall", "forward_cpu", "request_cpu")) + f"; load {harness.load()}", flush=True)
+    for row in found.values():
+        runs = row.pop("runs")[int(warm):]
+        del row["ctx"], row["clock"]
+        row.update({key: median(runs, key) for key in runs[0] if key != "calls"}, calls=runs[-1]["calls"])
+    return found
+
+
 # -- host: in this process, and through gradio -----------------------------------------------------------------------
 def stages(ctx, loaded, task: str, work: Path) -> dict:
     """The render, the display copies and the files each on their own (wall and CPU seconds)."""
@@ -185,12 +214,11 @@ def bench_image(kind: str, checkpoint_dir: Path, pictures, reps: int, task_names
     from sapiens2_demo.jobs.image import AppContext
     from sapiens2_demo.media.image import load_image
 
-    ctx, clock = AppContext(harness.manager(checkpoint_dir, detector=checkpoint_dir / "yolo26n-random.pt")), Clock()
-    loaded, rows = load_image(pictures.path), {}
+    manager = harness.manager(checkpoint_dir, detector=checkpoint_dir / "yolo26n-random.pt")
+    ctx, loaded, rows = AppContext(manager), load_image(pictures.path), {}
     for task in [*task_names, "all"]:
-        request(ctx, pictures(), task, work / f"{kind}_{task}_warm", clock)  # models load, first calls
-        runs = [request(ctx, pictures(), task, work / f"{kind}_{task}_{i}", clock) for i in range(reps)]
-        row = {key: ms(median(runs, key)) for key in ("gpu_call", "shown", "all_shown", "complete", "request_cpu")}
+        [found] = timed_requests({kind: manager}, task, pictures, work, reps).values()
+        row = {key: ms(found[key]) for key in ("gpu_call", "shown", "all_shown", "complete", "request_cpu")}
         if task != "all":
             alone = [stages(ctx, loaded, task, work / f"{kind}_{task}_stages_{i}") for i in range(reps)]
             row.update({key: ms(median(alone, key)) for key in alone[0]})
@@ -386,40 +414,10 @@ def forward_ms(manager, task: str, batch: int, repeat: int, warmup: int) -> tupl
     return 1000 * statistics.median(times), 1000 * min(times)
 
 
-def against_forwards(managers: dict, task: str, pictures, work: Path, reps: int, warm: bool = True,
-                     **options) -> dict:
-    """Requests of `task` against their forwards on each manager (a road, a size): the models loaded first (`load_s`,
-    a compile included), then `reps` requests each (after one untimed, with `warm`), the managers alternating within
-    each repetition so load drift hits them alike; per manager the medians of `request`'s seconds."""
-    from sapiens2_demo.jobs.image import AppContext
-    from sapiens2_demo.jobs.outputs import OutputStore
-
-    found = {}
-    for label, manager in managers.items():
-        started, clock = time.perf_counter(), Clock(manager.device)
-        clock.attach(manager, task)
-        found[label] = {"load_s": round(time.perf_counter() - started, 1), "road": manager.road, "runs": [],
-                        "ctx": AppContext(manager, outputs=OutputStore(work / f"outputs_{label}")), "clock": clock}
-        print(f"  {task} {label}: loaded in {found[label]['load_s']} s ({manager.road}); load {harness.load()}",
-              flush=True)
-    for rep in range(int(warm) + reps):
-        for label, row in found.items():
-            row["runs"].append(request(row["ctx"], pictures(), task, work / f"{task}-{label}-{rep}", row["clock"],
-                                       **options))
-            print(f"  {task} {label} rep {rep}: " + ", ".join(f"{key} {row['runs'][-1][key]:.3f} s" for key in (
-                "forward", "wall", "forward_cpu", "request_cpu")) + f"; load {harness.load()}", flush=True)
-    for row in found.values():
-        runs = row.pop("runs")[int(warm):]
-        del row["ctx"], row["clock"]
-        row.update({key: median(runs, key) for key in ("wall", "first", "forward", "forward_cpu", "request_cpu")},
-                   calls=runs[-1]["calls"])
-    return found
-
-
 def gpu(argv: list[str], run: harness.Run) -> None:
     """Model and request speed per task and size on whatever device there is: forward ms at each of --batches
     (random pixels at the input size; pose: crops, no flip), then per 1080p picture (a fresh one each time) the
-    request's complete answer and first render against its forwards (`against_forwards`: hooks on the models and the
+    request's complete answer and first render against its forwards (`timed_requests`: hooks on the models and the
     detector's network), target 1.3x. Sizes: tiny random weights, `full` (full-size 0.4b random weights, `python -m
     benchmarks fullsize`; a CPU forward ~30 s, so one request and no warm-up). --profile: cProfile's top 15 of one
     request a task instead. CUDA runs bf16."""
@@ -468,7 +466,7 @@ def gpu(argv: list[str], run: harness.Run) -> None:
         rows: dict = {size: [] for size in sizes}
         for task in [*tasks, "all"]:  # all: every task's forwards, tiny only
             chosen = {size: m for size, m in managers.items() if size == "tiny" or task not in ("matting", "all")}
-            found = against_forwards(chosen, task, pictures, work, 1 if slow else args.repeat, warm=not slow)
+            found = timed_requests(chosen, task, pictures, work, 1 if slow else args.repeat, warm=not slow)
             for size, row in found.items():
                 wall, forward, first = (1000 * row[key] for key in ("wall", "forward", "first"))
                 rows[size].append([task, f"{wall:.0f} / {forward:.1f}", f"{wall / forward:.2f}x",
@@ -488,7 +486,7 @@ CPU_TASKS = {"seg": ("segment", {}), "pose": ("pose", {"flip_test": True}),
 
 def cpu(argv: list[str], run: harness.Run) -> None:
     """The CPU's roads at full size: eager float32 against the auto road (bf16 + regional compile where the CPU runs
-    bf16 natively; `bfloat16`: eager bf16), per task on full-size random weights, through `against_forwards` (as
+    bf16 natively; `bfloat16`: eager bf16), per task on full-size random weights, through `timed_requests` (as
     `gpu`, no warm-up request): load (+ compile) seconds, the request with the task's defaults and its forwards
     within it, wall and CPU seconds, each road's speed-up over float32. `pose` has the flip test, `pose-noflip` not."""
     from benchmarks.checkpoints import DEFAULT_DIR, ensure_fullsize
@@ -516,7 +514,7 @@ def cpu(argv: list[str], run: harness.Run) -> None:
         for task in tasks:
             name, options = CPU_TASKS[task]
             managers = {road: harness.manager(folder, dtype=ROADS[road][0], compile=ROADS[road][1]) for road in roads}
-            run.figures[task] = found = against_forwards(managers, name, pictures, work, args.reps, False, **options)
+            run.figures[task] = found = timed_requests(managers, name, pictures, work, args.reps, False, **options)
             for road, row in found.items():
                 speed_up = f"{found['float32']['wall'] / row['wall']:.2f}x" if "float32" in found else "-"
                 rows.append([task, f"{road}: {row['road']}", f"{row['forward']:.1f}", f"{row['wall']:.1f}",
