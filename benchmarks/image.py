@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import statistics
-import sys
 import tempfile
 import threading
 import time
@@ -183,47 +182,11 @@ def timed_requests(managers: dict, task: str, pictures, work: Path, reps: int, w
 
 
 # -- host: in this process, and through gradio -----------------------------------------------------------------------
-def stages(ctx, loaded, task: str, work: Path) -> dict:
-    """The render, the display copies and the files each on their own (wall and CPU seconds)."""
-    from sapiens2_demo import tasks
-    from sapiens2_demo.jobs import image as image_jobs
-    from sapiens2_demo.results import TaskOutput
-    from sapiens2_demo.ui.common import as_display_files
-
-    spec = tasks.get(task)
-    work.mkdir(parents=True, exist_ok=True)
-    chosen = spec.defaults(ctx.manager.device)
-    job = image_jobs.make_job(ctx, spec.name, None, {})
-    image_jobs.ask_light_answer(spec, job, chosen)
-    [result] = image_jobs.infer(ctx, [loaded.rgb], [job])[0]
-    figures = {}
-
-    def timed(name, step):
-        started, cpu = time.perf_counter(), time.process_time()
-        made = step()
-        figures[name], figures[f"{name}_cpu"] = time.perf_counter() - started, time.process_time() - cpu
-        return made
-
-    out = timed("render", lambda: spec.present(loaded, result, **chosen))
-    timed("display", lambda: as_display_files(out, work, loaded, None))
-    timed("files", lambda: spec.finish(TaskOutput(), loaded.rgb, result, work / "files", **chosen))
-    return figures
-
-
 def bench_image(kind: str, checkpoint_dir: Path, pictures, reps: int, task_names, work: Path) -> dict:
-    from sapiens2_demo.jobs.image import AppContext
-    from sapiens2_demo.media.image import load_image
-
-    manager = harness.manager(checkpoint_dir, detector=checkpoint_dir / "yolo26n-random.pt")
-    ctx, loaded, rows = AppContext(manager), load_image(pictures.path), {}
+    manager, rows = harness.manager(checkpoint_dir, detector=checkpoint_dir / "yolo26n-random.pt"), {}
     for task in [*task_names, "all"]:
         [found] = timed_requests({kind: manager}, task, pictures, work, reps).values()
-        row = {key: ms(found[key]) for key in ("gpu_call", "shown", "all_shown", "complete", "request_cpu")}
-        if task != "all":
-            alone = [stages(ctx, loaded, task, work / f"{kind}_{task}_stages_{i}") for i in range(reps)]
-            row.update({key: ms(median(alone, key)) for key in alone[0]})
-        rows[task] = row
-        print(f"  [{kind}] /{task}: {row}  (load {harness.load()})", file=sys.stderr, flush=True)
+        rows[task] = {key: ms(found[key]) for key in ("gpu_call", "shown", "all_shown", "complete", "request_cpu")}
     return rows
 
 
@@ -322,9 +285,8 @@ def bench_gradio(checkpoint_dir: Path, pictures, reps: int, endpoints) -> dict:
 def host(argv: list[str], run: harness.Run) -> None:
     """The host's work around the forwards. In this process (medians of --reps): the GPU call (pre-processing,
     forwards, post-processing); shown / all shown / complete (the job's first render, last render and complete
-    answer, each less the GPU call until then, with the display copies gradio is handed); the render, the display
-    copies and the files alone; the request's CPU (all threads). --profile: first cProfile's top 15 of one request a
-    task. Then through gradio as the page calls it (upload, queue/join, the event stream), each
+    answer, each less the GPU call until then, with the display copies gradio is handed); the request's CPU (all
+    threads). --profile: first cProfile's top 15 of one request a task (the render, the copies, the files). Then through gradio as the page calls it (upload, queue/join, the event stream), each
     call right after a call of an echo app's generator event: ms beyond gradio's floor until the render reaches the
     caller and until the answer is complete. Then the video (video.host_frames): host = ours - forwards against the
     floor. --fresh: each request's picture one never seen (a pixel changed), so no cache serves it. The detector:
@@ -371,11 +333,9 @@ def host(argv: list[str], run: harness.Run) -> None:
     for kind, found in run.figures.items():
         suffix = "" if kind == "standins" else f"-{kind}"
         if "image" in found:
-            run.table(f"image{suffix}", ["task", "GPU call", "shown", "complete", "request CPU", "render", "display",
-                                         "files"],
-                      [[f"/{task}"] + [row.get(key, "-") for key in ("gpu_call", "shown", "complete", "request_cpu",
-                                                                     "render", "display", "files")]
-                       for task, row in found["image"].items()], caption=f"ms, medians of {args.reps}, in this process.")
+            run.table(f"image{suffix}", ["task", "GPU call", "shown", "all shown", "complete", "request CPU"],
+                      [[f"/{task}", *row.values()] for task, row in found["image"].items()],
+                      caption=f"ms, medians of {args.reps}, in this process.")
         if "gradio" in found:
             run.table(f"gradio{suffix}", ["endpoint", "gradio's floor", "shown beyond it", "all shown",
                                           "complete beyond it"],

@@ -519,15 +519,8 @@ def rerun(argv: list[str], run: harness.Run) -> None:
                            rrd_mb=round(rrd.stat().st_size / 2**20, 3), person_minutes=round(person_minutes, 4),
                            extra_mb_per_person_minute=round(extra_mb / max(person_minutes, 1e-9), 2))
     figures = run.figures
-    print(f"pose + 3D motion, {figures['frames']} frames of 1280x720 ({run.weights}, cpu):")
-    print(f"  job {figures['job_s']:.2f} s with the recording, {figures['job_without_s']:.2f} s without "
-          f"({', '.join(f'{s:.2f}' for s in jobs[True])} / {', '.join(f'{s:.2f}' for s in jobs[False])} s)")
-    print(f"  the recording's own work {figures['recording_s']:.3f} s = {figures['recording_share_pct']:.1f} % of the job"
-          " (target <= 10 %)")
-    print(f"  on {figures['size_frames']} frames of 320x180: recording.rrd {figures['rrd_mb']:.3f} MB for a "
-          f"{figures['input_mb']:.3f} MB input and "
-          f"{figures['person_minutes']:.4f} person-minutes: {figures['extra_mb_per_person_minute']:.2f} MB beyond the "
-          "video a person-minute (target <= 1)")
+    print(f"runs with the recording: {', '.join(f'{s:.2f}' for s in jobs[True])} s, without: "
+          f"{', '.join(f'{s:.2f}' for s in jobs[False])} s; targets: a share <= 10 %, <= 1 MB a person-minute")
     run.table("rerun", ["frames", "job (s)", "without (s)", "recording (s)", "share", "size clip (frames)",
                         "rrd (MB)", "input (MB)", "person-minutes", "MB beyond the video a person-minute"],
               [[figures["frames"], figures["job_s"], figures["job_without_s"], figures["recording_s"],
