@@ -30,25 +30,12 @@ OFFLINE = {"HF_HUB_OFFLINE": "1", "YOLO_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED
 TINY = Path(os.environ.get("SAPIENS2_TINY_DIR", "/tmp/sapiens2-tiny"))  # random-weight tiny checkpoints
 
 
-def cpu_model() -> str:
-    """lscpu's model name (what /proc/cpuinfo names the CPU), else platform's."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+def cpu() -> dict:
+    """The CPU as the app's road sees it (models/device.py: torch's capabilities): its name, native bf16."""
+    from sapiens2_demo.models.device import cpu_capabilities, cpu_name
 
-
-def cpu_flags() -> dict[str, bool]:
-    """The flags that choose the CPU road (models/device.py): native bf16 by AVX512-BF16 or AMX."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return {}
-    flags = set(re.search(r"^flags\s*:(.*)$", text, re.M).group(1).split()) if "flags" in text else set()
-    return {"avx512_bf16": "avx512_bf16" in flags, "amx": "amx_tile" in flags}
+    caps = cpu_capabilities()
+    return {"cpu": cpu_name(caps), "avx512_bf16": bool(caps.get("avx512_bf16")), "amx": bool(caps.get("amx_tile"))}
 
 
 def gpu_model() -> str | None:
@@ -67,10 +54,8 @@ def slug(text: str) -> str:
 
 def machine(device: str = "cpu") -> dict:
     """The machine a figure was measured on; `name` is the results file's suffix (amd-epyc-2c, nvidia-h200)."""
-    cores = os.cpu_count() or 1
-    gpu = gpu_model() if device.startswith("cuda") else None
-    name = slug(gpu) if gpu else f"{slug(cpu_model())}-{cores}c"
-    return {"name": name, "cpu": cpu_model(), "cores": cores, **cpu_flags(), "gpu": gpu}
+    cores, gpu, found = os.cpu_count() or 1, gpu_model() if device.startswith("cuda") else None, cpu()
+    return {"name": slug(gpu) if gpu else f"{slug(found['cpu'])}-{cores}c", **found, "cores": cores, "gpu": gpu}
 
 
 def load() -> list[float]:
