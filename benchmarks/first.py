@@ -21,6 +21,8 @@ on 1 and 20 photos with `--compile auto` (compiles only when it pays), `off` and
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import os
 import re
 import shutil
@@ -54,8 +56,9 @@ def checkpoints(given: Path | None, work: Path) -> tuple[Path, str]:
     return given, str(given)
 
 
-def launch(checkpoint_dir: Path, dtype: str, compile_mode: str, log_path: Path, env: dict | None = None):
-    """python app.py on a free port (`env` added to this process's); (process, url) once it answers."""
+@contextlib.contextmanager
+def launched(checkpoint_dir: Path, dtype: str, compile_mode: str, log_path: Path, env: dict | None = None):
+    """python app.py on a free port (`env` added to this process's), its url once it answers; ended on leaving."""
     port = harness.free_port()
     log = open(log_path, "w")
     process = subprocess.Popen(
@@ -63,18 +66,22 @@ def launch(checkpoint_dir: Path, dtype: str, compile_mode: str, log_path: Path, 
          str(checkpoint_dir / "yolov8n-random.pt"), "--device", "cpu", "--dtype", dtype, "--compile", compile_mode,
          "--host", "127.0.0.1", "--port", str(port)], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
         env={**os.environ, **(env or {})})
-    url = f"http://127.0.0.1:{port}/"
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit(f"the app exited ({process.returncode}); see {log_path}")
-        try:
-            with urllib.request.urlopen(url + "config", timeout=2):
-                return process, url
-        except OSError:
-            time.sleep(0.5)
-    process.kill()
-    raise SystemExit(f"the app did not start within 180 s; see {log_path}")
+    url, deadline = f"http://127.0.0.1:{port}/", time.monotonic() + 180
+    try:
+        while True:
+            if process.poll() is not None:
+                raise SystemExit(f"the app exited ({process.returncode}); see {log_path}")
+            if time.monotonic() > deadline:
+                raise SystemExit(f"the app did not start within 180 s; see {log_path}")
+            try:
+                with urllib.request.urlopen(url + "config", timeout=2):
+                    break
+            except OSError:
+                time.sleep(0.5)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(30)
 
 
 def call(url: str, endpoint: str, photo: str) -> str:
@@ -97,21 +104,14 @@ def crowd(url: str, clients: int) -> dict:
     started = time.perf_counter()
     with ThreadPoolExecutor(clients) as pool:
         outcomes = list(pool.map(lambda job: call(url, *job), jobs))
-    counts: dict = {}
-    for outcome in outcomes:
-        counts[outcome] = counts.get(outcome, 0) + 1
     after = {endpoint: call(url, endpoint, "camera.jpg") for endpoint in ENDPOINTS}
-    return {"counts": counts, "after_ok": all(value == "ok" for value in after.values()), "after": after,
+    return {"counts": dict(collections.Counter(outcomes)), "after_ok": all(value == "ok" for value in after.values()), "after": after,
             "wall_s": round(time.perf_counter() - started, 1)}
 
 
 def one_launch(checkpoint_dir: Path, dtype: str, compile_mode: str, clients: int, logs: Path, name: str) -> dict:
-    process, url = launch(checkpoint_dir, dtype, compile_mode, logs / f"{name}.log")
-    try:
+    with launched(checkpoint_dir, dtype, compile_mode, logs / f"{name}.log") as url:
         return crowd(url, clients)
-    finally:
-        process.terminate()
-        process.wait(30)
 
 
 def burst(argv: list[str], run: harness.Run) -> None:
@@ -166,10 +166,8 @@ def wait_for_swap(log_path: Path, timeout: float) -> float | None:
 
 def app_launch(checkpoint_dir: Path, task: str, dtype: str, compile_mode: str, cache: Path, log_path: Path,
                swap_wait: float) -> dict:
-    process, url = launch(checkpoint_dir, dtype, compile_mode, log_path, env={"SAPIENS2_COMPILE_CACHE": str(cache)})
-    try:
-        first = answers(url, ENDPOINT[task], PHOTOS)
-        figures = {"first_3": first}
+    with launched(checkpoint_dir, dtype, compile_mode, log_path, env={"SAPIENS2_COMPILE_CACHE": str(cache)}) as url:
+        figures = {"first_3": answers(url, ENDPOINT[task], PHOTOS)}
         if compile_mode != "off":
             figures["swap_waited_s"] = wait_for_swap(log_path, swap_wait)
             later = [f"later_{photo}" for photo in PHOTOS]  # new photos: no answer cached from the first three
@@ -178,9 +176,6 @@ def app_launch(checkpoint_dir: Path, task: str, dtype: str, compile_mode: str, c
                 shutil.copy(ROOT / "assets" / photo, folder / name)
             figures["after_swap"] = answers(url, ENDPOINT[task], [folder / name for name in later])
         return figures
-    finally:
-        process.terminate()
-        process.wait(30)
 
 
 def cli_wall(checkpoint_dir: Path, photos: int, compile_mode: str, dtype: str, task: str, cache: Path,
