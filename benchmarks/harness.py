@@ -113,15 +113,18 @@ def free_port() -> int:
 
 
 class Timers:
-    """Seconds spent in wrapped functions, summed per label across threads (`with Timers() as t: t.wrap(...)`)."""
+    """Seconds spent in wrapped functions and their calls (a generator's: its items), summed per label across
+    threads (`with Timers() as t: t.wrap(...)`)."""
 
     def __init__(self):
         self.seconds: dict[str, float] = {}
+        self.counts: dict[str, int] = {}
         self.lock, self.undo = threading.Lock(), []
 
-    def add(self, label: str, started: float) -> None:
+    def add(self, label: str, started: float, calls: int = 1) -> None:
         with self.lock:
             self.seconds[label] = self.seconds.get(label, 0.0) + time.perf_counter() - started
+            self.counts[label] = self.counts.get(label, 0) + calls
 
     def wrap(self, owner, name: str, label: str, generator: bool = False) -> None:
         """Time calls of owner.name; a generator function: the work per item, not the time between items."""
@@ -141,9 +144,9 @@ class Timers:
                 try:
                     item = next(items)
                 except StopIteration:
+                    self.add(label, started, calls=0)
                     return
-                finally:
-                    self.add(label, started)
+                self.add(label, started)
                 yield item
 
         setattr(owner, name, timed_items if generator else timed)

@@ -39,8 +39,13 @@ class Clock:
         self.reset()
 
     def reset(self) -> None:
-        self.gpu_call = self.forward = self.forward_cpu = 0.0
+        self.forward = self.forward_cpu = 0.0
         self.calls: list[str] = []
+        self.timers = harness.Timers()
+
+    @property
+    def gpu_call(self) -> float:
+        return self.timers.seconds.get("GPU call", 0.0)
 
     def attach(self, manager, task: str) -> None:
         """Hooks on the models `task`'s request runs (body parts too where it removes the background; the detector's
@@ -77,20 +82,11 @@ class Clock:
         from sapiens2_demo.jobs import image as image_jobs
 
         self.reset()
-        self.jobs, self.infer = image_jobs, image_jobs.infer
-
-        def timed(*args, **kwargs):
-            started = time.perf_counter()
-            try:
-                return self.infer(*args, **kwargs)
-            finally:
-                self.gpu_call += time.perf_counter() - started
-
-        image_jobs.infer = timed
+        self.timers.wrap(image_jobs, "infer", "GPU call")
         return self
 
     def __exit__(self, *exc) -> None:
-        self.jobs.infer = self.infer
+        self.timers.__exit__()
 
 
 def detector_network(manager):

@@ -96,36 +96,20 @@ def decoded(video: Path) -> list:
 
 
 # -- ours ------------------------------------------------------------------------------------------------------------
-class GpuCalls:
-    """Counts `gpu.infer` calls (and each streamed chunk of `gpu.stream`); with `measure_bytes`, the pickled bytes
-    each way."""
+def crossing_bytes(sizes: list):
+    """Patches gpu.infer to add to `sizes` the pickled bytes of each call's arguments and answer, as ZeroGPU sends
+    them (a local launch skips the float16 packing); returns what puts it back."""
+    from sapiens2_demo import gpu
 
-    def __init__(self, measure_bytes: bool = False):
-        self.measure_bytes, self.calls, self.bytes_in, self.bytes_out = measure_bytes, 0, 0, 0
+    infer, crosses = gpu.infer, gpu.CROSSES_PROCESSES
 
-    def __enter__(self) -> GpuCalls:
-        from sapiens2_demo import gpu
+    def sized(*args, **kwargs):
+        result = infer(*args, **kwargs)
+        sizes.append(len(pickle.dumps((args, kwargs))) + len(pickle.dumps(result)))
+        return result
 
-        self.gpu, self.infer, self.stream = gpu, gpu.infer, gpu.stream
-
-        def counted(*args, **kwargs):
-            result = self.infer(*args, **kwargs)
-            self.calls += 1
-            if self.measure_bytes:
-                self.bytes_in += len(pickle.dumps((args, kwargs)))
-                self.bytes_out += len(pickle.dumps(result))
-            return result
-
-        def chunks(*args, **kwargs):
-            for answered in self.stream(*args, **kwargs):
-                self.calls += 1
-                yield answered
-
-        gpu.infer, gpu.stream = counted, chunks
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.gpu.infer, self.gpu.stream = self.infer, self.stream
+    gpu.infer, gpu.CROSSES_PROCESSES = sized, True
+    return lambda: setattr(gpu, "infer", infer) or setattr(gpu, "CROSSES_PROCESSES", crosses)
 
 
 def tab_options() -> dict:
@@ -140,16 +124,14 @@ def tab_options() -> dict:
     return {**{name: parameters[name].default for name in names if name in parameters}, **OVERRIDES}
 
 
-def measure_ours(clip: Path, task: str, manager, out_dir: Path, counter: GpuCalls | None = None) -> tuple[int, float]:
+def measure_ours(clip: Path, task: str, manager, out_dir: Path) -> tuple[int, float]:
     """(frames, seconds) of the `/video` path, models already loaded."""
     from sapiens2_demo import gpu
     from sapiens2_demo.jobs.video import default_batch_size, process_video
 
-    key = gpu.register(manager)
-    with counter or GpuCalls():
-        started = time.perf_counter()
-        out = process_video(clip, task, key, out_dir, **tab_options(), batch_size=default_batch_size(manager.device))
-        return out.frames, time.perf_counter() - started
+    key, started = gpu.register(manager), time.perf_counter()
+    out = process_video(clip, task, key, out_dir, **tab_options(), batch_size=default_batch_size(manager.device))
+    return out.frames, time.perf_counter() - started
 
 
 # -- the model alone -------------------------------------------------------------------------------------------------
@@ -235,14 +217,19 @@ def report(timers: harness.Timers, wall: float, frames: int) -> list[str]:
 
 
 # -- video -----------------------------------------------------------------------------------------------------------
-def bracketed(clip: Path, task: str, manager, work: Path, breakdown: bool, counter: GpuCalls | None = None) -> dict:
+def bracketed(clip: Path, task: str, manager, work: Path, breakdown: bool) -> dict:
     """Ours between two runs of the floor (load drift evens out): frames, seconds and CPU seconds of ours, the
-    floor's (their mean), and with `breakdown` the stages' timers."""
+    floor's (their mean), and the timers: GPU calls counted (a local video's streamed chunks one each: ZeroGPU's
+    calls), with `breakdown` each stage."""
+    from sapiens2_demo import gpu
+
     work.mkdir(parents=True, exist_ok=True)
     floors = [measure_floor(clip, work / "floor.mp4")]
     with stage_timers() if breakdown else harness.Timers() as timers:
+        timers.wrap(gpu, "infer", "GPU calls")
+        timers.wrap(gpu, "stream", "GPU calls", generator=True)
         cpu = time.process_time()
-        frames, seconds = measure_ours(clip, task, manager, work / "ours", counter)
+        frames, seconds = measure_ours(clip, task, manager, work / "ours")
         cpu = time.process_time() - cpu
     floors.append(measure_floor(clip, work / "floor.mp4"))
     return {"frames": max(frames, 1), "seconds": seconds, "cpu": cpu, "floor_frames": max(floors[0][0], 1),
@@ -252,24 +239,20 @@ def bracketed(clip: Path, task: str, manager, work: Path, breakdown: bool, count
 
 def bench_task(task: str, clip: Path, warm: Path | None, manager, args, work: Path) -> tuple[dict, list]:
     """One task's frames a second: floor, ours, by CPU, model-only; GPU calls and bytes a frame."""
-    from sapiens2_demo import gpu
-
     harness.task_models(manager, task)
-    figures, notes = {"load_start": harness.load()[0]}, []
+    figures, notes, sizes = {"load_start": harness.load()[0]}, [], []
     if warm is not None:  # first calls out of the timings; the bytes that would cross to ZeroGPU measured here
-        sizing, crosses = GpuCalls(measure_bytes=True), gpu.CROSSES_PROCESSES
-        gpu.CROSSES_PROCESSES = True  # what ZeroGPU pickles (a local launch skips the float16 packing)
+        undo = crossing_bytes(sizes)
         try:
-            frames_warm, _ = measure_ours(warm, task, manager, work / f"warm_{task}", sizing)
+            frames_warm, _ = measure_ours(warm, task, manager, work / f"warm_{task}")
         finally:
-            gpu.CROSSES_PROCESSES = crosses
-        figures["bytes_in_out_x_rgb"] = round((sizing.bytes_in + sizing.bytes_out) / frames_warm / (1280 * 720 * 3), 2)
-    counter = GpuCalls()
-    b = bracketed(clip, task, manager, work / f"ours_{task}", args.breakdown, counter)
+            undo()
+        figures["bytes_in_out_x_rgb"] = round(sum(sizes) / frames_warm / (1280 * 720 * 3), 2)
+    b = bracketed(clip, task, manager, work / f"ours_{task}", args.breakdown)
     figures.update(ours_fps=round(b["frames"] / b["seconds"], 2), floor_fps=round(b["floor_frames"] / b["floor_s"], 2),
                    ours_vs_floor=round(b["frames"] / b["seconds"] / (b["floor_frames"] / b["floor_s"]), 2),
                    by_cpu=round((b["floor_cpu"] / b["floor_frames"]) / max(b["cpu"] / b["frames"], 1e-9), 2),
-                   calls=counter.calls)
+                   calls=b["timers"].counts.get("GPU calls", 0))
     if args.breakdown:
         notes += [f"{task}:"] + report(b["timers"], b["seconds"], b["frames"])
     if not args.no_model_only:
