@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import pickle
+import statistics
 import sys
 import tempfile
 import time
@@ -374,6 +375,23 @@ def host_run(clip: Path, name: str, manager, work: Path) -> dict:
 
 
 # -- motion capture's speed and steady depth -------------------------------------------------------------------------
+def alternating(clip: Path, key, batch: int, work: Path, runs: dict, timers: harness.Timers | None = None):
+    """`runs` (name: (task, options)) on the clip in the order A B .. B A, after a warm-up run of each (models
+    loaded, first calls paid): per name each run's (seconds, the `timers`' seconds within it); and the frames."""
+    from sapiens2_demo.jobs.video import process_video
+
+    for task, options in runs.values():
+        process_video(clip, task, key, work / "warm", batch_size=batch, **options)
+    found: dict = {name: [] for name in runs}
+    for i, name in enumerate([*runs, *reversed(runs)]):
+        (task, options), started = runs[name], time.perf_counter()
+        if timers:
+            timers.seconds.clear()
+        out = process_video(clip, task, key, work / f"run{i}", batch_size=batch, **options)
+        found[name].append((time.perf_counter() - started, timers.total("") if timers else 0.0))
+    return found, out.frames
+
+
 def mocap(argv: list[str], run: harness.Run) -> None:
     """Frames a second of pose, depth and pose with 3D motion on one clip (order A B C C B A, the mean of two runs);
     the mean frame-to-frame change of the exported depth (mm) on a still clip with sensor noise, without and with
@@ -393,18 +411,11 @@ def mocap(argv: list[str], run: harness.Run) -> None:
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
         if not args.no_speed:
-            clip = make_clip(work / "clip.mp4", args.frames, content="photo")
-            for task, options in runs.values():  # warm-up: models loaded, first calls paid
-                process_video(clip, task, key, work / "warm", batch_size=batch, **options)
-            seconds = {name: [] for name in runs}
-            for name in [*runs, *reversed(runs)]:
-                task, options = runs[name]
-                started = time.perf_counter()
-                out = process_video(clip, task, key, work / name.replace(" ", ""), batch_size=batch, **options)
-                seconds[name].append(time.perf_counter() - started)
-            for name, taken in seconds.items():
-                run.figures[f"{name} fps"] = round(out.frames / (sum(taken) / len(taken)), 2)
-                print(f"  {name:18s} {run.figures[f'{name} fps']:6.2f} frames/s ({', '.join(f'{s:.1f}' for s in taken)} s)")
+            found, frames = alternating(make_clip(work / "clip.mp4", args.frames, content="photo"), key, batch, work,
+                                        runs)
+            for name, taken in found.items():
+                run.figures[f"{name} fps"] = round(frames / statistics.mean(s for s, _ in taken), 2)
+                print(f"  {name:18s} {run.figures[f'{name} fps']:6.2f} frames/s ({', '.join(f'{s:.1f}' for s, _ in taken)} s)")
         from PIL import Image
 
         base = np.asarray(Image.open(harness.ROOT / "assets" / "astronaut.jpg").convert("RGB").resize((320, 240)),
@@ -475,21 +486,12 @@ def rerun(argv: list[str], run: harness.Run) -> None:
         for name in ("add", "close"):  # the recording's own work, timed where it runs
             spent.wrap(rerun_recording.VideoRecording, name, "recording")
         work = Path(folder)
-        clip = make_clip(work / "clip.mp4", args.frames, content="photo")
-        process_video(clip, "pose", key, work / "warm", batch_size=batch, motion_3d=True, rerun=True)  # loads
-        jobs, own = {False: [], True: []}, []
-        for recorded in (False, True, True, False):
-            spent.seconds.clear()
-            out_dir = work / f"run{len(own)}{recorded}"
-            started = time.perf_counter()
-            out = process_video(clip, "pose", key, out_dir, batch_size=batch, motion_3d=True, rerun=recorded)
-            jobs[recorded].append(time.perf_counter() - started)
-            if recorded:
-                own.append(spent.total("recording"))
-        job_s = sum(jobs[True]) / len(jobs[True])
-        plain_s = sum(jobs[False]) / len(jobs[False])
-        own_s = sum(own) / len(own)
-        frames = out.frames
+        found, frames = alternating(make_clip(work / "clip.mp4", args.frames, content="photo"), key, batch, work,
+                                    {"without": ("pose", {"motion_3d": True}),
+                                     "with": ("pose", {"motion_3d": True, "rerun": True})}, spent)
+        jobs = {recorded: [s for s, _ in found[name]] for recorded, name in ((False, "without"), (True, "with"))}
+        job_s, plain_s = statistics.mean(jobs[True]), statistics.mean(jobs[False])
+        own_s = statistics.mean(own for _, own in found["with"])
         long_clip = make_clip(work / "long.mp4", 24 * args.size_seconds, size=(320, 180), content="photo")
         out = process_video(long_clip, "pose", key, work / "long", batch_size=batch, motion_3d=True, rerun=True)
         rrd = work / "long" / "recording.rrd"
