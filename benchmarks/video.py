@@ -211,7 +211,8 @@ def stage_timers() -> harness.Timers:
 def report(timers: harness.Timers, wall: float, frames: int) -> list[str]:
     per = max(frames, 1)
     lines = [f"  where the time goes ({frames} frames, {1000 * wall / per:.1f} ms a frame; threads overlap):"]
-    lines += [f"    {label:50} {1000 * value / per:7.1f} ms a frame" for label, value in sorted(timers.seconds.items())]
+    lines += [f"    {label:50} {1000 * value / per:7.1f} ms a frame" for label, value in sorted(timers.seconds.items())
+              if label != "GPU calls"]
     lines.append(f"    Sapiens2 forward busy {timers.total('main:   forward') / wall:.0%} of the wall time (a ratio "
                  "within this one run)")
     return lines
