@@ -243,8 +243,8 @@ def quiet_transformers() -> None:
 
 
 class Pictures:
-    """The image requests' input: assets/astronaut.jpg at 1920x1080 (`path`); called, the picture to send: with `fresh`, a copy with one pixel
-    changed, never seen before, so no cache (the segmentation's, the upload's) answers it."""
+    """The image requests' input: assets/astronaut.jpg at 1920x1080 (`path`); called, the picture to send: with
+    `fresh`, a copy marked in a corner, never seen before, so no cache (the segmentation's, the upload's) answers it."""
 
     def __init__(self, work: Path, fresh: bool = False):
         import cv2
@@ -259,9 +259,9 @@ class Pictures:
             return self.path
         import cv2
 
-        self.made += 1
-        picture = cv2.imread(self.path)
-        picture[0, 0] = (self.made % 256, self.made // 256 % 256, 7)
+        self.made += 1  # a corner block of a new colour: one pixel could vanish in the JPEG's rounding
+        picture, i = cv2.imread(self.path), self.made
+        picture[:32, :32] = (37 * i % 256, 255 - 11 * i % 256, i // 256 % 256)
         path = self.work / f"fresh_{self.made}.jpg"
         cv2.imwrite(str(path), picture, [cv2.IMWRITE_JPEG_QUALITY, 95])
         return str(path)

@@ -425,8 +425,8 @@ def gpu(argv: list[str], run: harness.Run) -> None:
             found = timed_requests(chosen, task, pictures, work, 1 if slow else args.repeat, warm=not slow)
             for size, row in found.items():
                 wall, forward, first = (1000 * row[key] for key in ("wall", "forward", "first"))
-                rows[size].append([task, f"{wall:.0f} / {forward:.1f}", f"{wall / forward:.2f}x",
-                                   f"{first:.0f} ({first / forward:.2f}x)"])
+                ratio = (lambda ms: f"{ms / forward:.2f}x") if forward else (lambda ms: "-")  # no forward: a cache
+                rows[size].append([task, f"{wall:.0f} / {forward:.1f}", ratio(wall), f"{first:.0f} ({ratio(first)})"])
                 print(f"  {task} {size}: the last request's forwards (input, ms): {'; '.join(row['calls'])}")
         for size in sizes:
             run.table("image" if size == "full" else f"image-{size}", ["task", "complete ms / forwards ms", "ratio",

@@ -60,3 +60,14 @@ def test_every_benchmark_in_the_registry_can_be_found():
     for name, (where, _, _) in entry.BENCHMARKS.items():
         module, function = where.split(":")
         assert callable(getattr(importlib.import_module(f"benchmarks.{module}"), function)), name
+
+
+def test_fresh_pictures_decode_to_a_new_image_each_time(tmp_path):
+    """No cache may answer a fresh picture: a one-pixel change vanished in the JPEG's rounding."""
+    import cv2
+    import numpy as np
+
+    pictures = harness.Pictures(tmp_path, fresh=True)
+    decoded = [cv2.imread(pictures()) for _ in range(3)]
+    assert not any(np.array_equal(a, b) for i, a in enumerate(decoded) for b in decoded[i + 1:])
+    assert harness.Pictures(tmp_path).__call__() == pictures.path  # not fresh: the one picture
