@@ -180,10 +180,13 @@ def app_launch(checkpoint_dir: Path, task: str, dtype: str, compile_mode: str, c
         figures = {"first_3": first}
         if compile_mode != "off":
             figures["swap_waited_s"] = wait_for_swap(log_path, swap_wait)
-            later = [f"later_{photo}" for photo in PHOTOS]  # new photos: no answer cached from the first three
+            from PIL import Image, ImageOps
+
+            # the same photos mirrored: the same cost, new content (the segmentation cache is keyed by content)
+            later = [f"mirrored_{photo}" for photo in PHOTOS]
             folder = Path(tempfile.mkdtemp(prefix="sapiens2-photos-"))
             for photo, name in zip(PHOTOS, later):
-                shutil.copy(ROOT / "assets" / photo, folder / name)
+                ImageOps.mirror(Image.open(ROOT / "assets" / photo)).save(folder / name, quality=95)
             figures["after_swap"] = answers(url, ENDPOINT[task], [folder / name for name in later])
         return figures
     finally:
