@@ -199,8 +199,13 @@ def cli_wall(checkpoint_dir: Path, photos: int, compile_mode: str, dtype: str, t
     inputs = work / f"photos-{photos}"
     if not inputs.exists():
         inputs.mkdir(parents=True)
-        for n in range(photos):
-            shutil.copy(ROOT / "assets" / PHOTOS[n % len(PHOTOS)], inputs / f"photo{n:02d}.jpg")
+        import numpy as np
+        from PIL import Image
+
+        for n in range(photos):  # each its own content (one pixel): the segmentation cache answers no repeat
+            pixels = np.array(Image.open(ROOT / "assets" / PHOTOS[n % len(PHOTOS)]).convert("RGB"))
+            pixels[0, 0] = (n, 255 - n, n // 2)
+            Image.fromarray(pixels).save(inputs / f"photo{n:02d}.png")
     env = {**os.environ, "SAPIENS2_COMPILE_CACHE": str(cache), "PYTHONPATH": str(ROOT)}
     command = [sys.executable, "-m", "sapiens2_demo.cli", "--input", str(inputs), "--output",
                str(work / f"out-{photos}-{compile_mode}"), "--tasks", task, "--checkpoint-dir", str(checkpoint_dir),
