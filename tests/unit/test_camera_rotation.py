@@ -72,3 +72,15 @@ def test_bad_input_says_what_is_wrong():
     tracker.add(np.zeros((90, 160, 3), np.uint8))
     with pytest.raises(ValueError, match="positive number of pixels"):
         tracker.solve(float("nan"))
+
+
+def test_the_benchmark_writes_each_motion_s_figures(tmp_path):
+    from benchmarks import harness
+    from benchmarks.camera import camera
+
+    with harness.Run("camera", "python -m benchmarks camera", results=tmp_path) as run:
+        camera(["--seconds", "1", "--timing-frames", "3", "--size", "320x180"], run)
+    figures = run.figures
+    assert figures["pan 45 degrees"]["per_frame_deg"] <= 1.0 and figures["still"]["still_total_deg"] == 0.0
+    assert figures["carried along"]["refused"] and figures["ms_per_frame_720p"] > 0
+    assert len(run.tables["camera"]["rows"]) == 7 and (tmp_path / run.path().name).exists()
