@@ -32,6 +32,7 @@ MIN_TRACKS = 40  # fewer followed corners and a new keyframe is taken
 MIN_PAIRS = 12  # fewer and a frame is not related to its keyframe (it holds the last rotation)
 FB_ERROR = 0.5  # work pixels: a corner tracked forwards and back this far from where it began is dropped
 EDGE = 5  # work pixels: the background mask shrunk by this much (no corner on a person's edge)
+BOX_MARGIN = 0.1  # a person's box widened by this share of its size each way (a detector's box hugs the body)
 INLIER_PX = 1.0  # work pixels: a corner this near the rotation's prediction agrees with it
 MIN_INLIERS = 0.7  # fraction of a frame's corners that agree with its rotation
 MAX_BAD = 0.1  # fraction of the frames allowed below MIN_INLIERS, or held for want of corners
@@ -113,6 +114,8 @@ class RotationTracker:
             keep = np.ones(self.work, np.uint8)
             scale = self.work[1] / self.size[1]
             for x1, y1, x2, y2 in np.asarray(boxes, np.float64).reshape(-1, 4) * scale:
+                x1, x2 = x1 - BOX_MARGIN * (x2 - x1), x2 + BOX_MARGIN * (x2 - x1)
+                y1, y2 = y1 - BOX_MARGIN * (y2 - y1), y2 + BOX_MARGIN * (y2 - y1)
                 keep[max(0, int(y1)):max(0, int(np.ceil(y2)) + 1), max(0, int(x1)):max(0, int(np.ceil(x2)) + 1)] = 0
         keep = cv2.erode(keep, np.ones((2 * EDGE + 1, 2 * EDGE + 1), np.uint8))
         return keep * np.uint8(255)
@@ -154,11 +157,9 @@ class RotationTracker:
             return CameraRotation(None, False, f"camera's turning not found: the background does not move as a turning "
                                   f"camera's on {bad} of {frames} frames (a camera carried along, or a moving scene); a "
                                   "still camera assumed", inliers)
-        angles = rotation_degrees(to_first)
-        if angles.max() < STILL_DEGREES:
+        if rotation_degrees(to_first).max() < STILL_DEGREES:
             return CameraRotation(np.repeat(np.eye(3)[None], frames, 0), True, "camera still", inliers)
-        return CameraRotation(to_first, False, f"camera turned up to {angles.max():.0f} degrees from its first view",
-                              inliers)
+        return CameraRotation(to_first, False, f"camera {describe(to_first, np.array([0.0, -1.0, 0.0]))}", inliers)
 
 
 def _bearings(points: np.ndarray, focal: float, centre: np.ndarray) -> np.ndarray:
@@ -187,6 +188,26 @@ def fit_rotation(a: np.ndarray, b: np.ndarray, threshold: float, rng) -> tuple[n
             break
         turn = kabsch(b[near].T @ a[near])
     return turn, float((np.linalg.norm(b - a @ turn.T, axis=1) < threshold).mean())
+
+
+def describe(to_world: np.ndarray, up: np.ndarray) -> str:
+    """How (T, 3, 3) camera -> world rotations turned from the first, about `up` (the world's): "panned 35 degrees
+    to the right", "tilted 10 degrees down", both, or "turned up to 0.6 degrees" (a small shake)."""
+    forward, right = to_world[:, :, 2], to_world[0, :, 0]
+    flat = forward - (forward @ up)[:, None] * up
+    ahead, aside = flat[0] / np.linalg.norm(flat[0]), right - (right @ up) * up
+    aside /= np.linalg.norm(aside)
+    pan = np.degrees(np.arctan2(flat @ aside, flat @ ahead))
+    tilt = np.degrees(np.arcsin(np.clip(forward @ up, -1, 1)))
+    tilt -= tilt[0]
+    parts = []
+    for angle, words in ((pan, ("right", "left")), (tilt, ("up", "down"))):
+        largest = angle[np.abs(angle).argmax()]
+        if abs(largest) >= 1:
+            parts.append(f"{'panned' if words[0] == 'right' else 'tilted'} {abs(largest):.0f} degrees "
+                         f"{'to the ' if words[0] == 'right' else ''}{words[0] if largest > 0 else words[1]}")
+    first = np.transpose(to_world[:1], (0, 2, 1))
+    return " and ".join(parts) or f"turned up to {rotation_degrees(first @ to_world).max():.1f} degrees"
 
 
 def rotation_degrees(rotations: np.ndarray) -> np.ndarray:
