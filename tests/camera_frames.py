@@ -55,7 +55,8 @@ def tilt(frames: int, degrees: float = 20.0) -> np.ndarray:
 
 
 def shake(frames: int, fps: float, degrees: float = 2.0, hertz: float = 2.0, seed: int = 0) -> np.ndarray:
-    """A hand-held phone's shake: each axis a sum of two sines near `hertz`, up to `degrees` each."""
+    """A hand-held phone's shake: each axis a sum of two sines near `hertz` swinging `degrees` either side of its
+    middle (so up to twice that from the first frame's view)."""
     rng = np.random.default_rng(seed)
     time = np.arange(frames) / fps
     angles = []
