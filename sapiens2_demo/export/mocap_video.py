@@ -90,7 +90,7 @@ class MotionVideoExport:
         self._unlifted = 0  # frames with people but no lift at all (the pointmap model not run)
         self.fitted: list = []  # after close: each exported person's TrackMotion (the Rerun recording reads them)
         self.world = None  # after close: the World the feet gave (pose/world.py), or None
-        self.turning = RotationTracker()  # the camera's own turning, from the background outside the people's boxes
+        self.turning = RotationTracker()  # the camera's own turning: the segmentation's background, else outside boxes
         self._focals: list[float] = []  # each frame's focal length (pixels) from its lifted keypoints
 
     @property
@@ -104,7 +104,7 @@ class MotionVideoExport:
         keypoints = result.keypoints if lifted is not None and lifted.num_people == result.num_people else None
         people = self.recorder.add(time, lifted, keypoints)
         if frame is not None:
-            self.turning.add(frame, boxes=result.boxes)
+            self.turning.add(frame, background=getattr(lifted, "background", None), boxes=result.boxes)
             focal = _focal(keypoints, lifted, result.image_size) if keypoints is not None else None
             if focal is not None:
                 self._focals.append(focal)

@@ -64,8 +64,8 @@ class RotationTracker:
         self._key = (0, np.zeros((0, 2), np.float32), np.zeros((0, 2), np.float32), 0)  # index, there, here, count
 
     def add(self, frame: np.ndarray, background: np.ndarray | None = None, boxes: np.ndarray | None = None) -> None:
-        """One frame (H, W, 3) RGB or (H, W) gray; `background` (H, W) bool where the segmentation saw no person,
-        else `boxes` (N, 4) x1 y1 x2 y2, the people's, left out; neither: the whole frame."""
+        """One frame (H, W, 3) RGB or (H, W) gray; `background` bool where the segmentation saw no person (the
+        frame's shape, at any size), else `boxes` (N, 4) x1 y1 x2 y2, the people's, left out; neither: the whole frame."""
         frame = np.asarray(frame)
         if self.size is None:
             self.size = frame.shape[:2]
@@ -107,8 +107,8 @@ class RotationTracker:
         if background is not None:
             keep = np.asarray(background)
             keep = keep.view(np.uint8) if keep.dtype == bool else (keep > 0).astype(np.uint8)
-            if keep.shape != tuple(self.size):
-                raise ValueError(f"background {keep.shape} differs from the frame's {self.size}")
+            if keep.ndim != 2 or abs(keep.shape[0] * self.size[1] / (keep.shape[1] * self.size[0]) - 1) > 0.02:
+                raise ValueError(f"background {keep.shape} is not the shape of the frame's {self.size}")
             keep = cv2.resize(keep, self.work[::-1], interpolation=cv2.INTER_NEAREST)
         else:
             keep = np.ones(self.work, np.uint8)
@@ -155,7 +155,7 @@ class RotationTracker:
         bad = int((inliers[1:] < MIN_INLIERS).sum()) + held
         if bad > MAX_BAD * frames:
             return CameraRotation(None, False, f"camera's turning not found: the background does not move as a turning "
-                                  f"camera's on {bad} of {frames} frames (a camera carried along, or a moving scene); a "
+                                  f"camera's on {bad} of {frames} frames (a camera carried along, a zoom, or a moving scene); a "
                                   "still camera assumed", inliers)
         if rotation_degrees(to_first).max() < STILL_DEGREES:
             return CameraRotation(np.repeat(np.eye(3)[None], frames, 0), True, "camera still", inliers)

@@ -17,13 +17,16 @@ from tests.unit.test_mocap_export import read_bvh, walking_keypoints
 FPS, FRAMES, WIDTH, HEIGHT, PAN = 24.0, 48, 480, 270, 40.0
 
 
-def export_walk(folder, to_first: np.ndarray) -> tuple[dict, mocap_video.MotionVideoExport]:
-    """The walk (its keypoints in the first frame's camera) seen by a camera turned by `to_first` per frame."""
+def export_walk(folder, to_first: np.ndarray, crowd: bool = False, segmented: bool = False
+                ) -> tuple[dict, mocap_video.MotionVideoExport]:
+    """The walk (its keypoints in the first frame's camera) seen by a camera turned by `to_first` per frame; with
+    `crowd` someone with a texture of their own fills half the view beside the walker's box, and with `segmented`
+    the lift carries the segmentation's background (the host road's)."""
     focal, centre = camera_frames.focal(WIDTH), (np.array([WIDTH, HEIGHT]) - 1) / 2
     walk = walking_keypoints(frames=FRAMES)
     export = mocap_video.MotionVideoExport(folder, fps=FPS)
-    rendered = camera_frames.render_turning(to_first, WIDTH, HEIGHT, person=False)
-    for t, ((frame, _), points) in enumerate(zip(rendered, walk)):
+    rendered = camera_frames.render_turning(to_first, WIDTH, HEIGHT, person=crowd, person_size=2.2)
+    for t, ((frame, background), points) in enumerate(zip(rendered, walk)):
         points = points @ to_first[t]  # the first frame's camera -> this frame's
         available = np.isfinite(points).all(1)
         pixels = focal * points[:, :2] / points[:, 2:] + centre
@@ -33,7 +36,8 @@ def export_walk(folder, to_first: np.ndarray) -> tuple[dict, mocap_video.MotionV
                           keypoints=np.nan_to_num(pixels)[None].astype(np.float32),
                           keypoint_scores=np.where(available, 0.9, 0.0)[None].astype(np.float32))
         pose.lifted = Pose3DResult(points=points[None].astype(np.float32), scores=pose.keypoint_scores,
-                                   available=available[None], track_ids=np.array([1]))
+                                   available=available[None], track_ids=np.array([1]),
+                                   background=background[::2, ::2] if segmented else None)
         export.add(t, t / FPS, frame, pose)
     return {p.name: p for p in export.close()}, export
 
@@ -50,6 +54,29 @@ def test_a_panning_camera_does_not_turn_the_character(tmp_path):
     (still_root, still_facing), (pan_root, pan_facing) = hips(still_files), hips(pan_files)
     assert _angle(still_facing, pan_facing).max() < 2.0  # the pan turns the camera-frame hips by up to 40 degrees
     assert np.abs(still_root - pan_root).max() < 0.05
+
+
+def test_the_turn_is_read_where_the_segmentation_saw_nobody(tmp_path):
+    _, segmented = export_walk(tmp_path / "segmented", camera_frames.pan(FRAMES, PAN), crowd=True, segmented=True)
+    assert "3D motion: camera panned 40 degrees to the right (taken out of the files)." in segmented.notes
+    _, boxed = export_walk(tmp_path / "boxed", camera_frames.pan(FRAMES, PAN), crowd=True)
+    assert any("does not move as a turning camera's" in note for note in boxed.notes)  # the crowd's texture
+
+
+def test_the_host_road_keeps_the_segmentation_s_background_small():
+    from sapiens2_demo.results import PointmapResult
+    from sapiens2_demo.tasks.runs import _lift
+
+    foreground = np.zeros((720, 1280), bool)
+    foreground[100:600, 400:800] = True
+    points = np.dstack([*np.meshgrid(np.linspace(-1, 1, 1280), np.linspace(-0.6, 0.6, 720)), np.full((720, 1280), 3.0)])
+    pose = PoseResult(image_size=(720, 1280), boxes=np.array([[400, 100, 800, 600]], np.float32),
+                      box_scores=np.ones(1, np.float32), keypoints=np.full((1, 308, 2), 500, np.float32),
+                      keypoint_scores=np.ones((1, 308), np.float32))
+    _lift([pose], [PointmapResult(points.astype(np.float32), 1.0, 1000.0, mask=foreground)], [0])
+    background = pose.lifted.background
+    assert background.shape == (180, 320) and background.dtype == bool
+    assert not background[25:150, 100:200].any() and background[:25].all() and background[:, :100].all()
 
 
 def test_the_world_carries_the_camera_s_turn_per_frame(tmp_path, monkeypatch):
