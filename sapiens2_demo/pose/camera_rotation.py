@@ -150,8 +150,8 @@ class RotationTracker:
         to_first = np.transpose(to_camera, (0, 2, 1))
         if held > MAX_BAD * frames:
             return CameraRotation(None, False, f"camera's turning not found: {held} of {frames} frames kept fewer "
-                                  f"than {MIN_PAIRS} background corners to follow (too little background or texture); "
-                                  "a still camera assumed", inliers)
+                                  f"than {MIN_PAIRS} background corners to follow (too little background or texture, "
+                                  "or a turn too fast to follow); a still camera assumed", inliers)
         bad = int((inliers[1:] < MIN_INLIERS).sum()) + held
         if bad > MAX_BAD * frames:
             return CameraRotation(None, False, f"camera's turning not found: the background does not move as a turning "
@@ -192,22 +192,25 @@ def fit_rotation(a: np.ndarray, b: np.ndarray, threshold: float, rng) -> tuple[n
 
 def describe(to_world: np.ndarray, up: np.ndarray) -> str:
     """How (T, 3, 3) camera -> world rotations turned from the first, about `up` (the world's): "panned 35 degrees
-    to the right", "tilted 10 degrees down", both, or "turned up to 0.6 degrees" (a small shake)."""
+    to the right", "tilted 10 degrees down", "rolled 5 degrees clockwise" (the largest of each, those of a degree
+    or more, joined), or "turned up to 0.6 degrees" (a small shake)."""
     forward, right = to_world[:, :, 2], to_world[0, :, 0]
     flat = forward - (forward @ up)[:, None] * up
     ahead, aside = flat[0] / np.linalg.norm(flat[0]), right - (right @ up) * up
     aside /= np.linalg.norm(aside)
     pan = np.degrees(np.arctan2(flat @ aside, flat @ ahead))
     tilt = np.degrees(np.arcsin(np.clip(forward @ up, -1, 1)))
-    tilt -= tilt[0]
+    roll = -np.degrees(np.arcsin(np.clip(to_world[:, :, 0] @ up, -1, 1)))  # the image's x dipping: clockwise
     parts = []
-    for angle, words in ((pan, ("right", "left")), (tilt, ("up", "down"))):
+    for angle, (verb, more, less) in ((pan, ("panned", "to the right", "to the left")), (tilt - tilt[0], (
+            "tilted", "up", "down")), (roll - roll[0], ("rolled", "clockwise", "anticlockwise"))):
         largest = angle[np.abs(angle).argmax()]
         if abs(largest) >= 1:
-            parts.append(f"{'panned' if words[0] == 'right' else 'tilted'} {abs(largest):.0f} degrees "
-                         f"{'to the ' if words[0] == 'right' else ''}{words[0] if largest > 0 else words[1]}")
+            parts.append(f"{verb} {abs(largest):.0f} degrees {more if largest > 0 else less}")
     first = np.transpose(to_world[:1], (0, 2, 1))
-    return " and ".join(parts) or f"turned up to {rotation_degrees(first @ to_world).max():.1f} degrees"
+    if not parts:
+        return f"turned up to {rotation_degrees(first @ to_world).max():.1f} degrees"
+    return " and ".join([", ".join(parts[:-1]), parts[-1]] if len(parts) > 1 else parts)
 
 
 def rotation_degrees(rotations: np.ndarray) -> np.ndarray:

@@ -93,3 +93,5 @@ def test_the_turn_is_told_in_words():
     assert describe(frames.pan(10, -35.0), up) == "panned 35 degrees to the left"
     assert describe(frames.tilt(11, 12.0), up) == "tilted 12 degrees down"
     assert describe(np.stack([frames.turn(0, 0, 0), frames.turn(0.4, 0.3, 0)]), up) == "turned up to 0.5 degrees"
+    assert describe(np.stack([frames.turn(0, 0, 0), frames.turn(-3, 2, 6)]), up) == (
+        "panned 3 degrees to the left, tilted 2 degrees up and rolled 6 degrees clockwise")
