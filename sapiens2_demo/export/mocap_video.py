@@ -117,7 +117,7 @@ class MotionVideoExport:
         solved = []
         tracks = self.recorder.tracks()
         turn = self._camera_turn()
-        if turn is not None and turn.turned and len(turn.to_first) == len(self.recorder.times):
+        if turn is not None and turn.turned:
             tracks = [replace(t, points=np.einsum("tij,tkj->tki", turn.to_first, t.points).astype(np.float32))
                       for t in tracks]  # each frame's points in the first frame's camera: the camera's turn taken out
         world, why = find_world([t.points for t in tracks], self.fps, [t.present for t in tracks]) if tracks else (
@@ -197,8 +197,9 @@ class MotionVideoExport:
                 out.write(json.dumps(document, allow_nan=False, separators=(",", ":")) + "\n")
 
     def _camera_turn(self) -> CameraRotation | None:
-        """The camera's rotation per frame (None where no frames came, or no focal length: nobody lifted)."""
-        if not self.turning.links or not self._focals:
+        """The camera's rotation per frame (None where not every frame came with its picture, or no focal length:
+        nobody lifted)."""
+        if len(self.turning.links) != len(self.recorder.times) or not self._focals:
             return None
         return self.turning.solve(float(np.median(self._focals)))
 

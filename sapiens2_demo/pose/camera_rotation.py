@@ -206,7 +206,8 @@ def describe(to_world: np.ndarray, up: np.ndarray) -> str:
             "tilted", "up", "down")), (roll - roll[0], ("rolled", "clockwise", "anticlockwise"))):
         largest = angle[np.abs(angle).argmax()]
         if abs(largest) >= 1:
-            parts.append(f"{verb} {abs(largest):.0f} degrees {more if largest > 0 else less}")
+            parts.append(f"{verb} {abs(largest):.0f} degree{'' if round(abs(largest)) == 1 else 's'} "
+                         f"{more if largest > 0 else less}")
     first = np.transpose(to_world[:1], (0, 2, 1))
     if not parts:
         return f"turned up to {rotation_degrees(first @ to_world).max():.1f} degrees"
