@@ -25,7 +25,6 @@ import collections
 import contextlib
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -43,17 +42,6 @@ ENDPOINT = {endpoint.strip("/"): endpoint for endpoint in ENDPOINTS}
 PHOTOS = ("astronaut.jpg", "grace_hopper.jpg", "camera.jpg")
 SERVER_ERROR = "Something went wrong on the server"
 SWAPPED = re.compile(r"requests run compiled from then on")
-
-
-def checkpoints(given: Path | None, work: Path) -> tuple[Path, str]:
-    """The checkpoints given (with a random YOLO beside them), else tiny random weights; and what they are."""
-    from sapiens2_demo.standins.tiny import write_tiny_detector
-
-    if given is None:
-        return harness.tiny_checkpoints(work / "checkpoints"), "tiny random weights"
-    if not (given / "yolov8n-random.pt").exists():
-        write_tiny_detector(given / "yolov8n-random.pt")
-    return given, str(given)
 
 
 @contextlib.contextmanager
@@ -124,7 +112,8 @@ def burst(argv: list[str], run: harness.Run) -> None:
     parser.add_argument("--checkpoint-dir", type=Path, help="default: tiny random weights")
     args = parser.parse_args(argv)
     scratch = Path(tempfile.mkdtemp(prefix="sapiens2-burst-"))
-    checkpoint_dir, run.weights = checkpoints(args.checkpoint_dir, scratch)
+    checkpoint_dir = harness.tiny_checkpoints(args.checkpoint_dir or scratch / "checkpoints")
+    run.weights = str(args.checkpoint_dir or "tiny random weights")
     print(f"app logs in {scratch}")
     figures = run.figures.setdefault("runs", {})
     for dtype in harness.names(args.dtypes):
@@ -170,10 +159,13 @@ def app_launch(checkpoint_dir: Path, task: str, dtype: str, compile_mode: str, c
         figures = {"first_3": answers(url, ENDPOINT[task], PHOTOS)}
         if compile_mode != "off":
             figures["swap_waited_s"] = wait_for_swap(log_path, swap_wait)
-            later = [f"later_{photo}" for photo in PHOTOS]  # new photos: no answer cached from the first three
+            from PIL import Image, ImageOps
+
+            # the same photos mirrored: the same cost, new content (the segmentation cache is keyed by content)
+            later = [f"mirrored_{photo}" for photo in PHOTOS]
             folder = Path(tempfile.mkdtemp(prefix="sapiens2-photos-"))
             for photo, name in zip(PHOTOS, later):
-                shutil.copy(ROOT / "assets" / photo, folder / name)
+                ImageOps.mirror(Image.open(ROOT / "assets" / photo)).save(folder / name, quality=95)
             figures["after_swap"] = answers(url, ENDPOINT[task], [folder / name for name in later])
         return figures
 
@@ -186,8 +178,13 @@ def cli_wall(checkpoint_dir: Path, photos: int, compile_mode: str, dtype: str, t
     inputs = work / f"photos-{photos}"
     if not inputs.exists():
         inputs.mkdir(parents=True)
-        for n in range(photos):
-            shutil.copy(ROOT / "assets" / PHOTOS[n % len(PHOTOS)], inputs / f"photo{n:02d}.jpg")
+        import numpy as np
+        from PIL import Image
+
+        for n in range(photos):  # each its own content (one pixel): the segmentation cache answers no repeat
+            pixels = np.array(Image.open(ROOT / "assets" / PHOTOS[n % len(PHOTOS)]).convert("RGB"))
+            pixels[0, 0] = (n, 255 - n, n // 2)
+            Image.fromarray(pixels).save(inputs / f"photo{n:02d}.png")
     return round(run_cli(inputs, work / f"out-{photos}-{compile_mode}", checkpoint_dir, compile_mode, cache,
                          tasks=task, dtype=dtype).seconds, 2)
 
@@ -201,7 +198,8 @@ def first_answer(argv: list[str], run: harness.Run) -> None:
     parser.add_argument("--checkpoint-dir", type=Path, help="default: tiny random weights")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="sapiens2-first-answer-"))
-    checkpoint_dir, run.weights = checkpoints(args.checkpoint_dir, work)
+    checkpoint_dir = harness.tiny_checkpoints(args.checkpoint_dir or work / "checkpoints")
+    run.weights = str(args.checkpoint_dir or "tiny random weights")
     figures, cache, tasks = run.figures, work / "compile-cache", harness.names(args.tasks)
     figures.update(dtype=args.dtype, app={}, cli={})
     for task in tasks:

@@ -71,3 +71,12 @@ def test_fresh_pictures_decode_to_a_new_image_each_time(tmp_path):
     decoded = [cv2.imread(pictures()) for _ in range(3)]
     assert not any(np.array_equal(a, b) for i, a in enumerate(decoded) for b in decoded[i + 1:])
     assert harness.Pictures(tmp_path).__call__() == pictures.path  # not fresh: the one picture
+
+
+def test_checkpoints_given_to_a_benchmark_are_never_overwritten_by_tiny_ones(tmp_path):
+    given = tmp_path / "sapiens2-seg-0.4b"
+    given.mkdir()
+    (given / "model.safetensors").write_bytes(b"full-size weights")
+    assert harness.tiny_checkpoints(tmp_path) == tmp_path
+    assert (given / "model.safetensors").read_bytes() == b"full-size weights"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["sapiens2-seg-0.4b", "yolov8n-random.pt"]
