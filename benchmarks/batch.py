@@ -136,6 +136,8 @@ def compiled_launches(argv: list[str], run: harness.Run) -> None:
 
     parser = harness.parser(run, compiled_launches.__doc__)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", default="float32", help="float32: the comparison the test makes; auto: this "
+                        "CPU's road (bf16 where native, whose keypoints move further)")
     parser.add_argument("--checkpoint-dir", type=Path, default=None, help="default: tiny checkpoints")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="bench_compile_"))
@@ -143,10 +145,11 @@ def compiled_launches(argv: list[str], run: harness.Run) -> None:
     inputs = make_inputs(work / "inputs")
     run.weights = "tiny random weights" if args.checkpoint_dir is None else str(args.checkpoint_dir)
     print(f"{len(IMAGES)} images {', '.join(f'{w}x{h}' for _, (w, h) in IMAGES)} and a 20-frame video; seg and pose; "
-          f"device {args.device}; load {harness.load()}", flush=True)
+          f"device {args.device}, {args.dtype}; load {harness.load()}", flush=True)
     launches = {}
     for name, mode in (("off", "off"), ("cold", "on"), ("warm", "on")):
-        launches[name] = found = run_cli(inputs, work / f"out_{name}", checkpoints, mode, cache, args.device)
+        launches[name] = found = run_cli(inputs, work / f"out_{name}", checkpoints, mode, cache, args.device,
+                                         dtype=args.dtype)
         run.figures[name] = {"seconds": round(found.seconds, 1), "recompiles": found.recompiles,
                              "after_warm_up": found.after_warm_up}
         print(f"  --compile {mode:3s} {name:4s}: {found.seconds:6.1f} s, recompiles {found.recompiles} "
@@ -156,7 +159,7 @@ def compiled_launches(argv: list[str], run: harness.Run) -> None:
         run.figures[f"{name}_files"] = compare(launches["off"].output, launches[name].output)
         print(f"{name} against off (output files): {run.figures[f'{name}_files']}")
     # the pose maps behind the keypoints, recorded in this process (the cache is warm by now)
-    recorded = {mode: record_pose(inputs, work / f"pose_{mode}", checkpoints, mode, cache, args.device)
+    recorded = {mode: record_pose(inputs, work / f"pose_{mode}", checkpoints, mode, cache, args.device, args.dtype)
                 for mode in ("off", "on")}
     run.figures["pose"] = pose_parity(recorded["off"], recorded["on"])
     print(f"pose keypoints, --compile on against off, by how well-defined: {run.figures['pose']}")

@@ -129,7 +129,7 @@ PEAK_MARGIN = 1e-5  # of the map's range: 20x the largest compiled-vs-eager map 
 
 
 def record_pose(inputs: Path, output: Path, checkpoint_dir: Path, compile_mode: str, cache: Path,
-                device: str = "cpu") -> list[tuple]:
+                device: str = "cpu", dtype: str | None = None) -> list[tuple]:
     """The batch command's pose task in this process, recording every decoder call: (heatmaps, boxes, keypoints)."""
     import numpy as np
 
@@ -157,7 +157,7 @@ def record_pose(inputs: Path, output: Path, checkpoint_dir: Path, compile_mode: 
         detector = checkpoint_dir / "yolov8n-random.pt"
         status = cli.main(["--input", str(inputs), "--output", str(output), "--tasks", "pose", "--checkpoint-dir",
                            str(checkpoint_dir), "--detector", str(detector), "--device", device, "--compile",
-                           compile_mode, "--quiet", "--overwrite"])
+                           compile_mode, "--quiet", "--overwrite"] + ["--dtype", dtype] * bool(dtype))
         if status:
             raise RuntimeError(f"the pose run with --compile {compile_mode} exited {status}")
     finally:
