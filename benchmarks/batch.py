@@ -1,8 +1,4 @@
-"""The batch CLI: its engines against one image at a time, and compiled launches cold and warm.
-
-    python -m benchmarks batch [--images 200] [--skip-ray]
-    python -m benchmarks compile [--checkpoint-dir DIR] [--device cpu]
-"""
+"""The batch CLI: its engines against one image at a time (`batch`), compiled launches cold and warm (`compile`)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
 """The checkpoints the benchmarks run on: full-size random weights (a forward costs what the released model's does),
-and the stand-ins' structure against random weights.
-
-    python -m benchmarks fullsize [--dir DIR] [--tasks seg,pose]
-    python -m benchmarks standins [--build]
-"""
+and the stand-ins' structure against random weights (`fullsize`, `standins`)."""
 
 from __future__ import annotations
 
@@ -16,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks import harness
+from sapiens2_demo.standins.tiny import write_tiny_detector
 
 # -- fullsize: full-size random weights ------------------------------------------------------------------------------
 DEFAULT_DIR = Path(os.environ.get("SAPIENS2_FULLSIZE_DIR", "/tmp/sapiens2-fullsize"))
@@ -49,10 +46,6 @@ def fullsize_config(task: str):
                           head_config=Sapiens2HeadConfig(**HEADS[task]), **extra)
 
 
-def is_complete(folder: Path) -> bool:
-    return all((folder / name).is_file() for name in ("config.json", "model.safetensors", "preprocessor_config.json"))
-
-
 def write_fullsize_checkpoint(task: str, root: Path = DEFAULT_DIR, seed: int = 0) -> Path:
     """DIR/sapiens2-<task>-0.4b/, written once (into a temporary folder renamed at the end, so an
     interrupted write is never mistaken for a checkpoint)."""
@@ -63,7 +56,7 @@ def write_fullsize_checkpoint(task: str, root: Path = DEFAULT_DIR, seed: int = 0
     from sapiens2_demo.models.registry import TASKS, checkpoint
 
     out = Path(root) / checkpoint(task, SIZE).dirname
-    if is_complete(out):
+    if all((out / name).is_file() for name in ("config.json", "model.safetensors", "preprocessor_config.json")):
         return out
     started = time.perf_counter()
     torch.manual_seed(seed)
@@ -83,9 +76,14 @@ def write_fullsize_checkpoint(task: str, root: Path = DEFAULT_DIR, seed: int = 0
 
 
 def ensure_fullsize(tasks, root: Path = DEFAULT_DIR) -> Path:
-    """Write whichever of `tasks` are missing under `root`; returns root (a --checkpoint-dir)."""
-    for task in tasks:
+    """Write whichever of `tasks` are missing under `root`, the body parts too where normals or depth remove the
+    background with them, a random detector beside them; matting has no full size (released at 1b only). Returns
+    root (a --checkpoint-dir)."""
+    tasks = {"pose" if task.startswith("pose") else task for task in tasks} & set(HEADS)
+    for task in sorted(tasks | ({"seg"} if tasks & {"normal", "pointmap"} else set())):
         write_fullsize_checkpoint(task, root)
+    if not (Path(root) / "yolov8n-random.pt").exists():
+        write_tiny_detector(Path(root) / "yolov8n-random.pt")
     return Path(root)
 
 

@@ -1,10 +1,5 @@
 """The device road, counted and timed: the transfer ledger (what a GPU would see, counted on the CPU), pose's
-decode on the host and device roads, and a lent GPU's measurements in one call.
-
-    python -m benchmarks ledger [--where] [--only image,live,video] [--frames 96]
-    python -m benchmarks pose [--people 3] [--frames 8] [--device cuda]
-    python -m benchmarks session [--dry-run]
-"""
+decode on the host and device roads (`pose`), and a lent GPU's measurements in one call (`session`)."""
 
 from __future__ import annotations
 
@@ -59,7 +54,7 @@ def three_people(monkeypatch_target):
         tile = (np.abs(frame[TOP:TOP + SIDE].astype(np.int16) - 96) > 12).any(axis=(0, 2))
         return np.asarray(people_boxes(int(np.argmax(tile))), np.float32), np.full(PEOPLE, 0.9, np.float32), []
 
-    real_one, real_queued = pipeline.find_people, getattr(pipeline, "find_people_queued", None)
+    real_one, real_queued = pipeline.find_people, pipeline.find_people_queued
 
     def one(frame, *args, **kwargs):
         real_one(frame, *args, **kwargs)
@@ -70,8 +65,7 @@ def three_people(monkeypatch_target):
         return [lambda get=get, frame=frame: (get(), placed(frame))[1] for get, frame in zip(found, frames)]
 
     monkeypatch_target.setattr(pipeline, "find_people", one)
-    if real_queued is not None:  # the batched detector (the device road's)
-        monkeypatch_target.setattr(pipeline, "find_people_queued", queued)
+    monkeypatch_target.setattr(pipeline, "find_people_queued", queued)  # the batched detector (the device road's)
 
 
 def image_figures(ctx, task: str, where: bool) -> dict:
@@ -205,17 +199,6 @@ def model_like_heatmaps(people: int, seed: int = 0) -> np.ndarray:
     return out
 
 
-def best_of(fn, repeat: int, device: str) -> float:
-    times = []
-    for _ in range(repeat):
-        harness.sync(device)
-        start = time.perf_counter()
-        fn()
-        harness.sync(device)
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
 def bench_decode(repeat: int, people_counts: list[int], device: str) -> list[list]:
     import torch
     from transformers import Sapiens2ImageProcessor
@@ -241,8 +224,8 @@ def bench_decode(repeat: int, people_counts: list[int], device: str) -> list[lis
             def theirs(t=tensor, xywh=xywh):
                 return processor.post_process_pose_estimation(Sapiens2PoseEstimatorOutput(heatmaps=t), boxes=[xywh])
 
-            times = [best_of(host, repeat, device), best_of(on_device, repeat, device),
-                     best_of(theirs, max(1, repeat // 2), device)]
+            times = [min(harness.timings(host, repeat, device)), min(harness.timings(on_device, repeat, device)),
+                     min(harness.timings(theirs, max(1, repeat // 2), device))]
             ref = theirs()[0]
             diffs = [max(float(np.abs(got[i] - r["keypoints"].cpu().numpy()).max()) for i, r in enumerate(ref))
                      for got in (host()[0], on_device()[0])]

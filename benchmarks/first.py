@@ -1,23 +1,5 @@
-"""The app's first minutes, two benchmarks that launch the real app (`python -m benchmarks burst|first-answer`; each
-run's figures go to benchmarks/results/ through the harness). Tiny random-weight checkpoints unless
---checkpoint-dir names others (`python -m benchmarks fullsize` writes full-size random-weight ones).
-
-burst: visitors arriving together after a restart: cold launches, each its own `python app.py` (so transformers'
-lazy names are looked up afresh too), then N concurrent first requests across the five image endpoints before any
-model is loaded, then one request per endpoint; and one launch with 64 at once (more than the queue holds: only
-gradio's "Queue is full" may refuse them). tests/app/test_first_burst.py is the suite's smaller version.
-
-    python -m benchmarks burst [--launches 5] [--clients 10] [--dtypes bfloat16,float32] [--crowd 64]
-        [--checkpoint-dir DIR]
-
-first-answer: per launch kind (`empty cache`: a new compile cache folder; `warm cache`: the same folder again;
-`compile off`), the first three answers on three photos while the background compile may still run (what a
-request loses to it), then three more once the log says the compiled form serves; and the batch CLI's wall time
-on 1 and 20 photos with `--compile auto` (compiles only when it pays), `off` and `on`, on the warm cache.
-
-    python -m benchmarks first-answer [--tasks segment] [--dtype bfloat16] [--cli-photos 1,20]
-        [--checkpoint-dir DIR]
-"""
+"""The app's first minutes (`burst`, `first-answer`), each launching the real app on tiny random-weight checkpoints
+unless --checkpoint-dir names others (`python -m benchmarks fullsize` writes full-size random-weight ones)."""
 
 from __future__ import annotations
 
@@ -97,14 +79,17 @@ def crowd(url: str, clients: int) -> dict:
             "wall_s": round(time.perf_counter() - started, 1)}
 
 
-def one_launch(checkpoint_dir: Path, dtype: str, compile_mode: str, clients: int, logs: Path, name: str) -> dict:
-    with launched(checkpoint_dir, dtype, compile_mode, logs / f"{name}.log") as url:
+def one_launch(checkpoint_dir: Path, dtype: str, clients: int, log: Path) -> dict:
+    with launched(checkpoint_dir, dtype, "auto", log) as url:
         return crowd(url, clients)
 
 
 def burst(argv: list[str], run: harness.Run) -> None:
-    """Cold launches x concurrent first requests, then one launch with --crowd at once (see the module's doc)."""
-    parser = harness.parser(run, __doc__)
+    """Visitors arriving together after a restart: cold launches, each its own `python app.py` (transformers' lazy
+    names looked up afresh too), then --clients concurrent first requests across the five image endpoints before
+    any model is loaded, then one request per endpoint; and one launch with --crowd at once (more than the queue
+    holds: only gradio's "Queue is full" may refuse them). tests/app/test_first_burst.py is the smaller version."""
+    parser = harness.parser(run, burst.__doc__)
     parser.add_argument("--launches", type=int, default=5)
     parser.add_argument("--clients", type=int, default=10)
     parser.add_argument("--dtypes", default="bfloat16,float32")
@@ -117,17 +102,17 @@ def burst(argv: list[str], run: harness.Run) -> None:
     print(f"app logs in {scratch}")
     figures = run.figures.setdefault("runs", {})
     for dtype in harness.names(args.dtypes):
-        runs = [one_launch(checkpoint_dir, dtype, "auto", args.clients, scratch, f"{dtype}-{n}")
+        runs = [one_launch(checkpoint_dir, dtype, args.clients, scratch / f"{dtype}-{n}.log")
                 for n in range(args.launches)]
         figures[dtype] = runs
-        for n, run in enumerate(runs, 1):
-            print(f"{dtype} launch {n}: {args.clients} at once -> {run['counts']} in {run['wall_s']} s; every "
-                  f"endpoint answers after: {run['after_ok']}")
-        errors = sum(run["counts"].get("server error", 0) for run in runs)
+        for n, launch in enumerate(runs, 1):  # not `run`: that is the results file's
+            print(f"{dtype} launch {n}: {args.clients} at once -> {launch['counts']} in {launch['wall_s']} s; every "
+                  f"endpoint answers after: {launch['after_ok']}")
+        errors = sum(launch["counts"].get("server error", 0) for launch in runs)
         print(f"{dtype}: {errors} server errors over {args.launches} launches x {args.clients}; every endpoint "
-              f"answered after each burst: {all(run['after_ok'] for run in runs)}")
+              f"answered after each burst: {all(launch['after_ok'] for launch in runs)}")
     if args.crowd:
-        many = one_launch(checkpoint_dir, harness.names(args.dtypes)[0], "auto", args.crowd, scratch, "crowd")
+        many = one_launch(checkpoint_dir, harness.names(args.dtypes)[0], args.crowd, scratch / "crowd.log")
         run.figures["crowd"] = many
         print(f"{args.crowd} at once: {many['counts']}; every endpoint answers after: {many['after_ok']}")
 
@@ -190,8 +175,11 @@ def cli_wall(checkpoint_dir: Path, photos: int, compile_mode: str, dtype: str, t
 
 
 def first_answer(argv: list[str], run: harness.Run) -> None:
-    """The first answers per launch kind and the CLI on the warm cache (see the module's doc)."""
-    parser = harness.parser(run, __doc__)
+    """Per launch kind (`empty cache`: a new compile cache folder; `warm cache`: the same folder again; `compile
+    off`), the first three answers on three photos while the background compile may still run, then three more
+    once the log says the compiled form serves; and the batch CLI's wall time on --cli-photos photos with
+    `--compile auto` (compiles only when it pays), `off` and `on`, on the warm cache."""
+    parser = harness.parser(run, first_answer.__doc__)
     parser.add_argument("--tasks", default="segment", help=f"comma-separated, of {', '.join(ENDPOINT)}")
     parser.add_argument("--dtype", default="bfloat16", help="the launches' --dtype (bfloat16: the AMX CPU's road)")
     parser.add_argument("--cli-photos", default="1,20", help="the CLI's runs (empty: none)")

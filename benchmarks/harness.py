@@ -95,6 +95,20 @@ def sync(device) -> None:
         torch.cuda.synchronize()
 
 
+def timings(call: Callable[[], object], repeat: int, device="cpu", warmup: int = 0) -> list[float]:
+    """Seconds of each of `repeat` calls after `warmup` untimed ones, the device's queue waited for around each."""
+    for _ in range(warmup):
+        call()
+    times = []
+    for _ in range(repeat):
+        sync(device)
+        started = time.perf_counter()
+        call()
+        sync(device)
+        times.append(time.perf_counter() - started)
+    return times
+
+
 def parser(run: Run, doc: str | None) -> argparse.ArgumentParser:
     """A benchmark's options, its docstring the help (`python -m benchmarks NAME --help`)."""
     return argparse.ArgumentParser(prog=f"python -m benchmarks {run.name}", description=doc,

@@ -1,11 +1,5 @@
-"""Image requests, all timed by one `request` (the job's stream and the display copies, as a tab's handler makes
-it) against a `Clock` of the GPU call and of the models' own forwards:
-
-    python -m benchmarks host [--kinds tiny,standins] [--reps 5] [--frames 48] [--video-reps 3] [--tasks ...]
-        [--no-image] [--no-gradio] [--no-video] [--profile] [--fresh]
-    python -m benchmarks gpu [--device cuda] [--sizes tiny,full] [--compile] [--skip-forward] [--profile]
-    python -m benchmarks cpu [--tasks seg,pose-noflip] [--roads float32,auto] [--reps 1] [--checkpoint-dir DIR]
-"""
+"""Image requests (`host`, `gpu`, `cpu`), all timed by one `request` (the job's stream and the display copies, as a
+tab's handler makes it) against a `Clock` of the GPU call and of the models' own forwards."""
 
 from __future__ import annotations
 
@@ -186,19 +180,6 @@ def bench_image(kind: str, checkpoint_dir: Path, pictures, reps: int, task_names
     return rows
 
 
-def launch_app(checkpoint_dir: Path):
-    """The real app, as tests/conftest.py's launch_app: (demo, url)."""
-    import app
-
-    args = app.parse_args(["--checkpoint-dir", str(checkpoint_dir), "--detector",
-                           str(checkpoint_dir / "yolo26n-random.pt"), "--device", "cpu", "--port",
-                           str(harness.free_port())])
-    demo = app.create_app(args)
-    demo.launch(server_name="127.0.0.1", server_port=args.port, prevent_thread_lock=True, quiet=True,
-                max_file_size=args.max_file_size)
-    return demo, f"http://127.0.0.1:{args.port}/"
-
-
 def launch_echo():
     """gradio's own floor: an image filepath in; a JPEG of it, a file and a notes string out, from a generator (as
     the tabs' events are)."""
@@ -256,7 +237,9 @@ class PageCalls:
 
 
 def bench_gradio(checkpoint_dir: Path, pictures, reps: int, endpoints) -> dict:
-    real, real_url = launch_app(checkpoint_dir)
+    from tests.conftest import launch_app  # the real app, started as the tests and app.py start it
+
+    real, real_url = launch_app(checkpoint_dir, checkpoint_dir / "yolo26n-random.pt")
     echo, echo_url = launch_echo()
     try:
         page, floor = PageCalls(real, real_url), PageCalls(echo, echo_url)
@@ -358,15 +341,8 @@ def forward_ms(manager, task: str, batch: int, repeat: int, warmup: int) -> tupl
     spec = tasks.get(task)
     loaded = manager.get(checkpoint(spec.family, spec.default_size()))
     pixels = torch.randn(batch, 3, *input_size(loaded.processor)).to(loaded.device, loaded.dtype)
-    times = []
     with torch.inference_mode():
-        for i in range(warmup + repeat):
-            harness.sync(loaded.device)
-            started = time.perf_counter()
-            loaded.model(pixel_values=pixels)
-            harness.sync(loaded.device)
-            if i >= warmup:
-                times.append(time.perf_counter() - started)
+        times = harness.timings(lambda: loaded.model(pixel_values=pixels), repeat, loaded.device, warmup)
     return 1000 * statistics.median(times), 1000 * min(times)
 
 
@@ -404,8 +380,7 @@ def gpu(argv: list[str], run: harness.Run) -> None:
     with tempfile.TemporaryDirectory(prefix="bench_gpu_") as tmp:
         work, pictures = Path(tmp), harness.Pictures(Path(tmp), fresh=True)
         tiny = harness.tiny_checkpoints(work / "tiny")
-        folders = {"tiny": tiny, "full": ensure_fullsize(sorted({t for t in tasks if t != "matting"} | {"seg"}))
-                   if "full" in sizes else None}
+        folders = {"tiny": tiny, "full": ensure_fullsize(tasks) if "full" in sizes else None}
         managers = {size: harness.manager(folders[size], device, detector=tiny / "yolov8n-random.pt",
                                           compile="on" if args.compile else "off") for size in sizes}
         if args.profile:
@@ -446,7 +421,6 @@ def cpu(argv: list[str], run: harness.Run) -> None:
     `gpu`, no warm-up request): load (+ compile) seconds, the request with the task's defaults and its forwards
     within it, wall and CPU seconds, each road's speed-up over float32. `pose` has the flip test, `pose-noflip` not."""
     from benchmarks.checkpoints import DEFAULT_DIR, ensure_fullsize
-    from sapiens2_demo.standins.tiny import write_tiny_detector
 
     parser = harness.parser(run, cpu.__doc__)
     parser.add_argument("--tasks", default="seg,pose,pose-noflip,normal,pointmap", help=", ".join(CPU_TASKS))
@@ -459,11 +433,7 @@ def cpu(argv: list[str], run: harness.Run) -> None:
     unknown = [t for t in tasks if t not in CPU_TASKS] + [r for r in roads if r not in ROADS]
     if unknown:
         parser.error(f"unknown task or road: {', '.join(unknown)}")
-    families = {"pose" if t.startswith("pose") else t for t in tasks}
-    folder = ensure_fullsize(sorted(families | ({"seg"} if families & {"normal", "pointmap"} else set())),
-                             args.checkpoint_dir)
-    if not (folder / "yolov8n-random.pt").exists():
-        write_tiny_detector(folder / "yolov8n-random.pt")
+    folder = ensure_fullsize(tasks, args.checkpoint_dir)
     run.weights, rows = "full-size 0.4b random weights", []
     with tempfile.TemporaryDirectory() as tmp:
         work, pictures = Path(tmp), harness.Pictures(Path(tmp), fresh=True)

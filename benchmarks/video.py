@@ -1,11 +1,5 @@
-"""Video: our `/video` path against the machine's I/O floor and the model alone; the host's work a
-frame; motion capture's speed, steady depth's flicker and the Rerun recording's share.
-
-    python -m benchmarks video [--frames 96] [--tasks pose,seg,normal,pointmap,matting] [--fullsize]
-        [--device auto|cpu|cuda] [--breakdown] [--set detect_every=1] [--no-model-only]
-    python -m benchmarks mocap [--frames 48] [--no-speed] [--figure docs/steady_depth.png]
-    python -m benchmarks rerun [--frames 48] [--size-seconds 60]
-"""
+"""Video: our `/video` path against the machine's I/O floor and the model alone (`video`), the host's work a frame
+(`host`'s video part), motion capture's speed and steady depth's flicker (`mocap`), the Rerun recording's share."""
 
 from __future__ import annotations
 
@@ -25,7 +19,6 @@ import numpy as np
 from benchmarks import harness
 
 TASKS = ("pose", "seg", "normal", "pointmap", "matting")
-MASKED = ("normal", "pointmap")  # their defaults remove the background: the body-part model runs too
 # the app's encoder settings (media/video.py), written out: the floor is the same whatever the app's code
 ENCODER_OPTIONS = {"crf": "20", "preset": "superfast", "x264-params": "mbtree=1:rc-lookahead=10"}
 BYTES_CLIP_FRAMES = 24
@@ -288,11 +281,9 @@ def video(argv: list[str], run: harness.Run) -> None:
                         help="a Video tab option changed for ours, e.g. detect_every=1")
     parser.add_argument("--breakdown", action="store_true", help="time each stage of our path, per thread")
     args = parser.parse_args(argv)
-    for item in args.set:
+    for item in args.set:  # a number or true/false, as JSON reads it
         name, _, value = item.partition("=")
-        lowered = value.strip().lower()
-        OVERRIDES[name.strip()] = lowered == "true" if lowered in ("true", "false") else (
-            float(value) if "." in value else int(value))
+        OVERRIDES[name.strip()] = json.loads(value.strip().lower())
     import torch
 
     from sapiens2_demo.jobs.video import default_batch_size
@@ -308,7 +299,7 @@ def video(argv: list[str], run: harness.Run) -> None:
     if args.fullsize:
         from benchmarks.checkpoints import ensure_fullsize
 
-        folder = ensure_fullsize(sorted(set(tasks) | ({"seg"} if set(tasks) & set(MASKED) else set())))
+        folder = ensure_fullsize(tasks)
     run.weights = "full-size 0.4b random weights" if args.fullsize else "tiny random weights"
     with tempfile.TemporaryDirectory(prefix="bench_video_") as tmp:
         work = Path(tmp)

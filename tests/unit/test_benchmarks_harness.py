@@ -97,3 +97,16 @@ def test_the_compile_benchmark_compares_the_float32_road_the_test_holds(tmp_path
     with harness.Run("compile", "python -m benchmarks compile", results=tmp_path) as run:
         batch.compiled_launches(["--checkpoint-dir", str(tmp_path)], run)
     assert given == ["float32"] * 5
+
+
+def test_the_burst_benchmark_records_its_crowd_launch_after_the_cold_ones(tmp_path, monkeypatch):
+    from benchmarks import first
+
+    (tmp_path / "sapiens2-seg-0.4b").mkdir()
+    (tmp_path / "yolov8n-random.pt").write_bytes(b"detector")
+    answered = {"counts": {"ok": 1}, "after_ok": True, "after": {}, "wall_s": 0.1}
+    monkeypatch.setattr(first, "one_launch", lambda *args: dict(answered))
+    with harness.Run("burst", "python -m benchmarks burst", results=tmp_path) as run:
+        first.burst(["--launches", "2", "--clients", "1", "--dtypes", "float32", "--crowd", "3",
+                     "--checkpoint-dir", str(tmp_path)], run)
+    assert run.figures == {"runs": {"float32": [answered, answered]}, "crowd": answered}
