@@ -124,12 +124,9 @@ def live_figures(ctx, task: str, where: bool) -> dict:
 
 
 def ledger(argv: list[str], run: harness.Run) -> None:
-    """The transfer ledger over the GPU road at 1080p on the stand-ins: what crosses between host and device, how
-    often the host waits, and the operations queued outside the forwards, per image request (`run_task`, defaults),
-    per frame of a --frames clip (CUDA's batch of 8, chunks of 16: pose with three people, mocap, body parts, steady
-    normals and depth, matting) and per live frame. On a CPU it takes the CUDA road and counts what would cross. The
-    detector's boxes are replaced by the three people's (its upload, forward and copies still count). --where: the
-    places in our code that copy, wait or queue the most. About 6-12 minutes on 2 cores (--only image: a minute)."""
+    """The transfer ledger at 1080p on the stand-ins (docs/ledger.md): copies, waits and queued operations per image
+    request, per frame of a --frames clip (three people; CUDA's batch of 8) and per live frame, the CUDA road
+    counted on a CPU. About 6-12 minutes on 2 cores (--only image: a minute)."""
     parser = harness.parser(run, ledger.__doc__)
     parser.add_argument("--frames", type=int, default=96)
     parser.add_argument("--tasks", default=",".join([*LEDGER_TASKS, "mocap"]))
@@ -284,11 +281,9 @@ def pose(argv: list[str], run: harness.Run) -> None:
 
 # -- a lent GPU's measurements in one call ---------------------------------------------------------------------------
 def session(argv: list[str], run: harness.Run) -> None:
-    """A lent GPU's measurements in one `device` call: the carried wheels (.whl/, as ../shared/reference/GPU.md lists
-    them) installed into the machine's own Python, then `gpu` (image requests against their forwards, compiled) and
-    `video --breakdown`, full size, and a cProfile of one request a task on tiny checkpoints; each under its own time
-    limit, its log and the results files under $OUT as each finishes (what finished comes back if the lease ends).
-    Its dry run here, on tiny checkpoints: `python -m benchmarks session --dry-run` (a minute or two)."""
+    """A lent GPU's measurements in one call (docs/benchmarks.md): the carried wheels installed, then `gpu`,
+    `video --breakdown` and a cProfile of one request a task, each under its own time limit, logs and results
+    files under $OUT as each ends. --dry-run: here, on tiny checkpoints."""
     import glob
     import shutil
     import subprocess

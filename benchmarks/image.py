@@ -19,10 +19,6 @@ def ms(seconds: float) -> float:
     return round(1000 * seconds, 1)
 
 
-def median(runs: list[dict], key: str) -> float:
-    return statistics.median(run[key] for run in runs)
-
-
 class Clock:
     """While entered, seconds inside the GPU call (`jobs.image.infer`: pre-processing, forwards, post-processing);
     once attached, seconds inside the models' own forwards (hooks, synchronised on CUDA; wall and process CPU) with
@@ -97,15 +93,6 @@ def detector_network(manager):
     return yolo.predictor.model
 
 
-def display_files():
-    """ui.common.as_display_files where gradio is installed (a lent GPU machine may lack it: no display copies)."""
-    try:
-        from sapiens2_demo.ui.common import as_display_files
-    except ImportError:
-        return None
-    return as_display_files
-
-
 def request(ctx, path: str, task: str, run_dir: Path, clock: Clock, **options) -> dict:
     """One request as the tab's handler makes it (the picture loaded afresh, as an upload is; the job's stream; the
     display copies). Seconds: `wall` to the complete answer, `first` to the first output, `gpu_call`, `forward` (the
@@ -115,7 +102,10 @@ def request(ctx, path: str, task: str, run_dir: Path, clock: Clock, **options) -
     from sapiens2_demo.jobs import image as image_jobs
     from sapiens2_demo.media.image import load_image
 
-    display = display_files()
+    try:  # the display copies, where gradio is installed (a lent GPU machine may lack it)
+        from sapiens2_demo.ui.common import as_display_files as display
+    except ImportError:
+        display = None
     stream = image_jobs.stream_all if task == "all" else image_jobs.stream_task
     options = options if task == "all" else {"task": tasks.get(task).name, **options}
     run_dir.mkdir(parents=True, exist_ok=True)  # as OutputStore.new_run_dir: the render may come first
@@ -167,7 +157,7 @@ def timed_requests(managers: dict, task: str, pictures, work: Path, reps: int, w
     for row in found.values():
         runs = row.pop("runs")[int(warm):]
         del row["ctx"], row["clock"]
-        row.update({key: median(runs, key) for key in runs[0] if key != "calls"}, calls=runs[-1]["calls"])
+        row.update({key: statistics.median(r[key] for r in runs) for key in runs[0] if key != "calls"}, calls=runs[-1]["calls"])
     return found
 
 
@@ -262,15 +252,10 @@ def bench_gradio(checkpoint_dir: Path, pictures, reps: int, endpoints) -> dict:
 
 
 def host(argv: list[str], run: harness.Run) -> None:
-    """The host's work around the forwards. In this process (medians of --reps): the GPU call (pre-processing,
-    forwards, post-processing); shown / all shown / complete (the job's first render, last render and complete
-    answer, each less the GPU call until then, with the display copies gradio is handed); the request's CPU (all
-    threads). --profile: first cProfile's top 15 of one request a task (the render, the copies, the files). Then through gradio as the page calls it (upload, queue/join, the event stream), each
-    call right after a call of an echo app's generator event: ms beyond gradio's floor until the render reaches the
-    caller and until the answer is complete. Then the video (video.host_frames): host = ours - forwards against the
-    floor. --fresh: each request's picture one never seen (a pixel changed), so no cache serves it. The detector:
-    a random YOLO26n. Targets (stand-ins, 1080p, 2 cores): complete <= 0.2 s beyond the floor (/all <= 0.8 s),
-    shown <= 0.1 s; a video's host <= 1.2x its floor."""
+    """The host's work around the forwards (docs/host.md), 1080p requests: in this process, the GPU call and the
+    first render, the last and the complete answer, each less the GPU call until then (medians of --reps); through
+    gradio as the page calls it, ms beyond an echo app's floor called just before; a 720p video's host work (ours
+    less the forwards) against its I/O floor. The detector: a random YOLO26n."""
     from benchmarks.video import host_frames
     from sapiens2_demo.standins.tiny import write_tiny_detector
 
@@ -347,12 +332,9 @@ def forward_ms(manager, task: str, batch: int, repeat: int, warmup: int) -> tupl
 
 
 def gpu(argv: list[str], run: harness.Run) -> None:
-    """Model and request speed per task and size on whatever device there is: forward ms at each of --batches
-    (random pixels at the input size; pose: crops, no flip), then per 1080p picture (a fresh one each time) the
-    request's complete answer and first render against its forwards (`timed_requests`: hooks on the models and the
-    detector's network), target 1.3x. Sizes: tiny random weights, `full` (full-size 0.4b random weights, `python -m
-    benchmarks fullsize`; a CPU forward ~30 s, so one request and no warm-up). --profile: cProfile's top 15 of one
-    request a task instead. CUDA runs bf16."""
+    """Forward ms per task at each of --batches, then each 1080p request's complete answer and first render
+    against its own forwards (target 1.3x; docs/gpu.md), on whatever device there is (CUDA runs bf16). --sizes full:
+    full-size 0.4b random weights (a CPU forward ~30 s: one request, no warm-up)."""
     from benchmarks.checkpoints import ensure_fullsize
 
     parser = harness.parser(run, gpu.__doc__)
@@ -416,10 +398,9 @@ CPU_TASKS = {"seg": ("segment", {}), "pose": ("pose", {"flip_test": True}),
 
 
 def cpu(argv: list[str], run: harness.Run) -> None:
-    """The CPU's roads at full size: eager float32 against the auto road (bf16 + regional compile where the CPU runs
-    bf16 natively; `bfloat16`: eager bf16), per task on full-size random weights, through `timed_requests` (as
-    `gpu`, no warm-up request): load (+ compile) seconds, the request with the task's defaults and its forwards
-    within it, wall and CPU seconds, each road's speed-up over float32. `pose` has the flip test, `pose-noflip` not."""
+    """The CPU's roads on full-size random weights (docs/cpu.md): eager float32 against the auto road (bf16 +
+    regional compile where the CPU runs bf16 natively), per task: the request and the models' forwards within it,
+    wall and CPU seconds, each road's speed-up over float32. `pose` has the flip test, `pose-noflip` not."""
     from benchmarks.checkpoints import DEFAULT_DIR, ensure_fullsize
 
     parser = harness.parser(run, cpu.__doc__)

@@ -263,14 +263,10 @@ def bench_task(task: str, clip: Path, warm: Path | None, manager, args, work: Pa
 
 
 def video(argv: list[str], run: harness.Run) -> None:
-    """Per task, frames a second of: the floor (decode the same 1280x720 clip of moving shapes to RGB and encode it
-    again with the app's x264 settings, audio copied, no model; run just before and just after ours, the mean of the
-    two); ours (`jobs.video.process_video` with the Video tab's defaults, models loaded and warmed up first); by CPU
-    (ours / floor in this process's CPU time a frame); model-only (the forwards alone on frames pre-processed
-    beforehand, batched as ours). GPU calls are counted (a local video's streamed chunks count one each: ZeroGPU's
-    calls), and on a warm-up clip the pickled bytes crossing the GPU boundary a frame, as a multiple of the frame's
-    RGB bytes. --breakdown times each stage per thread. Tiny random weights unless --fullsize. The machine is
-    shared: compare ratios measured in one run, never frames a second across runs."""
+    """Per task, frames a second of ours (`process_video` with the Video tab's defaults, models warm), of the I/O
+    floor (decode + encode of the same 720p clip with the app's x264 settings, the mean of a run before and after
+    ours), by CPU, and of the model alone; GPU calls and the bytes crossing the GPU boundary a frame. --breakdown:
+    each stage per thread. The machine is shared: compare ratios within one run."""
     parser = harness.parser(run, video.__doc__)
     parser.add_argument("--frames", type=int, default=None, help="clip length (default 96; 4 with --fullsize)")
     parser.add_argument("--tasks", default=None, help=f"from {','.join(TASKS)} (default all; seg with --fullsize)")

@@ -110,3 +110,16 @@ def test_the_burst_benchmark_records_its_crowd_launch_after_the_cold_ones(tmp_pa
         first.burst(["--launches", "2", "--clients", "1", "--dtypes", "float32", "--crowd", "3",
                      "--checkpoint-dir", str(tmp_path)], run)
     assert run.figures == {"runs": {"float32": [answered, answered]}, "crowd": answered}
+
+
+def test_full_size_checkpoints_are_written_per_family_with_the_body_parts_their_masks_need(tmp_path, monkeypatch):
+    """cpu's pose-noflip is the pose family; normals and depth remove the background with the body-part model;
+    matting has no full size. The folder gains the random detector the benchmarks' managers name."""
+    from benchmarks import checkpoints
+
+    written = []
+    monkeypatch.setattr(checkpoints, "write_fullsize_checkpoint", lambda task, root: written.append(task))
+    monkeypatch.setattr(checkpoints, "write_tiny_detector", lambda path: path.write_bytes(b"detector"))
+    assert checkpoints.ensure_fullsize(["pose-noflip", "normal", "matting"], tmp_path) == tmp_path
+    assert written == ["normal", "pose", "seg"]
+    assert (tmp_path / "yolov8n-random.pt").read_bytes() == b"detector"
