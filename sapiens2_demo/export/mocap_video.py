@@ -57,12 +57,14 @@ def chosen_people(text) -> frozenset[int] | None:
 class MotionVideoExport:
     """add(index, time, pose_result) per processed frame (a PoseResult with `lifted` and `track_ids`), then close()
     -> the files written, or abort(). `notes` says what was written, for whom, and what was filled.
-    `motion_people` ("1, 3"; empty: everyone) limits the BVH files and motion.glb to those track ids."""
+    `motion_people` ("1, 3"; empty: everyone) limits the BVH files and motion.glb to those track ids.
+    `fit_start` (the harness's oracle: see MotionRecorder.tracks) starts each person's fit where it says."""
 
     def __init__(self, folder: Path, *, fps: float, smoothing: bool = True, min_cutoff: float | None = None,
-                 beta: float | None = None, tracking: bool = True, motion_people: str = "", **_):
+                 beta: float | None = None, tracking: bool = True, motion_people: str = "", fit_start=None, **_):
         self.folder, self.fps, self.tracking = Path(folder), float(fps), tracking
         self.people = chosen_people(motion_people)
+        self.fit_start = fit_start
         self.lines = JsonLinesWriter(self.folder / "pose_3d.jsonl")
         self.recorder = MotionRecorder(smoothing=smoothing, min_cutoff=min_cutoff, beta=beta)
         self.notes: list[str] = []
@@ -88,7 +90,7 @@ class MotionVideoExport:
         self.lines.close()
         files = [self.lines.path]
         solved = []
-        tracks = self.recorder.tracks()
+        tracks = self.recorder.tracks(self.fit_start)
         world, why = find_world([t.points for t in tracks], self.fps, [t.present for t in tracks]) if tracks else (
             None, "")
         self._fill_in(world, tracks)

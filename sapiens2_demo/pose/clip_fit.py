@@ -243,17 +243,19 @@ class _Body(torch.nn.Module):
 
 
 def fit_clip(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np.ndarray, focal: float,
-             fps: float, iterations: int = ITERATIONS) -> tuple[np.ndarray, np.ndarray]:
+             fps: float, iterations: int = ITERATIONS, start: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """See `_fit`; in a worker process on one thread (fit_worker.py): the app's thread count stays its own."""
-    return run_alone(_fit, points, available, rays, scores, focal, fps, iterations)
+    return run_alone(_fit, points, available, rays, scores, focal, fps, iterations, start)
 
 
 def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np.ndarray, focal: float,
-         fps: float, iterations: int) -> tuple[np.ndarray, np.ndarray]:
+         fps: float, iterations: int, start: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Fits one person over the frames given (every frame between their first and last, seen or not).
     points (T, 70, 3): the lifted keypoints, camera frame (NaN = not lifted); available (T, 70): lifted;
     rays (T, 70, 3): the point read on each keypoint's ray where the lift did not take it (hidden behind someone,
-    or far in front of its body), NaN elsewhere; scores (T, 70); focal: pixels per unit of x/z. Returns (T, 70, 3)
+    or far in front of its body), NaN elsewhere; scores (T, 70); focal: pixels per unit of x/z; start (T, 70, 3):
+    where the fit starts instead of the lifted points (NaN: from them), the harness's oracle (the fit started from
+    the truth, with the same observations and terms: what they allow). Returns (T, 70, 3)
     fitted keypoints (NaN for keypoints never seen and those the skeleton does not use) and (70,) each keypoint's
     median 2D error in metres at its depth (NaN where never seen)."""
     points, rays = np.asarray(points, np.float64), np.asarray(rays, np.float64)
@@ -267,7 +269,9 @@ def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np
     index, keypoints = name_index(), points.shape[1]
     order = np.array([index[k] for k in USED])
     ever = aimed.any(0)[order]
-    start = median_filled(points, available)
+    lifted_start = median_filled(points, available)
+    start = lifted_start if start is None else np.where(np.isfinite(start), np.asarray(start, np.float64),
+                                                        lifted_start)
     missing = ~np.isfinite(start).all(-1)
     if missing.all(0)[[index["left_hip"], index["right_hip"], index["neck"]]].any():
         raise ValueError("the hips and neck were never placed in 3D")

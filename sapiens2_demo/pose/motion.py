@@ -126,9 +126,11 @@ class MotionRecorder:
                                                     float(time))
         return track
 
-    def tracks(self) -> list[TrackMotion]:
+    def tracks(self, fit_start=None) -> list[TrackMotion]:
         """Every track seen on at least MIN_TRACK_FRAMES frames, fitted over the whole video (see the module
-        docstring). A track whose hips or neck were never lifted is left out."""
+        docstring). A track whose hips or neck were never lifted is left out. `fit_start(track_id, first, last)`,
+        where given, returns where that track's fit over frames first..last - 1 starts ((frames, 70, 3) camera
+        frame, or None: from its lifted points): the harness's oracle, the fit started from the truth."""
         total = len(self.times)
         found = []
         for track_id, track in sorted(self._tracks.items()):
@@ -152,7 +154,8 @@ class MotionRecorder:
             present[rows] = True
             failed = int((~measured[rows].any(axis=1)).sum())
             try:
-                fitted, noise = fit_clip(points, available, rays, scores, track.focal, self._fps())
+                start = None if fit_start is None else fit_start(track_id, first, last)
+                fitted, noise = fit_clip(points, available, rays, scores, track.focal, self._fps(), start=start)
             except ValueError:
                 fitted, noise = np.full_like(points, np.nan), np.full(BODY_KEYPOINTS, np.nan)
             whole = np.concatenate([np.repeat(fitted[:1], first, 0), fitted, np.repeat(fitted[-1:], total - last, 0)])
