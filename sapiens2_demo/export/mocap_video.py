@@ -93,6 +93,8 @@ class MotionVideoExport:
         tracks = self.recorder.tracks(self.fit_start)
         world, why = find_world([t.points for t in tracks], self.fps, [t.present for t in tracks]) if tracks else (
             None, "")
+        if world is not None:  # the second pass: the feet on that floor, held where planted
+            tracks = self.recorder.on_floor(tracks, world)
         self._fill_in(world, tracks)
         self.world = world
         if self.people is not None:
@@ -144,8 +146,8 @@ class MotionVideoExport:
         written again (atomically, line by line)."""
         contacts = {}
         if world is not None:
-            for track in tracks:
-                found = world.contacts(track.points, self.fps)
+            for track in tracks:  # the fit's: the spans its second pass held on the floor
+                found = world.contacts(track.points, self.fps) if track.contacts is None else track.contacts
                 contacts[track.track_id] = np.where(track.present[:, None], found, False).astype(int).tolist()
         camera = None if world is None else {"rotation": _values(world.rotation, DECIMALS),
                                              "position": _values(world.camera_position, DECIMALS)}

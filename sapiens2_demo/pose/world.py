@@ -27,6 +27,7 @@ from .skeleton3d import CAMERA_TO_SKELETON
 CONTACT_SPEED = 0.25  # m/s: a foot slower than this is planted (a run's stance too: its foot is still for 5-7 frames)
 FLOOR_INLIER = 0.02  # m: a contact this near the plane agrees with it
 CONTACT_HEIGHT = 0.04  # m: a planted foot's lowest keypoint this near the floor is in contact
+CONTACT_WINDOW_S = 0.08  # s: a contact's speed is measured over this either side (2 frames at 24 frames/s)
 MIN_SPREAD = 0.25  # m: the contacts' spread along their narrower direction needed for the floor's tilt
 MIN_CONTACTS = 12  # foot-frames
 MAX_TILT = 60.0  # degrees: a floor further than this from the image's up is not a floor the feet stand on
@@ -52,10 +53,30 @@ class World:
         return self.to_world(np.zeros(3))
 
     def contacts(self, points: np.ndarray, fps: float) -> np.ndarray:
-        """(T, 2) bool: each foot (left, right) planted with its lowest keypoint within CONTACT_HEIGHT of the floor,
-        on a person's (T, K, 3) fitted camera-frame keypoints."""
+        """(T, 2) bool: each foot (left, right) in contact on a person's (T, K, 3) fitted camera-frame keypoints:
+        slower than CONTACT_SPEED over CONTACT_WINDOW_S before or after the frame (frame to frame, the noise that a
+        fit under 2 cm of depth noise keeps broke a stance into pieces), with its lowest keypoint within
+        CONTACT_HEIGHT of the floor; a gap of up to that window in a contact closed, a contact shorter than 3 frames
+        dropped."""
         height = lowest(points, self.up) @ self.up + self.height  # (T, 2) above the floor
-        return planted(points, fps) & (np.abs(np.nan_to_num(height, nan=np.inf)) < CONTACT_HEIGHT)
+        near = np.abs(np.nan_to_num(height, nan=np.inf)) < CONTACT_HEIGHT
+        h = max(1, int(round(CONTACT_WINDOW_S * fps)))
+        feet = np.stack([points[:, cols].mean(1) for cols in foot_columns().values()], 1)  # (T, 2, 3)
+        padded = np.concatenate([np.full_like(feet[:h], np.inf), feet, np.full_like(feet[:h], np.inf)])
+        # the slower of the window before and the window after: a stance's first and last frames are still on
+        # one side (a window across the frame erodes each end of a contact by a frame or two)
+        before = np.linalg.norm(padded[h:-h] - padded[:-2 * h], axis=-1)
+        after = np.linalg.norm(padded[2 * h:] - padded[h:-h], axis=-1)
+        speed = np.fmin(np.nan_to_num(before, nan=np.inf), np.nan_to_num(after, nan=np.inf)) * fps / h
+        out = (speed < CONTACT_SPEED) & near
+        for side in range(out.shape[1]):
+            for a, b in _runs(~out[:, side]):  # a gap inside a contact, no longer than the window: noise
+                if a > 0 and b < len(out) and b - a <= h:
+                    out[a:b, side] = True
+            for a, b in _runs(out[:, side]):
+                if b - a < 3:
+                    out[a:b, side] = False
+        return out
 
     def note(self) -> str:
         tilt = f"tilted {abs(self.pitch):.0f} degrees {'down' if self.pitch >= 0 else 'up'}"
@@ -65,6 +86,12 @@ class World:
         return (f"3D motion: the floor found under {self.on_floor} foot contacts: camera {self.height:.1f} m above "
                 f"it, {tilt}{roll} (a still camera assumed){disagree}; the files are in the world frame (Y up, the "
                 "floor at Y = 0, the first person facing +Z).")
+
+
+def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    """(first, end) of each run of True in a (T,) mask."""
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], mask.astype(int), [0]])))
+    return list(zip(edges[::2].tolist(), edges[1::2].tolist()))
 
 
 def foot_columns() -> dict[str, list[int]]:

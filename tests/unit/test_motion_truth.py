@@ -182,4 +182,7 @@ def test_a_walk_seen_from_a_tilted_camera_stands_on_the_floor():
     m = _measure("curve", faults=False, seconds=None, camera=(1.8, 15.0, 4.0))
     _sound(m)
     assert m["world_found"] == 1 and m["gravity_error_deg"] <= 2.0 and m["floor_error_mm"] <= 30, m
-    assert m["w_mpjpe_mm"] <= m["mpjpe_mm"] + 15 and m["below_floor_pct"] <= 5, m
+    assert m["w_mpjpe_mm"] <= m["mpjpe_mm"] + 15 and m["below_floor_pct"] <= 1, m
+    # the second pass on the floor (clip_fit.fit_on_floor) holds each planted foot: before it the walk's feet slid
+    # 49.7 mm along the floor and a toe dipped 2 cm under it on 2.8 % of the frames
+    assert m["world_foot_slide_mm"] <= 10, m
