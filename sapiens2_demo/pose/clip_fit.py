@@ -110,6 +110,20 @@ _LOG_PROPORTIONS = torch.log(torch.as_tensor([PROPORTIONS[n] for n in PROPORTION
                                              dtype=DTYPE))
 
 
+def _parents() -> list[tuple[int, int]]:
+    """(child, parent) keypoint indices along the body's tree, parents first (a rigid part's members hang from
+    its anchor): where the start judges a sample against its parent's (clip_data.median_filled)."""
+    index = name_index()
+    pairs = [(child, parent) for child, parent, _ in BONES if parent != "pelvis"]
+    pairs += [(member, anchor) for anchor, members, *_ in GROUPS for member in members]
+    placed, ordered = {"left_hip", "right_hip", "neck"}, []
+    while len(ordered) < len(pairs):  # a generation at a time: those whose parents are placed
+        ready = [pair for pair in pairs if pair[1] in placed and pair[0] not in placed]
+        placed |= {c for c, _ in ready}
+        ordered += ready
+    return [(index[c], index[p]) for c, p in ordered]
+
+
 def _turning_seen(available: torch.Tensor) -> torch.Tensor:
     """(T, M) whether each of the body's turning vectors (`_Body.turning`'s rows: each bone's direction, the hips'
     line, three per rigid part) was seen in each frame: its keypoints lifted (a bone's two ends, a part's anchor
@@ -285,7 +299,7 @@ def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np
     index, keypoints = name_index(), points.shape[1]
     order = np.array([index[k] for k in USED])
     ever = aimed.any(0)[order]
-    lifted_start = median_filled(points, available)
+    lifted_start = median_filled(points, available, _parents())
     start = lifted_start if start is None else np.where(np.isfinite(start), np.asarray(start, np.float64),
                                                         lifted_start)
     missing = ~np.isfinite(start).all(-1)
