@@ -49,6 +49,8 @@ BENCHMARKS: dict[str, tuple[str, str, list[str] | None]] = {
     "first-answer": ("first:first_answer_main", "the app's first three answers per launch kind (empty compile "
                      "cache, warm, compile off) and after the background compile's swap; the CLI on 1 and 20 photos",
                      None),
+    "camera": ("camera:camera", "the camera's rotation from the background on rendered frames: error a frame, "
+               "drift, a still camera's total, ms a frame at 720p", None),
     "motion": ("bench_motion_truth:main", "motion capture against synthetic ground truth", None),
     "rerun": ("video:rerun", "the Rerun recording's share of a 720p pose + 3D motion job, and its size", None),
 }

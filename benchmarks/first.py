@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -180,10 +179,13 @@ def app_launch(checkpoint_dir: Path, task: str, dtype: str, compile_mode: str, c
         figures = {"first_3": first}
         if compile_mode != "off":
             figures["swap_waited_s"] = wait_for_swap(log_path, swap_wait)
-            later = [f"later_{photo}" for photo in PHOTOS]  # new photos: no answer cached from the first three
+            from PIL import Image, ImageOps
+
+            # the same photos mirrored: the same cost, new content (the segmentation cache is keyed by content)
+            later = [f"mirrored_{photo}" for photo in PHOTOS]
             folder = Path(tempfile.mkdtemp(prefix="sapiens2-photos-"))
             for photo, name in zip(PHOTOS, later):
-                shutil.copy(ROOT / "assets" / photo, folder / name)
+                ImageOps.mirror(Image.open(ROOT / "assets" / photo)).save(folder / name, quality=95)
             figures["after_swap"] = answers(url, ENDPOINT[task], [folder / name for name in later])
         return figures
     finally:
@@ -196,8 +198,13 @@ def cli_wall(checkpoint_dir: Path, photos: int, compile_mode: str, dtype: str, t
     inputs = work / f"photos-{photos}"
     if not inputs.exists():
         inputs.mkdir(parents=True)
-        for n in range(photos):
-            shutil.copy(ROOT / "assets" / PHOTOS[n % len(PHOTOS)], inputs / f"photo{n:02d}.jpg")
+        import numpy as np
+        from PIL import Image
+
+        for n in range(photos):  # each its own content (one pixel): the segmentation cache answers no repeat
+            pixels = np.array(Image.open(ROOT / "assets" / PHOTOS[n % len(PHOTOS)]).convert("RGB"))
+            pixels[0, 0] = (n, 255 - n, n // 2)
+            Image.fromarray(pixels).save(inputs / f"photo{n:02d}.png")
     env = {**os.environ, "SAPIENS2_COMPILE_CACHE": str(cache), "PYTHONPATH": str(ROOT)}
     command = [sys.executable, "-m", "sapiens2_demo.cli", "--input", str(inputs), "--output",
                str(work / f"out-{photos}-{compile_mode}"), "--tasks", task, "--checkpoint-dir", str(checkpoint_dir),

@@ -116,11 +116,14 @@ def timed(call: Callable[[], object], reps: int = 5, warmup: int = 1) -> dict[st
 # --- what the benchmarks run on ------------------------------------------------------------------------------
 
 def tiny_checkpoints(root: Path = TINY) -> Path:
-    """Tiny random-weight checkpoints of every task and a random YOLOv8n in `root` (written once): every map noise."""
+    """Tiny random-weight checkpoints of every task and a random YOLOv8n in `root` (written once): every map noise.
+    A folder that already holds checkpoints (`python -m benchmarks fullsize`'s, a user's) is kept as it is: it only
+    gains the random detector if it has none."""
     from sapiens2_demo.standins.tiny import write_all, write_tiny_detector
 
-    if not (root / "yolov8n-random.pt").exists():
+    if not any(root.glob("sapiens2-*")):
         write_all(root)
+    if not (root / "yolov8n-random.pt").exists():
         write_tiny_detector(root / "yolov8n-random.pt")
     quiet_transformers()
     return root

@@ -60,3 +60,12 @@ def test_every_benchmark_in_the_registry_can_be_found():
     for name, (where, _, _) in entry.BENCHMARKS.items():
         module, function = where.split(":")
         assert callable(getattr(importlib.import_module(f"benchmarks.{module}"), function)), name
+
+
+def test_checkpoints_given_to_a_benchmark_are_never_overwritten_by_tiny_ones(tmp_path):
+    given = tmp_path / "sapiens2-seg-0.4b"
+    given.mkdir()
+    (given / "model.safetensors").write_bytes(b"full-size weights")
+    assert harness.tiny_checkpoints(tmp_path) == tmp_path
+    assert (given / "model.safetensors").read_bytes() == b"full-size weights"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["sapiens2-seg-0.4b", "yolov8n-random.pt"]
