@@ -40,10 +40,10 @@ def unswapped(points: np.ndarray, seen: np.ndarray, flip: np.ndarray) -> np.ndar
     return np.nan_to_num(exchanged) < SWAP_GAIN * np.nan_to_num(own)
 
 
-def _miss(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(median, beside, miss) for (T, K, 3) samples (NaN = none): each one's 5-frame median, the mean of the two
-    beside it, and its distance from the nearest guess the frames around make of it (those two, each side's two
-    carried on at their speed)."""
+def _miss(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(median, miss) for (T, K, 3) samples (NaN = none): each one's 5-frame median, and its distance from the
+    nearest guess the frames around make of it (the median, the mean of the two beside it, each side's two carried
+    on at their speed)."""
     frames = len(raw)
     padded = np.concatenate([np.full((2,) + raw.shape[1:], np.nan), raw, np.full((2,) + raw.shape[1:], np.nan)])
     windows = np.stack([padded[i:i + frames] for i in range(5)])  # frames f - 2 .. f + 2
@@ -52,12 +52,11 @@ def _miss(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         warnings.simplefilter("ignore", RuntimeWarning)
         median = np.nanmedian(windows, axis=0)
         miss = np.nanmin(np.linalg.norm(np.concatenate([guesses, median[None]]) - raw, axis=-1), axis=0)
-    return median, guesses[0], np.nan_to_num(miss)
+    return median, np.nan_to_num(miss)
 
 
 def median_filled(points: np.ndarray, seen: np.ndarray, parents: list[tuple[int, int]] = ()) -> np.ndarray:
-    """(T, K, 3) the seen samples, a single-frame fault replaced by the mean of the frames beside it (the median
-    over 5 frames where one of those is missing or a fault too), every keypoint
+    """(T, K, 3) the seen samples, a single-frame fault replaced by the median over 5 frames, every keypoint
     interpolated through its gaps relative to the mid-hip point (held past its first and last frames). A fault is
     a sample far from every guess the frames around make of it (their median, the mean of the two beside it, each
     side's two carried on at their speed): far from the median alone is also a fast limb. `parents` ((child,
@@ -66,20 +65,14 @@ def median_filled(points: np.ndarray, seen: np.ndarray, parents: list[tuple[int,
     fingers about the wrist 14 cm, and clean fingers were taken for faults there."""
     frames = len(points)
     raw = np.where(seen[..., None], points, np.nan)
-    median, beside, miss = _miss(raw)
-    far = miss > INIT_OUTLIER_M  # a fault
+    median, miss = _miss(raw)
+    far = miss > INIT_OUTLIER_M  # a fault: the median instead
     if parents:
         child, parent = (np.asarray(c, np.int64) for c in zip(*parents))
-        relative_miss = _miss(raw[:, child] - raw[:, parent])[2]
+        relative_miss = _miss(raw[:, child] - raw[:, parent])[1]
         for i, (c, p) in enumerate(parents):
             far[:, c] &= ~((relative_miss[:, i] <= INIT_OUTLIER_M) & ~far[:, p] & seen[:, p])
-    # a fault's place: the mean of the two beside it where both were taken, else the median (a junk frame at a
-    # flip's top: the median of a hand swinging 60 cm a frame is tens of centimetres off its path, and the palm
-    # started there turned over)
-    sound_beside = np.zeros_like(far)
-    sound_beside[1:-1] = ~far[:-2] & ~far[2:] & seen[:-2] & seen[2:]
-    replacement = np.where(sound_beside[..., None] & np.isfinite(beside), beside, median)
-    filtered = np.where(seen[..., None], np.where(far[..., None], replacement, raw), np.nan)
+    filtered = np.where(seen[..., None], np.where(far[..., None], median, raw), np.nan)
     index, t = name_index(), np.arange(frames)
 
     def fill(values):  # (T, 3) with NaN -> interpolated, or None when never known

@@ -325,8 +325,8 @@ def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np
     if floor is not None:
         up = torch.as_tensor(np.asarray(floor[0], np.float64), dtype=DTYPE)[None, :, None]  # (1, 3, 1)
         floor_offset = float(floor[1])
-    if contacts is not None:  # (T - 1, 2): each step into, through and out of a contact (its ends, a frame
-        # uncertain under noise, slid 1.5-3 cm when the step into or out of them was free)
+    if contacts is not None:  # (T - 1, 2): each step into, through and out of a contact (World.contacts' window
+        # eats about a frame off each end; a foot left free on that step slid 1.5-3 cm under noise)
         in_contact = np.asarray(contacts, bool)
         in_contact = torch.as_tensor(in_contact[1:] | in_contact[:-1], dtype=DTYPE)[:, None, :, None]  # (T-1, 1, 2, 1)
 

@@ -54,27 +54,23 @@ class World:
 
     def contacts(self, points: np.ndarray, fps: float) -> np.ndarray:
         """(T, 2) bool: each foot (left, right) in contact on a person's (T, K, 3) fitted camera-frame keypoints:
-        slower than CONTACT_SPEED over CONTACT_WINDOW_S before or after the frame (frame to frame, the noise that a
-        fit under 2 cm of depth noise keeps broke a stance into pieces), with its lowest keypoint within
-        CONTACT_HEIGHT of the floor; a gap of up to that window in a contact closed, a contact shorter than 3 frames
-        dropped."""
+        slower than CONTACT_SPEED over CONTACT_WINDOW_S either side (frame to frame, the noise a fit under 2 cm of
+        depth noise keeps broke a stance into pieces), its lowest keypoint within CONTACT_HEIGHT of the floor; a gap
+        of up to that window closed, a contact shorter than 3 frames dropped but at the clip's ends. The window
+        eats about a frame off each end of a contact (clip_fit holds the step into and out of it too)."""
         height = lowest(points, self.up) @ self.up + self.height  # (T, 2) above the floor
         near = np.abs(np.nan_to_num(height, nan=np.inf)) < CONTACT_HEIGHT
         h = max(1, int(round(CONTACT_WINDOW_S * fps)))
         feet = np.stack([points[:, cols].mean(1) for cols in foot_columns().values()], 1)  # (T, 2, 3)
-        padded = np.concatenate([np.full_like(feet[:h], np.inf), feet, np.full_like(feet[:h], np.inf)])
-        # the slower of the window before and the window after: a stance's first and last frames are still on
-        # one side (a window across the frame erodes each end of a contact by a frame or two)
-        before = np.linalg.norm(padded[h:-h] - padded[:-2 * h], axis=-1)
-        after = np.linalg.norm(padded[2 * h:] - padded[h:-h], axis=-1)
-        speed = np.fmin(np.nan_to_num(before, nan=np.inf), np.nan_to_num(after, nan=np.inf)) * fps / h
-        out = (speed < CONTACT_SPEED) & near
+        padded = np.concatenate([np.repeat(feet[:1], h, 0), feet, np.repeat(feet[-1:], h, 0)])
+        speed = np.linalg.norm(padded[2 * h:] - padded[:-2 * h], axis=-1) * fps / (2 * h)
+        out = np.isfinite(speed) & (speed < CONTACT_SPEED) & near
         for side in range(out.shape[1]):
             for a, b in _runs(~out[:, side]):  # a gap inside a contact, no longer than the window: noise
                 if a > 0 and b < len(out) and b - a <= h:
                     out[a:b, side] = True
-            for a, b in _runs(out[:, side]):
-                if b - a < 3:
+            for a, b in _runs(out[:, side]):  # a blip, but at the clip's ends (a stance the clip cuts)
+                if b - a < 3 and a > 0 and b < len(out):
                     out[a:b, side] = False
         return out
 
