@@ -26,33 +26,26 @@ for name, value in harness.OFFLINE.items():  # before anything imports the hub, 
 
 # name: ("module:function", what it measures, the quick set's arguments, or None when not in it)
 BENCHMARKS: dict[str, tuple[str, str, list[str] | None]] = {
-    "host": ("image:host", "an image request's and a 720p video's host work around the forwards, in this process "
-             "and through gradio beyond its echo floor", ["--kinds", "standins", "--reps", "3", "--frames", "24",
-                                                           "--video-reps", "1"]),
-    "video": ("video:video", "video frames/s: ours, the I/O floor, the model alone (--breakdown, "
-              "--fullsize, --device cuda)", ["--frames", "16", "--tasks", "seg", "--no-model-only"]),
+    "host": ("image:host", "an image request's and a 720p video's host work around the forwards, in this process and "
+             "through gradio", ["--kinds", "standins", "--reps", "3", "--frames", "24", "--video-reps", "1"]),
+    "gpu": ("image:gpu", "forwards at batch 1 and 8, image requests against their forwards (--device cuda)", None),
+    "cpu": ("image:cpu", "the CPU's roads at full size: float32 eager against bf16 compiled (many minutes)", None),
+    "video": ("video:video", "video frames/s: ours, the I/O floor, the model alone",
+              ["--frames", "16", "--tasks", "seg", "--no-model-only"]),
     "mocap": ("video:mocap", "pose, depth and 3D motion frames/s on a clip; steady depth's flicker", None),
-    "cpu": ("cpu:cpu", "the CPU's roads at full size: float32 eager against bf16 compiled (many minutes)", None),
-    "fullsize": ("cpu:fullsize", "writes full-size random-weight checkpoints (for cpu, gpu, video --fullsize)", None),
+    "rerun": ("video:rerun", "the Rerun recording's share of a 720p pose + 3D motion job, and its size", None),
+    "ledger": ("device:ledger", "copies, waits and operations a GPU would see, counted on the CPU", ["--only", "image"]),
+    "pose": ("device:pose", "DARK-UDP decode on the host and device roads", ["--people", "1", "--frames", "2"]),
+    "session": ("device:session", "a lent GPU's measurements in one call (--dry-run: here, tiny)", None),
+    "fullsize": ("checkpoints:fullsize", "writes full-size random-weight checkpoints (cpu, gpu, video --fullsize)", None),
+    "standins": ("checkpoints:structure", "the stand-ins' structure against random weights (--build: one build)", []),
+    "batch": ("batch:batch", "the batch CLI: local engine against one image at a time, Ray 2 workers against 1", None),
     "compile": ("batch:compiled_launches", "the batch CLI with --compile off, then on cold and warm", None),
-    "batch": ("batch:batch", "the batch CLI: local engine against one image at a time, Ray 2 workers against 1",
-              None),
-    "gpu": ("gpu:gpu", "forwards at batch 1 and 8, image requests against their forwards (--device cuda)", None),
-    "session": ("gpu:session", "a lent GPU's measurements in one call: gpu, video --breakdown, a profile "
-                "(--dry-run: here, tiny)", None),
-    "ledger": ("gpu:ledger", "copies, waits and operations a GPU would see, counted on the CPU", ["--only", "image"]),
-    "pose": ("cpu:pose", "DARK-UDP decode on the host and device roads, bytes off the device a person",
-             ["--people", "1", "--frames", "2"]),
-    "standins": ("image:structure", "the stand-ins' structure against random weights (--build: one build)", []),
-    "burst": ("first:burst_main", "cold launches x concurrent first requests (bf16, float32), then 64 at once: "
-              "server errors, queue-full refusals, every endpoint after", None),
-    "first-answer": ("first:first_answer_main", "the app's first three answers per launch kind (empty compile "
-                     "cache, warm, compile off) and after the background compile's swap; the CLI on 1 and 20 photos",
-                     None),
+    "burst": ("first:burst", "cold launches x concurrent first requests, then 64 at once", None),
+    "first-answer": ("first:first_answer", "the app's first answers per launch kind; the CLI on 1 and 20 photos", None),
+    "motion": ("bench_motion_truth:main", "motion capture against synthetic ground truth", None),
     "camera": ("camera:camera", "the camera's rotation from the background on rendered frames: error a frame, "
                "drift, a still camera's total, ms a frame at 720p", None),
-    "motion": ("bench_motion_truth:main", "motion capture against synthetic ground truth", None),
-    "rerun": ("video:rerun", "the Rerun recording's share of a 720p pose + 3D motion job, and its size", None),
 }
 
 
@@ -69,29 +62,20 @@ class Tee(io.TextIOBase):
 
 
 def run(name: str, args: list[str]) -> int:
-    where, _, _ = BENCHMARKS[name]
-    module_name, function_name = where.split(":")
+    """One benchmark: `(argv, run)` fills the run; a script's `main(argv)` returns its figures (motion's). --help
+    leaves through argparse's SystemExit, before the results file is written."""
+    module_name, function_name = BENCHMARKS[name][0].split(":")
     function = getattr(importlib.import_module(f"benchmarks.{module_name}"), function_name)
     command = f"python -m benchmarks {name} {shlex.join(args)}".strip()
-    if ("-h" in args or "--help" in args) and len(inspect.signature(function).parameters) == 2:
-        return function(args, harness.Run(name, command)) or 0
-    if "-h" in args or "--help" in args:  # argparse prints the help and exits: no results file
-        sys.argv = [command, *args]
-        return function(*([args] if inspect.signature(function).parameters else [])) or 0
     with harness.Run(name, command, device="cuda" if "cuda" in " ".join(args) else "cpu") as record:
-        tee = Tee(sys.stdout)
-        stdout, sys.stdout, argv = sys.stdout, tee, sys.argv
+        stdout = sys.stdout
+        sys.stdout = tee = Tee(stdout)
         try:
-            taken = len(inspect.signature(function).parameters)
-            if taken == 2:
+            if len(inspect.signature(function).parameters) == 2:
                 function(args, record)
-            elif taken == 1:  # a script's main(argv) -> its figures (burst's)
+            else:
                 record.figures = function(args) or {}
-            else:  # a script's own main(), reading sys.argv (motion's)
-                sys.argv = [command, *args]
-                function()
         finally:
-            sys.argv = argv
             sys.stdout = stdout
             record.output = tee.kept.getvalue()[-20000:]
     return 0

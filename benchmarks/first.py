@@ -8,20 +8,21 @@ model is loaded, then one request per endpoint; and one launch with 64 at once (
 gradio's "Queue is full" may refuse them). tests/app/test_first_burst.py is the suite's smaller version.
 
     python -m benchmarks burst [--launches 5] [--clients 10] [--dtypes bfloat16,float32] [--crowd 64]
-        [--compile auto] [--checkpoint-dir DIR]
+        [--checkpoint-dir DIR]
 
 first-answer: per launch kind (`empty cache`: a new compile cache folder; `warm cache`: the same folder again;
 `compile off`), the first three answers on three photos while the background compile may still run (what a
 request loses to it), then three more once the log says the compiled form serves; and the batch CLI's wall time
 on 1 and 20 photos with `--compile auto` (compiles only when it pays), `off` and `on`, on the warm cache.
 
-    python -m benchmarks first-answer [--tasks segment] [--dtype bfloat16] [--checkpoint-dir DIR]
-        [--cli-photos 1,20] [--swap-wait 600]
+    python -m benchmarks first-answer [--tasks segment] [--dtype bfloat16] [--cli-photos 1,20]
+        [--checkpoint-dir DIR]
 """
 
 from __future__ import annotations
 
-import argparse
+import collections
+import contextlib
 import os
 import re
 import subprocess
@@ -32,7 +33,8 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from benchmarks.harness import ROOT, load, tiny_checkpoints
+from benchmarks import harness
+from benchmarks.harness import ROOT
 
 ASSETS = ROOT / "assets"
 ENDPOINTS = ("/segment", "/pose", "/normals", "/pointmap", "/matting")
@@ -42,39 +44,32 @@ SERVER_ERROR = "Something went wrong on the server"
 SWAPPED = re.compile(r"requests run compiled from then on")
 
 
-def load_average() -> str:
-    return " ".join(f"{value:.2f}" for value in load())
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def launch(checkpoint_dir: Path, dtype: str, compile_mode: str, log_path: Path, env: dict | None = None):
-    """python app.py on a free port (`env` added to this process's); (process, url) once it answers."""
-    port = free_port()
+@contextlib.contextmanager
+def launched(checkpoint_dir: Path, dtype: str, compile_mode: str, log_path: Path, env: dict | None = None):
+    """python app.py on a free port (`env` added to this process's), its url once it answers; ended on leaving."""
+    port = harness.free_port()
     log = open(log_path, "w")
     process = subprocess.Popen(
         [sys.executable, "app.py", "--checkpoint-dir", str(checkpoint_dir), "--detector",
          str(checkpoint_dir / "yolov8n-random.pt"), "--device", "cpu", "--dtype", dtype, "--compile", compile_mode,
          "--host", "127.0.0.1", "--port", str(port)], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
         env={**os.environ, **(env or {})})
-    url = f"http://127.0.0.1:{port}/"
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit(f"the app exited ({process.returncode}); see {log_path}")
-        try:
-            with urllib.request.urlopen(url + "config", timeout=2):
-                return process, url
-        except OSError:
-            time.sleep(0.5)
-    process.kill()
-    raise SystemExit(f"the app did not start within 180 s; see {log_path}")
+    url, deadline = f"http://127.0.0.1:{port}/", time.monotonic() + 180
+    try:
+        while True:
+            if process.poll() is not None:
+                raise SystemExit(f"the app exited ({process.returncode}); see {log_path}")
+            if time.monotonic() > deadline:
+                raise SystemExit(f"the app did not start within 180 s; see {log_path}")
+            try:
+                with urllib.request.urlopen(url + "config", timeout=2):
+                    break
+            except OSError:
+                time.sleep(0.5)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(30)
 
 
 def call(url: str, endpoint: str, photo: str) -> str:
@@ -92,48 +87,39 @@ def call(url: str, endpoint: str, photo: str) -> str:
         return "queue full" if "queue is full" in text.lower() else f"{type(error).__name__}: {text[:100]}"
 
 
-def burst(url: str, clients: int) -> dict:
+def crowd(url: str, clients: int) -> dict:
     jobs = [(ENDPOINTS[i % len(ENDPOINTS)], PHOTOS[i % len(PHOTOS)]) for i in range(clients)]
     started = time.perf_counter()
     with ThreadPoolExecutor(clients) as pool:
         outcomes = list(pool.map(lambda job: call(url, *job), jobs))
-    counts: dict = {}
-    for outcome in outcomes:
-        counts[outcome] = counts.get(outcome, 0) + 1
     after = {endpoint: call(url, endpoint, "camera.jpg") for endpoint in ENDPOINTS}
-    return {"counts": counts, "after_ok": all(value == "ok" for value in after.values()), "after": after,
+    return {"counts": dict(collections.Counter(outcomes)), "after_ok": all(value == "ok" for value in after.values()), "after": after,
             "wall_s": round(time.perf_counter() - started, 1)}
 
 
 def one_launch(checkpoint_dir: Path, dtype: str, compile_mode: str, clients: int, logs: Path, name: str) -> dict:
-    process, url = launch(checkpoint_dir, dtype, compile_mode, logs / f"{name}.log")
-    try:
-        return burst(url, clients)
-    finally:
-        process.terminate()
-        process.wait(30)
+    with launched(checkpoint_dir, dtype, compile_mode, logs / f"{name}.log") as url:
+        return crowd(url, clients)
 
 
-def burst_main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks burst", description="cold launches x concurrent first requests")
+def burst(argv: list[str], run: harness.Run) -> None:
+    """Cold launches x concurrent first requests, then one launch with --crowd at once (see the module's doc)."""
+    parser = harness.parser(run, __doc__)
     parser.add_argument("--launches", type=int, default=5)
     parser.add_argument("--clients", type=int, default=10)
     parser.add_argument("--dtypes", default="bfloat16,float32")
     parser.add_argument("--crowd", type=int, default=64, help="requests at once in the last launch (0: none)")
-    parser.add_argument("--compile", default="auto", help="the app's --compile (auto: its default road)")
-    parser.add_argument("--checkpoint-dir", type=Path)
+    parser.add_argument("--checkpoint-dir", type=Path, help="default: tiny random weights")
     args = parser.parse_args(argv)
     scratch = Path(tempfile.mkdtemp(prefix="sapiens2-burst-"))
-    checkpoint_dir = tiny_checkpoints(args.checkpoint_dir or scratch / "checkpoints")
-    from sapiens2_demo.models.device import cpu_name
-
-    print(f"CPU {cpu_name()}, {os.cpu_count()} cores, load {load_average()}; tiny random-weight checkpoints; "
-          f"--compile {args.compile}; app logs in {scratch}")
-    figures: dict = {"cpu": cpu_name(), "load_start": load_average(), "runs": {}}
-    for dtype in args.dtypes.split(","):
-        runs = [one_launch(checkpoint_dir, dtype, args.compile, args.clients, scratch, f"{dtype}-{n}")
+    checkpoint_dir = harness.tiny_checkpoints(args.checkpoint_dir or scratch / "checkpoints")
+    run.weights = str(args.checkpoint_dir or "tiny random weights")
+    print(f"app logs in {scratch}")
+    figures = run.figures.setdefault("runs", {})
+    for dtype in harness.names(args.dtypes):
+        runs = [one_launch(checkpoint_dir, dtype, "auto", args.clients, scratch, f"{dtype}-{n}")
                 for n in range(args.launches)]
-        figures["runs"][dtype] = runs
+        figures[dtype] = runs
         for n, run in enumerate(runs, 1):
             print(f"{dtype} launch {n}: {args.clients} at once -> {run['counts']} in {run['wall_s']} s; every "
                   f"endpoint answers after: {run['after_ok']}")
@@ -141,13 +127,9 @@ def burst_main(argv=None) -> dict:
         print(f"{dtype}: {errors} server errors over {args.launches} launches x {args.clients}; every endpoint "
               f"answered after each burst: {all(run['after_ok'] for run in runs)}")
     if args.crowd:
-        crowd = one_launch(checkpoint_dir, args.dtypes.split(",")[0], args.compile, args.crowd, scratch, "crowd")
-        figures["crowd"] = crowd
-        print(f"{args.crowd} at once ({args.dtypes.split(',')[0]}): {crowd['counts']}; every endpoint answers after: "
-              f"{crowd['after_ok']}")
-    figures["load_end"] = load_average()
-    print(f"load at the end {figures['load_end']}")
-    return figures
+        many = one_launch(checkpoint_dir, harness.names(args.dtypes)[0], "auto", args.crowd, scratch, "crowd")
+        run.figures["crowd"] = many
+        print(f"{args.crowd} at once: {many['counts']}; every endpoint answers after: {many['after_ok']}")
 
 
 def answers(url: str, endpoint: str, photos) -> list[float]:
@@ -173,10 +155,8 @@ def wait_for_swap(log_path: Path, timeout: float) -> float | None:
 
 def app_launch(checkpoint_dir: Path, task: str, dtype: str, compile_mode: str, cache: Path, log_path: Path,
                swap_wait: float) -> dict:
-    process, url = launch(checkpoint_dir, dtype, compile_mode, log_path, env={"SAPIENS2_COMPILE_CACHE": str(cache)})
-    try:
-        first = answers(url, ENDPOINT[task], PHOTOS)
-        figures = {"first_3": first}
+    with launched(checkpoint_dir, dtype, compile_mode, log_path, env={"SAPIENS2_COMPILE_CACHE": str(cache)}) as url:
+        figures = {"first_3": answers(url, ENDPOINT[task], PHOTOS)}
         if compile_mode != "off":
             figures["swap_waited_s"] = wait_for_swap(log_path, swap_wait)
             from PIL import Image, ImageOps
@@ -188,13 +168,13 @@ def app_launch(checkpoint_dir: Path, task: str, dtype: str, compile_mode: str, c
                 ImageOps.mirror(Image.open(ROOT / "assets" / photo)).save(folder / name, quality=95)
             figures["after_swap"] = answers(url, ENDPOINT[task], [folder / name for name in later])
         return figures
-    finally:
-        process.terminate()
-        process.wait(30)
 
 
 def cli_wall(checkpoint_dir: Path, photos: int, compile_mode: str, dtype: str, task: str, cache: Path,
              work: Path) -> float:
+    """The batch CLI's wall seconds on `photos` photos (tests/compile_parity.run_cli, as `compile` runs it)."""
+    from tests.compile_parity import run_cli
+
     inputs = work / f"photos-{photos}"
     if not inputs.exists():
         inputs.mkdir(parents=True)
@@ -205,50 +185,36 @@ def cli_wall(checkpoint_dir: Path, photos: int, compile_mode: str, dtype: str, t
             pixels = np.array(Image.open(ROOT / "assets" / PHOTOS[n % len(PHOTOS)]).convert("RGB"))
             pixels[0, 0] = (n, 255 - n, n // 2)
             Image.fromarray(pixels).save(inputs / f"photo{n:02d}.png")
-    env = {**os.environ, "SAPIENS2_COMPILE_CACHE": str(cache), "PYTHONPATH": str(ROOT)}
-    command = [sys.executable, "-m", "sapiens2_demo.cli", "--input", str(inputs), "--output",
-               str(work / f"out-{photos}-{compile_mode}"), "--tasks", task, "--checkpoint-dir", str(checkpoint_dir),
-               "--detector", str(checkpoint_dir / "yolov8n-random.pt"), "--device", "cpu", "--dtype", dtype,
-               "--compile", compile_mode, "--quiet", "--overwrite"]
-    started = time.perf_counter()
-    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
-    if done.returncode:
-        raise SystemExit(f"the CLI exited {done.returncode}: {(done.stdout + done.stderr)[-2000:]}")
-    return round(time.perf_counter() - started, 2)
+    return round(run_cli(inputs, work / f"out-{photos}-{compile_mode}", checkpoint_dir, compile_mode, cache,
+                         tasks=task, dtype=dtype).seconds, 2)
 
 
-def first_answer_main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks first-answer", description="first answers per launch kind")
+def first_answer(argv: list[str], run: harness.Run) -> None:
+    """The first answers per launch kind and the CLI on the warm cache (see the module's doc)."""
+    parser = harness.parser(run, __doc__)
     parser.add_argument("--tasks", default="segment", help=f"comma-separated, of {', '.join(ENDPOINT)}")
     parser.add_argument("--dtype", default="bfloat16", help="the launches' --dtype (bfloat16: the AMX CPU's road)")
-    parser.add_argument("--checkpoint-dir", type=Path)
     parser.add_argument("--cli-photos", default="1,20", help="the CLI's runs (empty: none)")
-    parser.add_argument("--swap-wait", type=float, default=600, help="seconds to wait for the compiled form")
+    parser.add_argument("--checkpoint-dir", type=Path, help="default: tiny random weights")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="sapiens2-first-answer-"))
-    checkpoint_dir = tiny_checkpoints(args.checkpoint_dir or work / "checkpoints")
-    from sapiens2_demo.models.device import cpu_name
-
-    print(f"CPU {cpu_name()}, {os.cpu_count()} cores, load {load_average()}; checkpoints {checkpoint_dir.name} "
-          f"({'tiny random weights' if args.checkpoint_dir is None else 'as given'}); --dtype {args.dtype}")
-    figures: dict = {"cpu": cpu_name(), "load_start": load_average(), "dtype": args.dtype, "app": {}, "cli": {}}
-    cache = work / "compile-cache"
-    for task in args.tasks.split(","):
+    checkpoint_dir = harness.tiny_checkpoints(args.checkpoint_dir or work / "checkpoints")
+    run.weights = str(args.checkpoint_dir or "tiny random weights")
+    figures, cache, tasks = run.figures, work / "compile-cache", harness.names(args.tasks)
+    figures.update(dtype=args.dtype, app={}, cli={})
+    for task in tasks:
         kinds = {"empty cache": "auto", "warm cache": "auto", "compile off": "off"}
-        if task != args.tasks.split(",")[0]:
+        if task != tasks[0]:
             kinds.pop("empty cache")  # the cache is warm for every width after the first task's launch
         for kind, mode in kinds.items():
-            run = app_launch(checkpoint_dir, task, args.dtype, mode, cache, work / f"{task}-{kind}.log", args.swap_wait)
-            figures["app"][f"{task}, {kind}"] = run
-            print(f"{task:9} {kind:12} first 3: {run['first_3']} s"
-                  + (f"; swapped {run['swap_waited_s']} s after them; next 3: {run['after_swap']} s"
-                     if "after_swap" in run else ""), flush=True)
-    first_task = args.tasks.split(",")[0]
-    for photos in filter(None, args.cli_photos.split(",")):
+            found = app_launch(checkpoint_dir, task, args.dtype, mode, cache, work / f"{task}-{kind}.log", 600)
+            figures["app"][f"{task}, {kind}"] = found
+            print(f"{task:9} {kind:12} first 3: {found['first_3']} s"
+                  + (f"; swapped {found['swap_waited_s']} s after them; next 3: {found['after_swap']} s"
+                     if "after_swap" in found else ""), flush=True)
+    first_task = tasks[0]
+    for photos in harness.names(args.cli_photos):
         for mode in ("auto", "off", "on"):
             wall = cli_wall(checkpoint_dir, int(photos), mode, args.dtype, first_task, cache, work)
             figures["cli"][f"{photos} photos, --compile {mode}"] = wall
             print(f"CLI {first_task} {photos:>2} photos --compile {mode:4}: {wall} s wall", flush=True)
-    figures["load_end"] = load_average()
-    print(f"load at the end {figures['load_end']}")
-    return figures

@@ -1,4 +1,4 @@
-"""What every benchmark shares: the machine's description, the load, timing, and its results file.
+"""What every benchmark shares: the machine's description, the load, timing, its options and its results file.
 
 A run writes `benchmarks/results/<name>-<machine>.json` (the commit, the CPU or GPU, the cores, the load before and
 after, the library versions, the figures, and the tables the docs show), so a figure in docs/ names where it came
@@ -7,15 +7,17 @@ from; `python -m benchmarks tables` writes those tables into the docs' marked bl
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
 import re
-import statistics
+import socket
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -28,25 +30,12 @@ OFFLINE = {"HF_HUB_OFFLINE": "1", "YOLO_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED
 TINY = Path(os.environ.get("SAPIENS2_TINY_DIR", "/tmp/sapiens2-tiny"))  # random-weight tiny checkpoints
 
 
-def cpu_model() -> str:
-    """lscpu's model name (what /proc/cpuinfo names the CPU), else platform's."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+def cpu() -> dict:
+    """The CPU as the app's road sees it (models/device.py: torch's capabilities): its name, native bf16."""
+    from sapiens2_demo.models.device import cpu_capabilities, cpu_name
 
-
-def cpu_flags() -> dict[str, bool]:
-    """The flags that choose the CPU road (models/device.py): native bf16 by AVX512-BF16 or AMX."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return {}
-    flags = set(re.search(r"^flags\s*:(.*)$", text, re.M).group(1).split()) if "flags" in text else set()
-    return {"avx512_bf16": "avx512_bf16" in flags, "amx": "amx_tile" in flags}
+    caps = cpu_capabilities()
+    return {"cpu": cpu_name(caps), "avx512_bf16": bool(caps.get("avx512_bf16")), "amx": bool(caps.get("amx_tile"))}
 
 
 def gpu_model() -> str | None:
@@ -65,10 +54,8 @@ def slug(text: str) -> str:
 
 def machine(device: str = "cpu") -> dict:
     """The machine a figure was measured on; `name` is the results file's suffix (amd-epyc-2c, nvidia-h200)."""
-    cores = os.cpu_count() or 1
-    gpu = gpu_model() if device.startswith("cuda") else None
-    name = slug(gpu) if gpu else f"{slug(cpu_model())}-{cores}c"
-    return {"name": name, "cpu": cpu_model(), "cores": cores, **cpu_flags(), "gpu": gpu}
+    cores, gpu, found = os.cpu_count() or 1, gpu_model() if device.startswith("cuda") else None, cpu()
+    return {"name": slug(gpu) if gpu else f"{slug(found['cpu'])}-{cores}c", **found, "cores": cores, "gpu": gpu}
 
 
 def load() -> list[float]:
@@ -100,17 +87,104 @@ def versions() -> dict[str, str]:
     return found
 
 
-def timed(call: Callable[[], object], reps: int = 5, warmup: int = 1) -> dict[str, float]:
-    """Wall and CPU (this process, all threads) seconds of `call`, median and best of `reps` after `warmup`."""
-    for _ in range(warmup):
-        call()
-    walls, cpus = [], []
-    for _ in range(reps):
-        wall, cpu = time.perf_counter(), time.process_time()
-        call()
-        walls.append(time.perf_counter() - wall)
-        cpus.append(time.process_time() - cpu)
-    return {"median_s": statistics.median(walls), "best_s": min(walls), "cpu_median_s": statistics.median(cpus)}
+def sync(device) -> None:
+    """Wait for the device's queued work (CUDA's; nothing on a CPU), so a timer reads the work, not its queueing."""
+    if str(device).startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def parser(run: Run, doc: str | None) -> argparse.ArgumentParser:
+    """A benchmark's options, its docstring the help (`python -m benchmarks NAME --help`)."""
+    return argparse.ArgumentParser(prog=f"python -m benchmarks {run.name}", description=doc,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def names(text: str) -> list[str]:
+    """A comma-separated option as its items."""
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Timers:
+    """Seconds spent in wrapped functions and their calls (a generator's: its items), summed per label across
+    threads (`with Timers() as t: t.wrap(...)`)."""
+
+    def __init__(self):
+        self.seconds: dict[str, float] = {}
+        self.counts: dict[str, int] = {}
+        self.lock, self.undo = threading.Lock(), []
+
+    def add(self, label: str, started: float, calls: int = 1) -> None:
+        with self.lock:
+            self.seconds[label] = self.seconds.get(label, 0.0) + time.perf_counter() - started
+            self.counts[label] = self.counts.get(label, 0) + calls
+
+    def wrap(self, owner, name: str, label: str, generator: bool = False) -> None:
+        """Time calls of owner.name; a generator function: the work per item, not the time between items."""
+        original = getattr(owner, name)
+
+        def timed(*args, **kwargs):
+            started = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self.add(label, started)
+
+        def timed_items(*args, **kwargs):
+            items = original(*args, **kwargs)
+            while True:
+                started = time.perf_counter()
+                try:
+                    item = next(items)
+                except StopIteration:
+                    self.add(label, started, calls=0)
+                    return
+                self.add(label, started)
+                yield item
+
+        setattr(owner, name, timed_items if generator else timed)
+        self.undo.append((owner, name, original))
+
+    def total(self, *prefixes: str) -> float:
+        return sum(v for label, v in self.seconds.items() if label.startswith(prefixes))
+
+    def __enter__(self) -> Timers:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for owner, name, original in reversed(self.undo):
+            setattr(owner, name, original)
+        self.undo.clear()
+
+
+def profiled(call: Callable[[], object], clock: Callable[[], float] | None = None):
+    """pstats.Stats of one call under cProfile (`clock=time.thread_time`: this thread's CPU, not the wall)."""
+    import cProfile
+    import pstats
+
+    profile = cProfile.Profile(*([clock] if clock else []))
+    profile.runcall(call)
+    return pstats.Stats(profile)
+
+
+def print_top(stats, title: str, count: int = 15) -> None:
+    """cProfile's top `count` by own time, then our own functions by cumulative time."""
+    import io
+
+    for order, what, restrict in (("tottime", "own time", ()), ("cumulative", "cumulative time, ours",
+                                                                ("sapiens2_demo",))):
+        text = io.StringIO()
+        stats.stream = text
+        stats.sort_stats(order).print_stats(*restrict, count)
+        print(f"\n-- cProfile, {title}, top {count} by {what}:")
+        print("\n".join(line for line in text.getvalue().splitlines()[4:] if line.strip()), flush=True)
 
 
 # --- what the benchmarks run on ------------------------------------------------------------------------------
@@ -142,18 +216,74 @@ def checkpoints(kind: str) -> Path:
     return {"tiny": tiny_checkpoints, "standins": standin_checkpoints}.get(kind, lambda: Path(kind))()
 
 
+def manager(checkpoint_dir: Path, device: str = "cpu", dtype: str = "auto", detector: Path | None = None, **extra):
+    """The app's model manager on `checkpoint_dir`, its detector the random YOLO written beside the checkpoints."""
+    from sapiens2_demo.models.manager import ModelManager
+
+    return ModelManager(checkpoint_dir=checkpoint_dir, device=device, dtype=dtype,
+                        detector=str(detector or Path(checkpoint_dir) / "yolov8n-random.pt"), **extra)
+
+
+def task_models(manager, task: str) -> list:
+    """The models a request or a video of `task` runs, loaded (outside any timing): its own, the body parts where it
+    removes the background; the detector too where it finds people (not returned). `all`: every task's."""
+    from sapiens2_demo import tasks
+    from sapiens2_demo.models.registry import checkpoint
+
+    models = []
+    for spec in tasks.specs(in_all=True) if task == "all" else [tasks.get(task)]:
+        models.append(manager.get(checkpoint(spec.family, spec.default_size())))
+        models += [manager.get(checkpoint("seg", "0.4b"))] if spec.uses_mask else []
+        if spec.detector:
+            manager.get_detector()
+    return list({id(m): m for m in models}.values())
+
+
 def quiet_transformers() -> None:
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
 
 
-def astronaut(path: Path, size: tuple[int, int] = (1920, 1080)) -> Path:
-    """assets/astronaut.jpg resized to `size` (JPEG, quality 95): the image benchmarks' input."""
-    import cv2
+class Pictures:
+    """The image requests' input: assets/astronaut.jpg at 1920x1080 (`path`); called, the picture to send: with
+    `fresh`, a copy marked in a corner, never seen before, so no cache (the segmentation's, the upload's) answers it."""
 
-    photo = cv2.imread(str(ROOT / "assets" / "astronaut.jpg"))
-    cv2.imwrite(str(path), cv2.resize(photo, size, interpolation=cv2.INTER_CUBIC), [cv2.IMWRITE_JPEG_QUALITY, 95])
+    def __init__(self, work: Path, fresh: bool = False):
+        import cv2
+
+        self.work, self.fresh, self.made = work, fresh, 0
+        self.path = str(work / "astronaut_1080p.jpg")
+        photo = cv2.resize(cv2.imread(str(ROOT / "assets" / "astronaut.jpg")), (1920, 1080), interpolation=cv2.INTER_CUBIC)
+        cv2.imwrite(self.path, photo, [cv2.IMWRITE_JPEG_QUALITY, 95])
+
+    def __call__(self) -> str:
+        if not self.fresh:
+            return self.path
+        import cv2
+
+        self.made += 1  # a corner block of a new colour: one pixel could vanish in the JPEG's rounding
+        picture, i = cv2.imread(self.path), self.made
+        picture[:32, :32] = (37 * i % 256, 255 - 11 * i % 256, i // 256 % 256)
+        path = self.work / f"fresh_{self.made}.jpg"
+        cv2.imwrite(str(path), picture, [cv2.IMWRITE_JPEG_QUALITY, 95])
+        return str(path)
+
+
+def encode(path: Path, frames: Iterable, fps: int = 24, pix_fmt: str = "yuv420p", **options) -> Path:
+    """RGB frames as an H.264 MP4 (x264 `options`, e.g. preset=ultrafast, crf=18)."""
+    import av
+
+    with av.open(str(path), "w", format="mp4") as out:
+        stream = None
+        for i, rgb in enumerate(frames):
+            if stream is None:
+                stream = out.add_stream("libx264", rate=fps, options=options)
+                (stream.height, stream.width), stream.pix_fmt = rgb.shape[:2], pix_fmt
+            picture = av.VideoFrame.from_ndarray(rgb, format="rgb24")
+            picture.pts = i
+            out.mux(stream.encode(picture))
+        out.mux(stream.encode())
     return path
 
 
@@ -173,7 +303,10 @@ class Run:
         return self
 
     def table(self, key: str, columns: list[str], rows: list[list], caption: str = "") -> None:
-        self.tables[key] = {"columns": columns, "rows": [[str(cell) for cell in row] for row in rows], "caption": caption}
+        """A table the docs may show, printed as well."""
+        rows = [[str(cell) for cell in row] for row in rows]
+        self.tables[key] = {"columns": columns, "rows": rows, "caption": caption}
+        print(f"\n{key}: {caption}\n" + "\n".join(" | ".join(row) for row in [columns, *rows]), flush=True)
 
     def record(self) -> dict:
         return {

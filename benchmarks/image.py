@@ -1,71 +1,198 @@
-"""The host's work around the forwards: a 1080p image request in this process and through gradio, and a 720p video
-a frame; and the stand-ins' structure against random weights.
+"""Image requests, all timed by one `request` (the job's stream and the display copies, as a tab's handler makes
+it) against a `Clock` of the GPU call and of the models' own forwards:
 
-    python -m benchmarks host [--kinds tiny,standins] [--reps 5] [--frames 48] [--video-reps 3]
-        [--tasks pose,segment,normals,pointmap,matting[,all]] [--no-image] [--no-gradio] [--no-video] [--profile]
-        [--fresh] [--detector yolo26n]
-    python -m benchmarks standins [--checkpoint-dir DIR] [--random-dir DIR] [--build]
-
-`host`, in this process (medians of --reps): forward (the GPU call: pre-processing, forwards, post-processing);
-shown / all shown / complete (the job's first render, last render and complete answer, each less the forwards made
-until then, with the display copies gradio is handed); the render, the display copies and the files alone; CPU
-(this process's, all threads). --profile: the request thread's CPU per stage (cProfile on thread time). Then
-through gradio as the page calls it (upload, queue/join, the event stream: the tabs' streamed events), each call
-right after a call of an echo app's generator event: ms beyond gradio's floor until the render reaches the caller
-and until the answer is complete. Then the video (video.host_frames): host = ours - forwards against the floor.
---fresh: each request's picture one never seen (a pixel changed), so no cache serves it. Targets (stand-ins, 1080p,
-2 cores): complete <= 0.2 s beyond the floor (/all <= 0.8 s), shown <= 0.1 s; a video's host <= 1.2x its floor.
+    python -m benchmarks host [--kinds tiny,standins] [--reps 5] [--frames 48] [--video-reps 3] [--tasks ...]
+        [--no-image] [--no-gradio] [--no-video] [--profile] [--fresh]
+    python -m benchmarks gpu [--device cuda] [--sizes tiny,full] [--compile] [--skip-forward] [--profile]
+    python -m benchmarks cpu [--tasks seg,pose-noflip] [--roads float32,auto] [--reps 1] [--checkpoint-dir DIR]
 """
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 import json
-import os
-import socket
 import statistics
-import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
-
-import numpy as np
 
 from benchmarks import harness
 
 IMAGE_TASKS = ("pose", "segment", "normals", "pointmap", "matting")
-STAGES = {"load_image": ("media/image.py", "load_image"), "detector": ("pose/detector.py", "detect_people_batch"),
-          "crops": ("models/crops.py", "crop_people"), "preprocess": ("models/inference.py", "preprocess"),
-          "model forward": ("models/inference.py", "forward"), "seg-cache key": ("pipelines/dense.py", "key"),
-          "GPU call": ("jobs/image.py", "infer"), "present": ("tasks/present.py", "present_"),
-          "summary": ("tasks/summary.py", "summarize"), "display copies": ("ui/common.py", "as_display_files")}
 
 
 def ms(seconds: float) -> float:
     return round(1000 * seconds, 1)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def median(runs: list[dict], key: str) -> float:
+    return statistics.median(run[key] for run in runs)
 
 
-def detector_weights(checkpoint_dir: Path, architecture: str) -> Path:
-    """Random weights of `architecture` beside the checkpoints (its forward's arithmetic is what is timed)."""
-    from sapiens2_demo.standins.tiny import write_tiny_detector
+class Clock:
+    """While entered, seconds inside the GPU call (`jobs.image.infer`: pre-processing, forwards, post-processing);
+    once attached, seconds inside the models' own forwards (hooks, synchronised on CUDA; wall and process CPU) with
+    each forward's input and milliseconds."""
 
-    path = checkpoint_dir / f"{architecture}-random.pt"
-    return path if path.is_file() else write_tiny_detector(path, architecture)
+    def __init__(self, device: str = "cpu"):
+        self.cuda, self.lock, self.starts, self.hooked = str(device).startswith("cuda"), threading.Lock(), {}, set()
+        self.reset()
+
+    def reset(self) -> None:
+        self.forward = self.forward_cpu = 0.0
+        self.calls: list[str] = []
+        self.timers = harness.Timers()
+
+    @property
+    def gpu_call(self) -> float:
+        return self.timers.seconds.get("GPU call", 0.0)
+
+    def attach(self, manager, task: str) -> None:
+        """Hooks on the models `task`'s request runs (body parts too where it removes the background; the detector's
+        network for pose), loading them outside the timings."""
+        from sapiens2_demo import tasks
+
+        modules = [loaded.model for loaded in harness.task_models(manager, task)]
+        modules += [detector_network(manager)] if task == "all" or tasks.get(task).detector else []
+        for module in (m for m in modules if id(m) not in self.hooked):
+            self.hooked.add(id(module))
+            module.register_forward_pre_hook(self._pre, with_kwargs=True)
+            module.register_forward_hook(self._post, with_kwargs=True)
+
+    def _sync(self) -> None:
+        if self.cuda:
+            harness.sync("cuda")
+
+    def _pre(self, module, args, kwargs) -> None:
+        self._sync()
+        self.starts[(id(module), threading.get_ident())] = time.perf_counter(), time.process_time()
+
+    def _post(self, module, args, kwargs, output) -> None:
+        self._sync()
+        wall, cpu = self.starts.pop((id(module), threading.get_ident()))
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        given = kwargs.get("pixel_values", args[0] if args else None)
+        shape = "x".join(map(str, getattr(given, "shape", ()))) or type(given).__name__
+        with self.lock:
+            self.forward, self.forward_cpu = self.forward + wall, self.forward_cpu + cpu
+            self.calls.append(f"{type(module).__name__.removeprefix('Sapiens2')} {shape} "
+                              f"{str(getattr(given, 'dtype', '')).replace('torch.', '')} {1000 * wall:.1f}")
+
+    def __enter__(self) -> Clock:
+        from sapiens2_demo.jobs import image as image_jobs
+
+        self.reset()
+        self.timers.wrap(image_jobs, "infer", "GPU call")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.timers.__exit__()
 
 
-def launch_app(checkpoint_dir: Path, detector: Path):
+def detector_network(manager):
+    """The network ultralytics runs: its predictor deep-copies the YOLO model at the first predict, so hook that copy
+    (set up here with a blank image). On a CPU that is the ONNX export's runner (models/detector_cpu.py)."""
+    import numpy as np
+
+    from sapiens2_demo.pose.detector import find_people
+
+    loaded = manager.get_detector()
+    yolo = loaded.runner or loaded.model
+    if getattr(yolo, "predictor", None) is None:
+        find_people(np.zeros((64, 64, 3), np.uint8), manager)
+    return yolo.predictor.model
+
+
+def display_files():
+    """ui.common.as_display_files where gradio is installed (a lent GPU machine may lack it: no display copies)."""
+    try:
+        from sapiens2_demo.ui.common import as_display_files
+    except ImportError:
+        return None
+    return as_display_files
+
+
+def request(ctx, path: str, task: str, run_dir: Path, clock: Clock, **options) -> dict:
+    """One request as the tab's handler makes it (the picture loaded afresh, as an upload is; the job's stream; the
+    display copies). Seconds: `wall` to the complete answer, `first` to the first output, `gpu_call`, `forward` (the
+    models alone, when the clock is attached); `shown` / `all_shown` / `complete`: the first render, the last (All
+    tasks: a tile each) and the answer, each less the GPU call's seconds until then; `request_cpu` (every thread)."""
+    from sapiens2_demo import tasks
+    from sapiens2_demo.jobs import image as image_jobs
+    from sapiens2_demo.media.image import load_image
+
+    display = display_files()
+    stream = image_jobs.stream_all if task == "all" else image_jobs.stream_task
+    options = options if task == "all" else {"task": tasks.get(task).name, **options}
+    run_dir.mkdir(parents=True, exist_ok=True)  # as OutputStore.new_run_dir: the render may come first
+    saved: dict = {}
+    with clock:
+        started, cpu = time.perf_counter(), time.process_time()
+        renders, loaded = [], load_image(path)
+        for out in stream(ctx, loaded, run_dir=run_dir, **options):
+            if display:
+                display(out, run_dir, loaded, path, saved)
+            if not out.files:
+                renders.append((time.perf_counter() - started, clock.gpu_call))
+        wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+    (first, first_call), (last, last_call) = renders[0] if renders else (wall, 0), renders[-1] if renders else (wall, 0)
+    return {"wall": wall, "first": first, "gpu_call": clock.gpu_call, "forward": clock.forward,
+            "forward_cpu": clock.forward_cpu, "shown": first - first_call, "all_shown": last - last_call,
+            "complete": wall - clock.gpu_call, "request_cpu": cpu, "calls": list(clock.calls)}
+
+
+def profile_request(ctx, pictures, task: str, run_dir: Path, clock: Clock) -> None:
+    """cProfile's top 15 of one warm request (load_image, the job, the display copies)."""
+    request(ctx, pictures(), task, run_dir / "warm", clock)
+    stats = harness.profiled(lambda: request(ctx, pictures(), task, run_dir / "profiled", clock))
+    harness.print_top(stats, f"a {task} request minus gradio")
+
+
+def timed_requests(managers: dict, task: str, pictures, work: Path, reps: int, warm: bool = True,
+                     **options) -> dict:
+    """`task`'s requests on each manager (a road, a size, a kind of checkpoints): the models loaded first (`load_s`,
+    a compile included), then `reps` requests each (after one untimed, with `warm`), the managers alternating within
+    each repetition so load drift hits them alike; per manager the medians of `request`'s seconds."""
+    from sapiens2_demo.jobs.image import AppContext
+    from sapiens2_demo.jobs.outputs import OutputStore
+
+    found = {}
+    for label, manager in managers.items():
+        started, clock = time.perf_counter(), Clock(manager.device)
+        clock.attach(manager, task)
+        found[label] = {"load_s": round(time.perf_counter() - started, 1), "road": manager.road, "runs": [],
+                        "ctx": AppContext(manager, outputs=OutputStore(work / f"outputs_{label}")), "clock": clock}
+        print(f"  {task} {label}: loaded in {found[label]['load_s']} s ({manager.road}); load {harness.load()}",
+              flush=True)
+    for rep in range(int(warm) + reps):
+        for label, row in found.items():
+            row["runs"].append(request(row["ctx"], pictures(), task, work / f"{task}-{label}-{rep}", row["clock"],
+                                       **options))
+            print(f"  {task} {label} rep {rep}: " + ", ".join(f"{key} {row['runs'][-1][key]:.3f} s" for key in (
+                "forward", "wall", "forward_cpu", "request_cpu")) + f"; load {harness.load()}", flush=True)
+    for row in found.values():
+        runs = row.pop("runs")[int(warm):]
+        del row["ctx"], row["clock"]
+        row.update({key: median(runs, key) for key in runs[0] if key != "calls"}, calls=runs[-1]["calls"])
+    return found
+
+
+# -- host: in this process, and through gradio -----------------------------------------------------------------------
+def bench_image(kind: str, checkpoint_dir: Path, pictures, reps: int, task_names, work: Path) -> dict:
+    manager, rows = harness.manager(checkpoint_dir, detector=checkpoint_dir / "yolo26n-random.pt"), {}
+    for task in [*task_names, "all"]:
+        [found] = timed_requests({kind: manager}, task, pictures, work, reps).values()
+        rows[task] = {key: ms(found[key]) for key in ("gpu_call", "shown", "all_shown", "complete", "request_cpu")}
+    return rows
+
+
+def launch_app(checkpoint_dir: Path):
     """The real app, as tests/conftest.py's launch_app: (demo, url)."""
     import app
 
-    args = app.parse_args(["--checkpoint-dir", str(checkpoint_dir), "--detector", str(detector), "--device", "cpu",
-                           "--port", str(free_port())])
+    args = app.parse_args(["--checkpoint-dir", str(checkpoint_dir), "--detector",
+                           str(checkpoint_dir / "yolo26n-random.pt"), "--device", "cpu", "--port",
+                           str(harness.free_port())])
     demo = app.create_app(args)
     demo.launch(server_name="127.0.0.1", server_port=args.port, prevent_thread_lock=True, quiet=True,
                 max_file_size=args.max_file_size)
@@ -73,165 +200,26 @@ def launch_app(checkpoint_dir: Path, detector: Path):
 
 
 def launch_echo():
-    """gradio's own floor: an image filepath in; a JPEG of it, a file and a notes string out, as a plain function
-    (`echo`) and a generator (`echo_stream`, as the tabs' events are)."""
+    """gradio's own floor: an image filepath in; a JPEG of it, a file and a notes string out, from a generator (as
+    the tabs' events are)."""
     import gradio as gr
     import numpy as np
     from PIL import Image
 
-    def echo(path):
-        with Image.open(path) as image:
-            return np.asarray(image.convert("RGB")), [path], "echo"
-
     def echo_stream(path):
-        yield echo(path)
+        with Image.open(path) as image:
+            yield np.asarray(image.convert("RGB")), [path], "echo"
 
     with gr.Blocks() as demo:
         image, shown = gr.Image(type="filepath"), gr.Image(format="jpeg", interactive=False)
         files, notes = gr.File(file_count="multiple"), gr.Markdown()
-        gr.Button().click(echo, [image], [shown, files, notes], api_name="echo")
         gr.Button().click(echo_stream, [image], [shown, files, notes], api_name="echo_stream")
     demo.queue()
-    port = free_port()
+    port = harness.free_port()
     demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
     return demo, f"http://127.0.0.1:{port}/"
 
 
-class Pictures:
-    """The request's picture: the one 1080p image, or (fresh) a copy with one pixel changed, never seen before."""
-
-    def __init__(self, image: str, fresh: bool, work: Path):
-        self.image, self.fresh, self.work, self.made = image, fresh, work, 0
-
-    def __call__(self) -> str:
-        if not self.fresh:
-            return self.image
-        import cv2
-
-        self.made += 1
-        picture = cv2.imread(self.image)
-        picture[0, 0] = (self.made % 256, self.made // 256 % 256, 7)
-        path = self.work / f"fresh_{self.made}.jpg"
-        cv2.imwrite(str(path), picture, [cv2.IMWRITE_JPEG_QUALITY, 95])
-        return str(path)
-
-
-# -- in this process -----------------------------------------------------------------------------------------------
-class ForwardClock:
-    """Times jobs.image.infer (the GPU call) while installed."""
-
-    def __enter__(self):
-        from sapiens2_demo.jobs import image as image_jobs
-
-        self.module, self.original, self.seconds = image_jobs, image_jobs.infer, 0.0
-
-        def timed(*args, **kwargs):
-            started = time.perf_counter()
-            try:
-                return self.original(*args, **kwargs)
-            finally:
-                self.seconds += time.perf_counter() - started
-
-        image_jobs.infer = timed
-        return self
-
-    def __exit__(self, *exc):
-        self.module.infer = self.original
-
-
-def request(ctx, path: str, task: str, run_dir: Path) -> dict:
-    """One request through the job and the display copies, as the tab's handler makes it (the image loaded afresh,
-    as an upload is): seconds of the forward, of the host until the render is shown and until it is complete."""
-    from sapiens2_demo.jobs import image as image_jobs
-    from sapiens2_demo.media.image import load_image
-    from sapiens2_demo.ui.common import as_display_files
-
-    stream, kwargs = (image_jobs.stream_all, {}) if task == "all" else (image_jobs.stream_task, {"task": task})
-    run_dir.mkdir(parents=True, exist_ok=True)  # as OutputStore.new_run_dir: the render may come first
-    saved: dict = {}
-    with ForwardClock() as clock:
-        started, cpu = time.perf_counter(), time.process_time()
-        renders, loaded = [], load_image(path)
-        for out in stream(ctx, loaded, run_dir=run_dir, **kwargs):
-            as_display_files(out, run_dir, loaded, path, saved)
-            if not out.files:  # a render update (All tasks: one a tile), less the forwards until then
-                renders.append(time.perf_counter() - started - clock.seconds)
-        complete, cpu = time.perf_counter() - started, time.process_time() - cpu
-    return {"forward": clock.seconds, "shown": renders[0], "all_shown": renders[-1],
-            "complete": complete - clock.seconds, "request_cpu": cpu}
-
-
-def stages(ctx, loaded, task: str, work: Path) -> dict:
-    """The render, the display copies and the files each on their own (wall and CPU seconds)."""
-    from sapiens2_demo import tasks
-    from sapiens2_demo.jobs import image as image_jobs
-    from sapiens2_demo.results import TaskOutput
-    from sapiens2_demo.ui.common import as_display_files
-
-    spec = tasks.get(task)
-    work.mkdir(parents=True, exist_ok=True)
-    chosen = spec.defaults(ctx.manager.device)
-    job = image_jobs.make_job(ctx, spec.name, None, {})
-    image_jobs.ask_light_answer(spec, job, chosen)
-    [result] = image_jobs.infer(ctx, [loaded.rgb], [job])[0]
-    figures = {}
-
-    def timed(name, step):
-        started, cpu = time.perf_counter(), time.process_time()
-        made = step()
-        figures[name], figures[f"{name}_cpu"] = time.perf_counter() - started, time.process_time() - cpu
-        return made
-
-    out = timed("render", lambda: spec.present(loaded, result, **chosen))
-    timed("display", lambda: as_display_files(out, work, loaded, None))
-    timed("files", lambda: spec.finish(TaskOutput(), loaded.rgb, result, work / "files", **chosen))
-    return figures
-
-
-def profile_stages(ctx, path: str, task: str, run_dir: Path, reps: int) -> dict:
-    """ms of the request thread's CPU per stage (cProfile on thread time, outermost calls, medians of `reps`)."""
-    import cProfile
-    import pstats
-
-    request(ctx, path, task, run_dir / "warm")
-    seen: dict = {name: [] for name in [*STAGES, "request"]}
-    for i in range(reps):
-        profiler, cpu = cProfile.Profile(time.thread_time), time.thread_time()
-        profiler.enable()
-        request(ctx, path, task, run_dir / str(i))
-        profiler.disable()
-        seen["request"].append(time.thread_time() - cpu)
-        stats = pstats.Stats(profiler).stats
-        for name, (suffix, prefix) in STAGES.items():
-            def ours(key, suffix=suffix, prefix=prefix):
-                return key[0].endswith(suffix) and key[2].startswith(prefix)
-            seen[name].append(sum(v[3] for key, v in stats.items() if ours(key) and not any(map(ours, v[4]))))
-    return {name: ms(statistics.median(values)) for name, values in seen.items()}
-
-
-def bench_image(kind: str, checkpoint_dir: Path, pictures: Pictures, reps: int, task_names, work: Path,
-                detector: Path, profile: bool) -> dict:
-    from sapiens2_demo.jobs.image import AppContext
-    from sapiens2_demo.media.image import load_image
-    from sapiens2_demo.models.manager import ModelManager
-
-    ctx = AppContext(ModelManager(checkpoint_dir=checkpoint_dir, device="cpu", detector=str(detector)))
-    loaded, rows = load_image(pictures.image), {}
-    for task in [*task_names, "all"]:
-        request(ctx, pictures(), task, work / f"{kind}_{task}_warm")  # models load, first calls
-        runs = [request(ctx, pictures(), task, work / f"{kind}_{task}_{i}") for i in range(reps)]
-        row = {key: ms(statistics.median(r[key] for r in runs)) for key in runs[0]}
-        if task != "all":
-            alone = [stages(ctx, loaded, task, work / f"{kind}_{task}_stages_{i}") for i in range(reps)]
-            row.update({key: ms(statistics.median(a[key] for a in alone)) for key in alone[0]})
-        if profile:
-            row["profile"] = profile_stages(ctx, pictures.image, task, work / f"{kind}_{task}_profile", reps)
-        rows[task] = row
-        print(f"  [{kind}] /{task}: {row}  (load {harness.load()})", file=sys.stderr, flush=True)
-    return rows
-
-
-# -- through gradio, as the page calls it --------------------------------------------------------------------------
 class PageCalls:
     """Calls a Blocks event as the browser does (upload, queue/join, queue/data's events): the tabs' streamed events
     are private, out of gradio_client's reach. A call gives seconds until the first render, the last, the answer."""
@@ -267,13 +255,13 @@ class PageCalls:
         raise RuntimeError(f"{api_name}: the event stream ended before the answer")
 
 
-def bench_gradio(checkpoint_dir: Path, pictures: Pictures, reps: int, endpoints, detector: Path) -> dict:
-    real, real_url = launch_app(checkpoint_dir, detector)
+def bench_gradio(checkpoint_dir: Path, pictures, reps: int, endpoints) -> dict:
+    real, real_url = launch_app(checkpoint_dir)
     echo, echo_url = launch_echo()
     try:
         page, floor = PageCalls(real, real_url), PageCalls(echo, echo_url)
         for _ in range(3):
-            floor.call("echo_stream", pictures.image)
+            floor.call("echo_stream", pictures.path)
         for endpoint in endpoints:
             page.call(f"{endpoint}_tab", pictures())
         rows = {e: {"floor": [], "shown": [], "all_shown": [], "complete": []} for e in endpoints}
@@ -291,217 +279,201 @@ def bench_gradio(checkpoint_dir: Path, pictures: Pictures, reps: int, endpoints,
 
 
 def host(argv: list[str], run: harness.Run) -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks host", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    """The host's work around the forwards. In this process (medians of --reps): the GPU call (pre-processing,
+    forwards, post-processing); shown / all shown / complete (the job's first render, last render and complete
+    answer, each less the GPU call until then, with the display copies gradio is handed); the request's CPU (all
+    threads). --profile: first cProfile's top 15 of one request a task (the render, the copies, the files). Then through gradio as the page calls it (upload, queue/join, the event stream), each
+    call right after a call of an echo app's generator event: ms beyond gradio's floor until the render reaches the
+    caller and until the answer is complete. Then the video (video.host_frames): host = ours - forwards against the
+    floor. --fresh: each request's picture one never seen (a pixel changed), so no cache serves it. The detector:
+    a random YOLO26n. Targets (stand-ins, 1080p, 2 cores): complete <= 0.2 s beyond the floor (/all <= 0.8 s),
+    shown <= 0.1 s; a video's host <= 1.2x its floor."""
+    from benchmarks.video import host_frames
+    from sapiens2_demo.standins.tiny import write_tiny_detector
+
+    parser = harness.parser(run, host.__doc__)
     parser.add_argument("--kinds", default="tiny,standins", help="tiny (random weights), standins, or both")
     parser.add_argument("--tasks", default=",".join(IMAGE_TASKS))
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--frames", type=int, default=48, help="video clip length")
     parser.add_argument("--video-reps", type=int, default=3, help="runs of each video task (the median's row)")
-    parser.add_argument("--profile", action="store_true", help="the request thread's CPU per stage")
+    parser.add_argument("--profile", action="store_true", help="cProfile's top 15 of one request a task first")
     parser.add_argument("--fresh", action="store_true", help="each request's picture never seen before")
-    parser.add_argument("--detector", default="yolo26n", help="the detector's architecture, random weights")
     for part in ("image", "gradio", "video"):
         parser.add_argument(f"--no-{part}", action="store_true")
     args = parser.parse_args(argv)
-    from benchmarks.video import host_frames
-
-    task_names = [t.strip() for t in args.tasks.split(",") if t.strip()]
-    kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
+    task_names, kinds = [t for t in harness.names(args.tasks) if t != "all"], harness.names(args.kinds)
     run.weights = " and ".join(kinds)
-    with tempfile.TemporaryDirectory(prefix="bench_host_") as tmp, contextlib.redirect_stdout(sys.stderr):
+    with tempfile.TemporaryDirectory(prefix="bench_host_") as tmp:
         work = Path(tmp)
-        pictures = Pictures(str(harness.astronaut(work / "astronaut_1080p.jpg")), args.fresh, work)
+        pictures = harness.Pictures(work, args.fresh)
         for kind in kinds:
             checkpoint_dir = harness.checkpoints(kind)
-            detector = detector_weights(checkpoint_dir, args.detector)
+            detector = checkpoint_dir / "yolo26n-random.pt"
+            if not detector.is_file():  # random weights: its forward's arithmetic is what is timed
+                write_tiny_detector(detector, "yolo26n")
             found = run.figures.setdefault(kind, {})
             if not args.no_image:
-                found["image"] = bench_image(kind, checkpoint_dir, pictures, args.reps,
-                                             [t for t in task_names if t != "all"], work, detector, args.profile)
+                if args.profile:
+                    from sapiens2_demo.jobs.image import AppContext
+
+                    ctx = AppContext(harness.manager(checkpoint_dir, detector=detector))
+                    for task in [*task_names, "all"]:
+                        profile_request(ctx, pictures, task, work / f"profile_{kind}_{task}", Clock())
+                found["image"] = bench_image(kind, checkpoint_dir, pictures, args.reps, task_names, work)
             if not args.no_gradio:
-                found["gradio"] = bench_gradio(checkpoint_dir, pictures, args.reps, [*dict.fromkeys([*task_names,
-                                                                                                     "all"])], detector)
+                found["gradio"] = bench_gradio(checkpoint_dir, pictures, args.reps, [*task_names, "all"])
             if not args.no_video:
                 found["video"] = host_frames(kind, checkpoint_dir, detector, args.frames, task_names, work,
                                              args.video_reps)
     for kind, found in run.figures.items():
-        tables(run, kind, found, args)
+        suffix = "" if kind == "standins" else f"-{kind}"
+        if "image" in found:
+            run.table(f"image{suffix}", ["task", "GPU call", "shown", "all shown", "complete", "request CPU"],
+                      [[f"/{task}", *row.values()] for task, row in found["image"].items()],
+                      caption=f"ms, medians of {args.reps}, in this process.")
+        if "gradio" in found:
+            run.table(f"gradio{suffix}", ["endpoint", "gradio's floor", "shown beyond it", "all shown",
+                                          "complete beyond it"],
+                      [[f"/{e}", r["floor"], r["shown"], r["all_shown"], r["complete"]]
+                       for e, r in found["gradio"].items()],
+                      caption=f"ms, medians of {args.reps}{', fresh pictures' if args.fresh else ''}.")
+        if "video" in found:
+            run.table(f"video{suffix}", ["task", "ours ms a frame", "host ms", "floor ms", "host / floor",
+                                         "host / drawn floor", "runs"],
+                      [[task, r["ours_ms"], r["host_ms"], r["floor_ms"], r["host_vs_floor"], r["host_vs_drawn_floor"],
+                        ", ".join(map(str, r["host_vs_floor_runs"]))] for task, r in found["video"].items()],
+                      caption=f"{args.frames} frames of 720p; target 1.2.")
 
 
-def tables(run: harness.Run, kind: str, found: dict, args) -> None:
-    """The docs' tables of one kind of checkpoints (printed too)."""
-    suffix = "" if kind == "standins" else f"-{kind}"
-    if "image" in found:
-        columns = ["task", "forward", "shown", "complete", "request CPU", "render", "display", "files"]
-        rows = [[f"/{task}"] + [row.get(key, "-") for key in ("forward", "shown", "complete", "request_cpu",
-                                                               "render", "display", "files")]
-                for task, row in found["image"].items()]
-        run.table(f"image{suffix}", columns, rows, caption=f"ms, medians of {args.reps}, in this process.")
-    if "gradio" in found:
-        columns = ["endpoint", "gradio's floor", "shown beyond it", "all shown", "complete beyond it"]
-        rows = [[f"/{e}", r["floor"], r["shown"], r["all_shown"], r["complete"]] for e, r in found["gradio"].items()]
-        run.table(f"gradio{suffix}", columns, rows, caption=f"ms, medians of {args.reps}"
-                  f"{', fresh pictures' if args.fresh else ''}.")
-    if "video" in found:
-        columns = ["task", "ours ms a frame", "host ms", "floor ms", "host / floor", "host / drawn floor", "runs"]
-        rows = [[task, r["ours_ms"], r["host_ms"], r["floor_ms"], r["host_vs_floor"], r["host_vs_drawn_floor"],
-                 ", ".join(map(str, r["host_vs_floor_runs"]))] for task, r in found["video"].items()]
-        run.table(f"video{suffix}", columns, rows, caption=f"{args.frames} frames of 720p; target 1.2.")
-    for key in (f"{part}{suffix}" for part in ("image", "gradio", "video") if part in found):
-        table = run.tables[key]
-        print(f"\n{key}:\n" + "\n".join(" | ".join(map(str, r)) for r in [table["columns"], *table["rows"]]))
+# -- gpu: forwards, and requests against their forwards, on any device -----------------------------------------------
+def forward_ms(manager, task: str, batch: int, repeat: int, warmup: int) -> tuple[float, float]:
+    """(median, fastest) milliseconds of one forward at this batch size, on random pixels at the input size."""
+    import torch
+
+    from sapiens2_demo import tasks
+    from sapiens2_demo.models.inference import input_size
+    from sapiens2_demo.models.registry import checkpoint
+
+    spec = tasks.get(task)
+    loaded = manager.get(checkpoint(spec.family, spec.default_size()))
+    pixels = torch.randn(batch, 3, *input_size(loaded.processor)).to(loaded.device, loaded.dtype)
+    times = []
+    with torch.inference_mode():
+        for i in range(warmup + repeat):
+            harness.sync(loaded.device)
+            started = time.perf_counter()
+            loaded.model(pixel_values=pixels)
+            harness.sync(loaded.device)
+            if i >= warmup:
+                times.append(time.perf_counter() - started)
+    return 1000 * statistics.median(times), 1000 * min(times)
 
 
-# -- standins ------------------------------------------------------------------------------------------------------
-ASTRONAUT_BOX = [[30, 10, 370, 512]]  # x1 y1 x2 y2 around the astronaut
+def gpu(argv: list[str], run: harness.Run) -> None:
+    """Model and request speed per task and size on whatever device there is: forward ms at each of --batches
+    (random pixels at the input size; pose: crops, no flip), then per 1080p picture (a fresh one each time) the
+    request's complete answer and first render against its forwards (`timed_requests`: hooks on the models and the
+    detector's network), target 1.3x. Sizes: tiny random weights, `full` (full-size 0.4b random weights, `python -m
+    benchmarks fullsize`; a CPU forward ~30 s, so one request and no warm-up). --profile: cProfile's top 15 of one
+    request a task instead. CUDA runs bf16."""
+    from benchmarks.checkpoints import ensure_fullsize
 
-
-def figures(checkpoint_dir: Path) -> dict[str, float]:
-    from unittest import mock
-
-    from sapiens2_demo.export.image import write_normals_png
-    from sapiens2_demo.models.manager import ModelManager
-    from sapiens2_demo.pipelines import pose as pose_pipeline
-    from sapiens2_demo.pipelines.dense import estimate_matting, estimate_normals, segment
-    from sapiens2_demo.pipelines.features import extract_features
-    from sapiens2_demo.pose.decode import slow_path_maps
-    from sapiens2_demo.standins.targets import build_scene
-
-    scene = build_scene("astronaut")
-    image = scene.image
-    manager = ModelManager(checkpoint_dir=checkpoint_dir, device="cpu", dtype="float32")
-    out = {}
-    labels = segment(image, manager).labels
-    with tempfile.TemporaryDirectory() as folder:  # as the normals task writes it: background removed (default)
-        normals = estimate_normals(image, manager, mask=labels > 0)
-        out["normals16_png_bytes"] = write_normals_png(normals, folder, bits=16).stat().st_size
-    out["labels_equal_right"] = float((labels[:, 1:] == labels[:, :-1]).mean())
-    out["part_classes_over_1pct"] = int((np.bincount(labels.ravel(), minlength=29) > 0.01 * labels.size).sum())
-    captured = []
-    real = pose_pipeline.decode_heatmaps
-
-    def capture(heatmaps, *args, **kwargs):
-        captured.append(np.array(heatmaps))
-        return real(heatmaps, *args, **kwargs)
-
-    with mock.patch.object(pose_pipeline, "decode_heatmaps", capture):
-        pose_pipeline.estimate_pose(image, manager, boxes=ASTRONAUT_BOX)
-    out["pose_fast_path"] = float(1 - slow_path_maps(np.concatenate(captured)).mean())
-    alpha = estimate_matting(image, manager).alpha
-    person = scene.parts > 0
-    out["matte_iou"] = float(((alpha > 0.5) & person).sum() / ((alpha > 0.5) | person).sum())
-    out.update(mesh_figures(image, labels > 0, manager))
-    patches = extract_features([image], manager)[0].patches
-    rough = (np.square(np.diff(patches, axis=0)).mean() + np.square(np.diff(patches, axis=1)).mean())
-    out["feature_roughness"] = float(rough / patches.var(axis=(0, 1)).mean())
-    out.update(body_keypoint_figures(manager))
-    return out
-
-
-def body_keypoint_figures(manager) -> dict[str, float]:
-    from sapiens2_demo.pipelines import pose as pose_pipeline
-    from sapiens2_demo.pose.meta import DEFAULT_KEYPOINT_THRESHOLD
-    from sapiens2_demo.standins.targets import PHOTOS, build_scene
-
-    out = {}
-    for name in PHOTOS:
-        scene = build_scene(name)
-        ys, xs = np.nonzero(scene.parts)
-        box = [[float(xs.min()), float(ys.min()), float(xs.max() + 1), float(ys.max() + 1)]]
-        pose = pose_pipeline.estimate_pose(scene.image, manager, boxes=box)
-        placed, scores = pose.keypoints[0, :17], pose.keypoint_scores[0, :17]
-        layout = scene.keypoints[:17]
-        h, w = scene.parts.shape
-        inside = (layout[:, 0] >= 0) & (layout[:, 0] < w) & (layout[:, 1] >= 0) & (layout[:, 1] < h)
-        out[f"pose_body_px_{name}"] = float(np.median(np.linalg.norm(placed - layout, axis=1)[inside]))
-        # a body keypoint outside the photo drawn anyway (its score at the drawing's threshold or above)
-        out[f"pose_drawn_outside_{name}"] = int((scores[~inside] >= DEFAULT_KEYPOINT_THRESHOLD).sum())
-    return out
-
-
-def mesh_figures(image, mask, manager) -> dict[str, float]:
-    """The depth task's surface mesh (background removed): height over width of its vertices (2nd to 98th
-    percentile), its 2nd singular value over the 1st (0 for a line), and how well the pointmap's x and y follow the
-    pixel's column and row on the person (1: seen from the front, it is the silhouette)."""
-    from sapiens2_demo.export.mesh import result_mesh
-    from sapiens2_demo.pipelines.dense import estimate_pointmap
-
-    result = estimate_pointmap(image, manager, mask=mask)
-    vertices = np.asarray(result_mesh(result, image, mask).vertices, dtype=np.float64)
-    width, height = np.subtract(*np.percentile(vertices[:, :2], [98, 2], axis=0))
-    spread = np.linalg.svd(vertices - vertices.mean(axis=0), compute_uv=False)
-    rows, cols = np.nonzero(mask)
-    points = result.points[rows, cols]
-    return {"mesh_height_over_width": float(height / width), "mesh_not_a_line": float(spread[1] / spread[0]),
-            "mesh_x_follows_column": float(np.corrcoef(points[:, 0], cols)[0, 1]),
-            "mesh_y_follows_row": float(np.corrcoef(points[:, 1], rows)[0, 1])}
-
-
-def structure(argv: list[str], run: harness.Run) -> None:
-    """The stand-ins against random weights on the astronaut photo: the normals' 16-bit PNG bytes (target <= 0.4x),
-    part labels equal to their right-hand neighbour (>= 0.9), pose maps on the fast decode path (>= 0.9), the matte
-    against the person mask, the mesh's shape, the features' roughness, and on the three photos the body keypoints'
-    median distance from the layout and those drawn outside the photo. --build: one build's wall and CPU seconds."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks standins", description=structure.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--checkpoint-dir", type=Path, default=None, help="stand-in checkpoints")
-    parser.add_argument("--random-dir", type=Path, default=None,
-                        help="random-weight tiny checkpoints (written there when missing)")
-    parser.add_argument("--build", action="store_true", help="time one build from nothing, then stop")
+    parser = harness.parser(run, gpu.__doc__)
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda")
+    parser.add_argument("--compile", action="store_true", help="torch.compile (regional)")
+    parser.add_argument("--sizes", default="tiny", help="tiny,full (full = full-size 0.4b random weights)")
+    parser.add_argument("--tasks", default="pose,seg,normal,pointmap,matting")
+    parser.add_argument("--batches", default="1,8")
+    parser.add_argument("--repeat", type=int, default=3, help="requests per task")
+    parser.add_argument("--forward-repeat", type=int, default=10, help="forwards per task and batch size")
+    parser.add_argument("--skip-forward", action="store_true")
+    parser.add_argument("--profile", action="store_true", help="cProfile one request per task, then stop")
     args = parser.parse_args(argv)
-    if args.build:
-        return time_build()
-    from sapiens2_demo.standins.tiny import write_all
-    from sapiens2_demo.standins.train import cached_standins
+    import torch
 
-    start = time.perf_counter()
-    standins = args.checkpoint_dir or cached_standins()
-    print(f"stand-ins (not models): {standins} ({time.perf_counter() - start:.0f} s to train or find)")
-    with tempfile.TemporaryDirectory() as scratch:
-        random_dir = args.random_dir or Path(scratch)
-        if not (random_dir / "sapiens2-pose-0.4b").exists():
-            write_all(random_dir)
-        ours, theirs = figures(standins), figures(random_dir)
-    print(f"\n{'astronaut photo':<26}{'random':>12}{'stand-ins':>12}{'ratio':>9}")
-    for key in ours:
-        ratio = ours[key] / theirs[key] if theirs[key] else float("nan")
-        print(f"{key:<26}{theirs[key]:>12.4g}{ours[key]:>12.4g}{ratio:>9.2f}")
-    print(f"\ntargets: normals PNG <= 0.4x random ({ours['normals16_png_bytes'] / theirs['normals16_png_bytes']:.2f}x), "
-          f"labels equal to their right neighbour >= 0.9 ({ours['labels_equal_right']:.3f}), "
-          f"pose maps on the fast path >= 0.9 ({ours['pose_fast_path']:.3f})")
-    run.weights, run.figures = "stand-ins against tiny random weights", {"standins": ours, "random": theirs}
-    run.table("structure", ["astronaut photo", "random weights", "stand-ins", "target"],
-              [[LABELS.get(key, key), f"{theirs[key]:.3g}", f"{ours[key]:.3g}", TARGETS.get(key, "")] for key in ours])
+    from sapiens2_demo.jobs.image import AppContext
+    from sapiens2_demo.models.manager import resolve_device
+
+    tasks, sizes = harness.names(args.tasks), harness.names(args.sizes)
+    device, dtype = resolve_device(args.device, "auto")
+    run.device, run.weights = str(device), " and ".join(f"{s} random weights" for s in sizes)
+    print(f"device {device}, dtype {str(dtype).replace('torch.', '')}, compile {'on' if args.compile else 'off'}; "
+          f"torch {torch.__version__}, {torch.get_num_threads()} threads; load {harness.load()}")
+    slow = "full" in sizes and str(device) == "cpu"  # a full-size CPU forward: one call, no warm-up
+    with tempfile.TemporaryDirectory(prefix="bench_gpu_") as tmp:
+        work, pictures = Path(tmp), harness.Pictures(Path(tmp), fresh=True)
+        tiny = harness.tiny_checkpoints(work / "tiny")
+        folders = {"tiny": tiny, "full": ensure_fullsize(sorted({t for t in tasks if t != "matting"} | {"seg"}))
+                   if "full" in sizes else None}
+        managers = {size: harness.manager(folders[size], device, detector=tiny / "yolov8n-random.pt",
+                                          compile="on" if args.compile else "off") for size in sizes}
+        if args.profile:
+            for task in [*tasks, "all"]:
+                profile_request(AppContext(managers[sizes[0]]), pictures, task, work / f"profile_{task}", Clock())
+            return
+        for size, manager in managers.items() if not args.skip_forward else ():
+            print(f"\n{size}: forward ms, median (fastest) of {1 if slow else args.forward_repeat}, by batch")
+            for task in (t for t in tasks if not (size == "full" and t == "matting")):  # matting: released at 1b only
+                found = [forward_ms(manager, task, int(b), 1 if slow else args.forward_repeat, 0 if slow else 2)
+                         for b in harness.names(args.batches)]
+                print(f"{task:9}" + "".join(f"{b:>4}: {m:8.1f} ({f:6.1f})" for b, (m, f) in zip(
+                    harness.names(args.batches), found)), flush=True)
+        rows: dict = {size: [] for size in sizes}
+        for task in [*tasks, "all"]:  # all: every task's forwards, tiny only
+            chosen = {size: m for size, m in managers.items() if size == "tiny" or task not in ("matting", "all")}
+            found = timed_requests(chosen, task, pictures, work, 1 if slow else args.repeat, warm=not slow)
+            for size, row in found.items():
+                wall, forward, first = (1000 * row[key] for key in ("wall", "forward", "first"))
+                ratio = (lambda ms: f"{ms / forward:.2f}x") if forward else (lambda ms: "-")  # no forward: a cache
+                rows[size].append([task, f"{wall:.0f} / {forward:.1f}", ratio(wall), f"{first:.0f} ({ratio(first)})"])
+                print(f"  {task} {size}: the last request's forwards (input, ms): {'; '.join(row['calls'])}")
+        for size in sizes:
+            run.table("image" if size == "full" else f"image-{size}", ["task", "complete ms / forwards ms", "ratio",
+                                                                       "render shown ms (ratio)"], rows[size],
+                      caption=f"1080p, medians of {1 if slow else args.repeat}, target 1.3x.")
 
 
-LABELS = {"normals16_png_bytes": "normals 16-bit PNG bytes (background removed)",
-          "labels_equal_right": "part-label pixels equal to their right-hand neighbour",
-          "pose_fast_path": "pose keypoint maps on the fast decode path (one user box)",
-          "matte_iou": "alpha > 0.5 against the synthetic person mask (IoU)",
-          "part_classes_over_1pct": "body-part classes over 1 % of the picture",
-          "mesh_height_over_width": "mesh: height over width (the silhouette's: 1.1)",
-          "mesh_not_a_line": "mesh: 2nd singular value of its vertices over the 1st (0: a line)",
-          "mesh_x_follows_column": "mesh: pointmap x against the pixel's column (correlation)",
-          "mesh_y_follows_row": "mesh: pointmap y against the pixel's row (correlation)",
-          "feature_roughness": "features: neighbouring patches' difference over their variance (noise: 2)",
-          **{f"pose_body_px_{photo}": f"body keypoints from the layout's, median px at 512 px ({photo})"
-             for photo in ("astronaut", "grace_hopper", "camera")},
-          **{f"pose_drawn_outside_{photo}": f"body keypoints outside the photo drawn anyway ({photo})"
-             for photo in ("astronaut", "grace_hopper", "camera")}}
-TARGETS = {"normals16_png_bytes": "<= 0.4x random", "labels_equal_right": ">= 0.9", "pose_fast_path": ">= 0.9"}
+# -- cpu: the CPU's roads at full size -------------------------------------------------------------------------------
+ROADS = {"float32": ("float32", "off"), "bfloat16": ("bfloat16", "off"), "auto": ("auto", "auto")}
+CPU_TASKS = {"seg": ("segment", {}), "pose": ("pose", {"flip_test": True}),
+             "pose-noflip": ("pose", {"flip_test": False}), "normal": ("normals", {}), "pointmap": ("pointmap", {})}
 
 
-def time_build() -> None:
-    import platform
+def cpu(argv: list[str], run: harness.Run) -> None:
+    """The CPU's roads at full size: eager float32 against the auto road (bf16 + regional compile where the CPU runs
+    bf16 natively; `bfloat16`: eager bf16), per task on full-size random weights, through `timed_requests` (as
+    `gpu`, no warm-up request): load (+ compile) seconds, the request with the task's defaults and its forwards
+    within it, wall and CPU seconds, each road's speed-up over float32. `pose` has the flip test, `pose-noflip` not."""
+    from benchmarks.checkpoints import DEFAULT_DIR, ensure_fullsize
+    from sapiens2_demo.standins.tiny import write_tiny_detector
 
-    from sapiens2_demo.standins.train import write_standins
-
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else "?"
-    print(f"CPU: {cpu}, {os.cpu_count()} cores; load average before {os.getloadavg()[0]:.1f}", flush=True)
-    with tempfile.TemporaryDirectory() as folder:
-        wall, cpu_start = time.perf_counter(), time.process_time()
-        write_standins(Path(folder))
-        wall, cpu_s = time.perf_counter() - wall, time.process_time() - cpu_start
-    print(f"stand-ins built in {wall:.0f} s wall, {cpu_s:.0f} s CPU (all threads); load average after "
-          f"(1, 5, 15 min): {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    parser = harness.parser(run, cpu.__doc__)
+    parser.add_argument("--tasks", default="seg,pose,pose-noflip,normal,pointmap", help=", ".join(CPU_TASKS))
+    parser.add_argument("--roads", default="float32,auto", help=", ".join(ROADS))
+    parser.add_argument("--reps", type=int, default=2)
+    parser.add_argument("--checkpoint-dir", type=Path, default=DEFAULT_DIR,
+                        help="full-size checkpoints (python -m benchmarks fullsize --dir DIR)")
+    args = parser.parse_args(argv)
+    tasks, roads = harness.names(args.tasks), harness.names(args.roads)
+    unknown = [t for t in tasks if t not in CPU_TASKS] + [r for r in roads if r not in ROADS]
+    if unknown:
+        parser.error(f"unknown task or road: {', '.join(unknown)}")
+    families = {"pose" if t.startswith("pose") else t for t in tasks}
+    folder = ensure_fullsize(sorted(families | ({"seg"} if families & {"normal", "pointmap"} else set())),
+                             args.checkpoint_dir)
+    if not (folder / "yolov8n-random.pt").exists():
+        write_tiny_detector(folder / "yolov8n-random.pt")
+    run.weights, rows = "full-size 0.4b random weights", []
+    with tempfile.TemporaryDirectory() as tmp:
+        work, pictures = Path(tmp), harness.Pictures(Path(tmp), fresh=True)
+        for task in tasks:
+            name, options = CPU_TASKS[task]
+            managers = {road: harness.manager(folder, dtype=ROADS[road][0], compile=ROADS[road][1]) for road in roads}
+            run.figures[task] = found = timed_requests(managers, name, pictures, work, args.reps, False, **options)
+            for road, row in found.items():
+                speed_up = f"{found['float32']['wall'] / row['wall']:.2f}x" if "float32" in found else "-"
+                rows.append([task, f"{road}: {row['road']}", f"{row['forward']:.1f}", f"{row['wall']:.1f}",
+                             f"{row['forward_cpu']:.1f} / {row['request_cpu']:.1f}", speed_up])
+    run.table("roads", ["task", "road", "forward s", "request s", "CPU s: forward / request", "request vs float32"],
+              rows, caption=f"Medians of {args.reps} per road, the roads alternating.")

@@ -1,31 +1,20 @@
 """Video: our `/video` path against the machine's I/O floor and the model alone; the host's work a
 frame; motion capture's speed, steady depth's flicker and the Rerun recording's share.
 
-    python -m benchmarks video [--frames 96] [--tasks pose,seg,normal,pointmap,matting] [--checkpoint-dir DIR]
-        [--content shapes|photo] [--fullsize] [--device auto|cpu|cuda] [--batch-size N] [--breakdown]
-        [--overlap auto|on|off|both] [--set detect_every=1] [--no-model-only]
+    python -m benchmarks video [--frames 96] [--tasks pose,seg,normal,pointmap,matting] [--fullsize]
+        [--device auto|cpu|cuda] [--breakdown] [--set detect_every=1] [--no-model-only]
     python -m benchmarks mocap [--frames 48] [--no-speed] [--figure docs/steady_depth.png]
-    python -m benchmarks rerun [--frames 48] [--size-seconds 60] [--checkpoints standins|tiny|DIR]
-
-`video`, per task, frames a second of: the floor (decode the same 1280x720 clip to RGB and encode it again with the
-app's x264 settings, audio copied, no model; run just before and just after ours, the mean of the two); ours
-(`jobs.video.process_video` with the Video tab's defaults, models loaded and warmed up first); by CPU (ours / floor
-in this process's CPU time a frame); model-only (the forwards alone on frames pre-processed beforehand, batched as
-ours). GPU calls are counted (a local video's streamed chunks count one each: ZeroGPU's calls), and on a warm-up
-clip the pickled bytes crossing the GPU boundary a frame, as a multiple of the frame's RGB bytes. --breakdown times
-each stage per thread; --overlap both runs ours with batches one after the other and overlapped, alternating.
-The machine is shared: compare ratios measured in one run, never frames a second across runs.
+    python -m benchmarks rerun [--frames 48] [--size-seconds 60]
 """
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import pickle
+import statistics
 import sys
 import tempfile
-import threading
 import time
 import zipfile
 from fractions import Fraction
@@ -36,80 +25,34 @@ import numpy as np
 from benchmarks import harness
 
 TASKS = ("pose", "seg", "normal", "pointmap", "matting")
-MASKED = ("normal", "pointmap")  # ours removes the background with the body-part segmentation by default
+MASKED = ("normal", "pointmap")  # their defaults remove the background: the body-part model runs too
 # the app's encoder settings (media/video.py), written out: the floor is the same whatever the app's code
 ENCODER_OPTIONS = {"crf": "20", "preset": "superfast", "x264-params": "mbtree=1:rc-lookahead=10"}
 BYTES_CLIP_FRAMES = 24
 OVERRIDES: dict = {}  # --set NAME=VALUE: the Video tab's options changed for ours (e.g. detect_every=1)
 
 
-def size_of(task: str) -> str:
-    return "1b" if task == "matting" else "0.4b"
-
-
-def sync(device) -> None:
-    if str(device).startswith("cuda"):
-        import torch
-
-        torch.cuda.synchronize()
-
-
-def make_manager(checkpoint_dir: Path, detector: Path, device: str = "auto", dtype: str = "auto", **extra):
-    from sapiens2_demo.models.manager import ModelManager
-
-    return ModelManager(checkpoint_dir=checkpoint_dir, device=device, dtype=dtype, detector=str(detector), **extra)
-
-
-# -- the clip and the floor ------------------------------------------------------------------------------------
-def clip_frame(i: int, frames: int, width: int, height: int, photo=None) -> np.ndarray:
-    """Frame i: the astronaut photo panning (`photo`), else moving shapes (tests/videos.py's pattern)."""
-    t = i / max(frames - 1, 1)
-    if photo is not None:
-        side = photo.shape[0]
-        x, y = round((side - width) * t), round((side - height) * t)
-        return np.ascontiguousarray(photo[y:y + height, x:x + width])
-    img = np.zeros((height, width, 3), np.uint8)
-    img[..., 2] = np.linspace(40, 120, width, dtype=np.uint8)[None, :]
-    side = max(2, min(width, height) // 4)
-    x, y = round((width - side) * t), round((height - side) * t)
-    img[y:y + side, x:x + side] = (40 + (i * 37) % 200, 220, 60)
-    img[:max(2, min(width, height) // 6), :max(2, min(width, height) // 6)] = (255, 0, 0)
-    return img
-
-
+# -- the clip and the floor ------------------------------------------------------------------------------------------
 def make_clip(path: Path, frames: int, size=(1280, 720), fps: int = 24, content: str = "shapes") -> Path:
-    """A (w, h) H.264 clip of `content` (shapes, or photo) with a 440 Hz sine AAC track of the same length."""
-    import av
+    """A (w, h) H.264 clip with a 440 Hz sine track (tests/videos.make_video): moving shapes, or the astronaut photo
+    panning (`photo`)."""
+    from tests.videos import make_video
 
     if path.exists():
         return path
-    width, height = size
-    photo = None
+    pattern, (width, height) = "moving", size
     if content == "photo":
         import cv2
 
         side = int(max(width, height) * 1.15)
         photo = cv2.resize(cv2.imread(str(harness.ROOT / "assets" / "astronaut.jpg"))[..., ::-1], (side, side),
                            interpolation=cv2.INTER_CUBIC)
-    rate = 48_000
-    with av.open(str(path), "w", format="mp4") as out:
-        video = out.add_stream("libx264", rate=fps, options={"crf": "18", "preset": "fast"})
-        video.width, video.height, video.pix_fmt = width, height, "yuv420p"
-        audio = out.add_stream("aac", rate=rate, layout="mono")
-        for i in range(frames):
-            frame = av.VideoFrame.from_ndarray(clip_frame(i, frames, width, height, photo), format="rgb24")
-            frame.pts, frame.time_base = i, Fraction(1, fps)
-            out.mux(video.encode(frame))
-        out.mux(video.encode())
-        total = round(frames / fps * rate)
-        for start in range(0, total, 1024):
-            n = min(1024, total - start)
-            samples = (0.3 * np.sin(2 * np.pi * 440 * (start + np.arange(n)) / rate)).astype(np.float32)
-            chunk = av.AudioFrame.from_ndarray(samples[None, :], format="flt", layout="mono")
-            chunk.sample_rate, chunk.pts, chunk.time_base = rate, start, Fraction(1, rate)
-            out.mux(audio.encode(chunk))
-        out.mux(audio.encode())
-    return path
+
+        def pattern(i: int) -> np.ndarray:
+            t = i / max(frames - 1, 1)
+            x, y = round((side - width) * t), round((side - height) * t)
+            return np.ascontiguousarray(photo[y:y + height, x:x + width])
+    return make_video(path, frames=frames, size=size, fps=fps, pattern=pattern)
 
 
 def measure_floor(clip: Path, out: Path, drawn: list | None = None) -> tuple[int, float, float]:
@@ -153,37 +96,21 @@ def decoded(video: Path) -> list:
         return [frame.to_ndarray(format="rgb24") for frame in source.decode(video=0)]
 
 
-# -- ours --------------------------------------------------------------------------------------------------------
-class GpuCalls:
-    """Counts `gpu.infer` calls (and each streamed chunk of `gpu.stream`); with `measure_bytes`, the pickled bytes
-    each way."""
+# -- ours ------------------------------------------------------------------------------------------------------------
+def crossing_bytes(sizes: list):
+    """Patches gpu.infer to add to `sizes` the pickled bytes of each call's arguments and answer, as ZeroGPU sends
+    them (a local launch skips the float16 packing); returns what puts it back."""
+    from sapiens2_demo import gpu
 
-    def __init__(self, measure_bytes: bool = False):
-        self.measure_bytes, self.calls, self.bytes_in, self.bytes_out = measure_bytes, 0, 0, 0
+    infer, crosses = gpu.infer, gpu.CROSSES_PROCESSES
 
-    def __enter__(self) -> GpuCalls:
-        from sapiens2_demo import gpu
+    def sized(*args, **kwargs):
+        result = infer(*args, **kwargs)
+        sizes.append(len(pickle.dumps((args, kwargs))) + len(pickle.dumps(result)))
+        return result
 
-        self.gpu, self.infer, self.stream = gpu, gpu.infer, gpu.stream
-
-        def counted(*args, **kwargs):
-            result = self.infer(*args, **kwargs)
-            self.calls += 1
-            if self.measure_bytes:
-                self.bytes_in += len(pickle.dumps((args, kwargs)))
-                self.bytes_out += len(pickle.dumps(result))
-            return result
-
-        def chunks(*args, **kwargs):
-            for answered in self.stream(*args, **kwargs):
-                self.calls += 1
-                yield answered
-
-        gpu.infer, gpu.stream = counted, chunks
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.gpu.infer, self.gpu.stream = self.infer, self.stream
+    gpu.infer, gpu.CROSSES_PROCESSES = sized, True
+    return lambda: setattr(gpu, "infer", infer) or setattr(gpu, "CROSSES_PROCESSES", crosses)
 
 
 def tab_options() -> dict:
@@ -198,207 +125,142 @@ def tab_options() -> dict:
     return {**{name: parameters[name].default for name in names if name in parameters}, **OVERRIDES}
 
 
-def measure_ours(clip: Path, task: str, manager, out_dir: Path, batch_size: int | None = None,
-                 counter: GpuCalls | None = None, overlap: str | None = None) -> tuple[int, float]:
-    """(frames, seconds) of the `/video` path, models already loaded; `overlap` "1" / "0" sets gpu.OVERLAP."""
+def measure_ours(clip: Path, task: str, manager, out_dir: Path) -> tuple[int, float]:
+    """(frames, seconds) of the `/video` path, models already loaded."""
     from sapiens2_demo import gpu
     from sapiens2_demo.jobs.video import default_batch_size, process_video
 
-    if overlap is not None:
-        gpu.OVERLAP = overlap
-    key = gpu.register(manager)
-    with counter or GpuCalls():
-        started = time.perf_counter()
-        out = process_video(clip, task, key, out_dir, **tab_options(),
-                            batch_size=batch_size or default_batch_size(manager.device))
-        return out.frames, time.perf_counter() - started
+    key, started = gpu.register(manager), time.perf_counter()
+    out = process_video(clip, task, key, out_dir, **tab_options(), batch_size=default_batch_size(manager.device))
+    return out.frames, time.perf_counter() - started
 
 
-def load_models(manager, task: str) -> None:
-    from sapiens2_demo.models.registry import checkpoint
-
-    for each in (TASKS if task == "all" else [task]):
-        manager.get(checkpoint(each, size_of(each)))
-    if task in (*MASKED, "all"):
-        manager.get(checkpoint("seg", "0.4b"))
-    if task in ("pose", "all"):
-        manager.get_detector()
-
-
-def flips(device) -> bool:
-    from sapiens2_demo import tasks
-
-    return bool(tasks.get("pose").defaults(str(device))["flip_test"])
-
-
-# -- the model alone ---------------------------------------------------------------------------------------------
+# -- the model alone -------------------------------------------------------------------------------------------------
 def model_only(clip: Path, task: str, manager, batch_size: int, warm: bool = False) -> tuple[int, float]:
     """(frames, seconds) of the forwards our path makes, on frames pre-processed beforehand, batched as ours."""
     import torch
 
+    from sapiens2_demo import tasks
     from sapiens2_demo.jobs.video import VideoLimits
     from sapiens2_demo.media.video import read_frames
     from sapiens2_demo.models.inference import preprocess
-    from sapiens2_demo.models.registry import checkpoint
     from sapiens2_demo.pipelines.pose import model_flip_pairs
     from sapiens2_demo.pose.boxes import xyxy_to_xywh
     from sapiens2_demo.pose.detector import find_people
 
     frames = [f.rgb for f in read_frames(clip, max_side=VideoLimits().max_side)]
-    loaded = manager.get(checkpoint(task, size_of(task)))
-    seg = manager.get(checkpoint("seg", "0.4b")) if task in MASKED else None
+    loaded, *seg = harness.task_models(manager, task)  # the body parts too where the task removes the background
     batches = []
     for start in range(0, len(frames), batch_size):
         chunk, calls = frames[start:start + batch_size], []
         if task == "pose":
             pixels = preprocess(loaded, chunk, "pose", [xyxy_to_xywh(find_people(f, manager)[0]) for f in chunk])
             calls.append((loaded, pixels, {}))
-            if flips(manager.device):
+            if tasks.get("pose").defaults(str(manager.device))["flip_test"]:
                 calls.append((loaded, pixels.flip(-1), {"flip_pairs": model_flip_pairs(loaded.model).to(pixels.device)}))
         else:
             calls.append((loaded, preprocess(loaded, chunk, task), {}))
-        if seg is not None:
-            calls.append((seg, preprocess(seg, chunk, "seg"), {}))
+        calls += [(model, preprocess(model, chunk, "seg"), {}) for model in seg]
         batches.append((len(chunk), calls))
     count = 0
-    sync(manager.device)
+    harness.sync(manager.device)
     started = time.perf_counter()
     with torch.inference_mode():
         for frames_in, calls in batches[:1] if warm else batches:
             for model, pixels, kwargs in calls:
                 model.model(pixel_values=pixels, **kwargs)
             count += frames_in
-    sync(manager.device)
+    harness.sync(manager.device)
     return count, time.perf_counter() - started
 
 
 # -- where our time goes ---------------------------------------------------------------------------------------------
-class StageClock:
-    """Timers on the video path's functions, per thread (they overlap)."""
+def stage_timers() -> harness.Timers:
+    """Timers on the video path's functions, per thread (they overlap); leave them with `with` (or __exit__)."""
+    from sapiens2_demo import gpu
+    from sapiens2_demo.jobs import video, video_threads
+    from sapiens2_demo.media import video as media
+    from sapiens2_demo.pipelines import dense, pose
 
-    def __init__(self):
-        self.seconds: dict[str, float] = {}
-        self.lock, self.undo = threading.Lock(), []
+    timers = harness.Timers()
+    for owner, name, label in ((gpu, "infer", "main: gpu.infer (pre + forward + post)"),
+                               (dense, "preprocess", "main:   preprocess (dense)"),
+                               (dense, "forward", "main:   forward (dense)"), (pose, "forward", "main:   forward (pose)"),
+                               (pose, "crop_people", "main:   crops (pose)"),
+                               (pose, "detect_batch", "main:   detector (pose)"),
+                               (video.VideoJob, "_track", "main: tracking + smoothing (pose)"),
+                               (media.VideoSink, "write", "writer thread: encode + mux"),
+                               (video_threads.Writer, "put", "main: waiting for the writer (queue full)")):
+        timers.wrap(owner, name, label)
+    timers.wrap(media, "read_frames", "decode thread: decode + to RGB", generator=True)
+    writer = video_threads.Writer
+    original_init = writer.__init__
 
-    def add(self, label: str, started: float) -> None:
-        with self.lock:
-            self.seconds[label] = self.seconds.get(label, 0.0) + time.perf_counter() - started
+    def init(self, renderers, titles, sink, exports, *args, **kwargs):
+        original_init(self, renderers, titles, sink, exports, *args, **kwargs)
+        for task, renderer in self.renderers.items():
+            timers.wrap(renderer, "annotate", f"writer thread: render ({task})")
+        for task, export in self.exports.items():
+            timers.wrap(export, "add", f"writer thread: per-frame exports ({task})")
 
-    def wrap(self, owner, name: str, label: str, generator: bool = False) -> None:
-        """Time calls of owner.name; a generator function: the work per item, not the time between items."""
-        original = getattr(owner, name)
-
-        def timed(*args, **kwargs):
-            started = time.perf_counter()
-            try:
-                return original(*args, **kwargs)
-            finally:
-                self.add(label, started)
-
-        def timed_items(*args, **kwargs):
-            items = original(*args, **kwargs)
-            while True:
-                started = time.perf_counter()
-                try:
-                    item = next(items)
-                except StopIteration:
-                    return
-                finally:
-                    self.add(label, started)
-                yield item
-
-        setattr(owner, name, timed_items if generator else timed)
-        self.undo.append((owner, name, original))
-
-    def install(self) -> StageClock:
-        from sapiens2_demo import gpu
-        from sapiens2_demo.jobs import video, video_threads
-        from sapiens2_demo.media import video as media
-        from sapiens2_demo.pipelines import dense, pose
-
-        self.wrap(gpu, "infer", "main: gpu.infer (pre + forward + post)")
-        self.wrap(dense, "preprocess", "main:   preprocess (dense)")
-        self.wrap(dense, "forward", "main:   forward (dense)")
-        self.wrap(pose, "forward", "main:   forward (pose)")
-        self.wrap(pose, "crop_people", "main:   crops (pose)")
-        self.wrap(pose, "detect_batch", "main:   detector (pose)")
-        self.wrap(video.VideoJob, "_track", "main: tracking + smoothing (pose)")
-        self.wrap(media, "read_frames", "decode thread: decode + to RGB", generator=True)
-        self.wrap(media.VideoSink, "write", "writer thread: encode + mux")
-        writer = video_threads.Writer
-        self.wrap(writer, "put", "main: waiting for the writer (queue full)")
-        clock, original_init = self, writer.__init__
-
-        def init(self, renderers, titles, sink, exports, *args, **kwargs):
-            original_init(self, renderers, titles, sink, exports, *args, **kwargs)
-            for task, renderer in self.renderers.items():
-                clock.wrap(renderer, "annotate", f"writer thread: render ({task})")
-            for task, export in self.exports.items():
-                clock.wrap(export, "add", f"writer thread: per-frame exports ({task})")
-
-        writer.__init__ = init
-        self.undo.append((writer, "__init__", original_init))
-        return self
-
-    def remove(self) -> None:
-        for owner, name, original in reversed(self.undo):
-            setattr(owner, name, original)
-        self.undo.clear()
-
-    def per_frame(self, frames: int, *prefixes: str) -> float:
-        return 1000 * sum(v for label, v in self.seconds.items() if label.startswith(prefixes)) / max(frames, 1)
-
-    def report(self, wall: float, frames: int) -> list[str]:
-        lines = [f"  where the time goes ({frames} frames, {1000 * wall / max(frames, 1):.1f} ms a frame; threads overlap):"]
-        for label, value in sorted(self.seconds.items()):
-            lines.append(f"    {label:50} {1000 * value / max(frames, 1):7.1f} ms a frame")
-        busy = sum(v for label, v in self.seconds.items() if label.startswith("main:   forward")) / wall
-        lines.append(f"    Sapiens2 forward busy {busy:.0%} of the wall time (a ratio within this one run)")
-        return lines
+    writer.__init__ = init
+    timers.undo.append((writer, "__init__", original_init))
+    return timers
 
 
-# -- video ---------------------------------------------------------------------------------------------------------
-def bench_task(task: str, clip: Path, warm: Path | None, manager, args, work: Path) -> tuple[dict, list]:
-    """One task's frames a second: floor, ours, by CPU, model-only; GPU calls and bytes a frame."""
+def report(timers: harness.Timers, wall: float, frames: int) -> list[str]:
+    per = max(frames, 1)
+    lines = [f"  where the time goes ({frames} frames, {1000 * wall / per:.1f} ms a frame; threads overlap):"]
+    lines += [f"    {label:50} {1000 * value / per:7.1f} ms a frame" for label, value in sorted(timers.seconds.items())
+              if label != "GPU calls"]
+    lines.append(f"    Sapiens2 forward busy {timers.total('main:   forward') / wall:.0%} of the wall time (a ratio "
+                 "within this one run)")
+    return lines
+
+
+# -- video -----------------------------------------------------------------------------------------------------------
+def bracketed(clip: Path, task: str, manager, work: Path, breakdown: bool) -> dict:
+    """Ours between two runs of the floor (load drift evens out): frames, seconds and CPU seconds of ours, the
+    floor's (their mean), and the timers: GPU calls counted (a local video's streamed chunks one each: ZeroGPU's
+    calls), with `breakdown` each stage."""
     from sapiens2_demo import gpu
 
-    load_models(manager, task)
-    figures, notes = {"load_start": harness.load()[0]}, []
+    work.mkdir(parents=True, exist_ok=True)
+    floors = [measure_floor(clip, work / "floor.mp4")]
+    with stage_timers() if breakdown else harness.Timers() as timers:
+        timers.wrap(gpu, "infer", "GPU calls")
+        timers.wrap(gpu, "stream", "GPU calls", generator=True)
+        cpu = time.process_time()
+        frames, seconds = measure_ours(clip, task, manager, work / "ours")
+        cpu = time.process_time() - cpu
+    floors.append(measure_floor(clip, work / "floor.mp4"))
+    return {"frames": max(frames, 1), "seconds": seconds, "cpu": cpu, "floor_frames": max(floors[0][0], 1),
+            "floor_s": (floors[0][1] + floors[1][1]) / 2, "floor_cpu": (floors[0][2] + floors[1][2]) / 2,
+            "timers": timers}
+
+
+def bench_task(task: str, clip: Path, warm: Path | None, manager, args, work: Path) -> tuple[dict, list]:
+    """One task's frames a second: floor, ours, by CPU, model-only; GPU calls and bytes a frame."""
+    harness.task_models(manager, task)
+    figures, notes, sizes = {"load_start": harness.load()[0]}, [], []
     if warm is not None:  # first calls out of the timings; the bytes that would cross to ZeroGPU measured here
-        sizing, crosses = GpuCalls(measure_bytes=True), gpu.CROSSES_PROCESSES
-        gpu.CROSSES_PROCESSES = True  # what ZeroGPU pickles (a local launch skips the float16 packing)
+        undo = crossing_bytes(sizes)
         try:
-            frames_warm, _ = measure_ours(warm, task, manager, work / f"warm_{task}", args.batch_size, sizing)
+            frames_warm, _ = measure_ours(warm, task, manager, work / f"warm_{task}")
         finally:
-            gpu.CROSSES_PROCESSES = crosses
-        figures["bytes_in_out_x_rgb"] = round((sizing.bytes_in + sizing.bytes_out) / frames_warm / (1280 * 720 * 3), 2)
-    floor = [measure_floor(clip, work / f"floor_{task}.mp4")]
-    clock = StageClock().install() if args.breakdown else None
-    counter, cpu = GpuCalls(), time.process_time()
-    try:
-        frames, seconds = measure_ours(clip, task, manager, work / f"ours_{task}", args.batch_size, counter,
-                                       "0" if args.overlap == "both" else harness_overlap(args.overlap))
-        ours_cpu = time.process_time() - cpu
-        if args.overlap == "both":  # one batch after the other and overlapped, alternating, the best of each
-            serial, overlapped = [seconds], []
-            for mode in ("1", "0", "1"):
-                taken = measure_ours(clip, task, manager, work / f"ours_{task}_{mode}", args.batch_size, None, mode)[1]
-                (overlapped if mode == "1" else serial).append(taken)
-            figures["overlapped_vs_serial"] = round(min(serial) / min(overlapped), 2)
-    finally:
-        if clock:
-            clock.remove()
-    floor.append(measure_floor(clip, work / f"floor_{task}.mp4"))  # the floor brackets ours: load drift evens out
-    floor_frames, floor_s, floor_cpu = floor[0][0], (floor[0][1] + floor[1][1]) / 2, (floor[0][2] + floor[1][2]) / 2
-    figures.update(ours_fps=round(frames / seconds, 2), floor_fps=round(floor_frames / floor_s, 2),
-                   ours_vs_floor=round(frames / seconds / (floor_frames / floor_s), 2),
-                   by_cpu=round((floor_cpu / floor_frames) / max(ours_cpu / frames, 1e-9), 2), calls=counter.calls)
-    if clock:
-        notes += [f"{task}:"] + clock.report(seconds, frames)
+            undo()
+        figures["bytes_in_out_x_rgb"] = round(sum(sizes) / frames_warm / (1280 * 720 * 3), 2)
+    b = bracketed(clip, task, manager, work / f"ours_{task}", args.breakdown)
+    figures.update(ours_fps=round(b["frames"] / b["seconds"], 2), floor_fps=round(b["floor_frames"] / b["floor_s"], 2),
+                   ours_vs_floor=round(b["frames"] / b["seconds"] / (b["floor_frames"] / b["floor_s"]), 2),
+                   by_cpu=round((b["floor_cpu"] / b["floor_frames"]) / max(b["cpu"] / b["frames"], 1e-9), 2),
+                   calls=b["timers"].counts.get("GPU calls", 0))
+    if args.breakdown:
+        notes += [f"{task}:"] + report(b["timers"], b["seconds"], b["frames"])
     if not args.no_model_only:
         from sapiens2_demo.jobs.video import default_batch_size
 
-        batch = args.batch_size or default_batch_size(manager.device)
+        batch = default_batch_size(manager.device)
         model_only(clip, task, manager, batch, warm=True)
         done, taken = model_only(clip, task, manager, batch)
         figures["model_fps"] = round(done / taken, 2)
@@ -407,25 +269,24 @@ def bench_task(task: str, clip: Path, warm: Path | None, manager, args, work: Pa
     return figures, notes
 
 
-def harness_overlap(mode: str) -> str | None:
-    return {"auto": None, "on": "1", "off": "0"}.get(mode)
-
-
 def video(argv: list[str], run: harness.Run) -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks video", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    """Per task, frames a second of: the floor (decode the same 1280x720 clip of moving shapes to RGB and encode it
+    again with the app's x264 settings, audio copied, no model; run just before and just after ours, the mean of the
+    two); ours (`jobs.video.process_video` with the Video tab's defaults, models loaded and warmed up first); by CPU
+    (ours / floor in this process's CPU time a frame); model-only (the forwards alone on frames pre-processed
+    beforehand, batched as ours). GPU calls are counted (a local video's streamed chunks count one each: ZeroGPU's
+    calls), and on a warm-up clip the pickled bytes crossing the GPU boundary a frame, as a multiple of the frame's
+    RGB bytes. --breakdown times each stage per thread. Tiny random weights unless --fullsize. The machine is
+    shared: compare ratios measured in one run, never frames a second across runs."""
+    parser = harness.parser(run, video.__doc__)
     parser.add_argument("--frames", type=int, default=None, help="clip length (default 96; 4 with --fullsize)")
     parser.add_argument("--tasks", default=None, help=f"from {','.join(TASKS)} (default all; seg with --fullsize)")
-    parser.add_argument("--checkpoint-dir", default="tiny", help="tiny (random weights), standins, or a folder")
-    parser.add_argument("--content", choices=("shapes", "photo"), default="shapes")
     parser.add_argument("--fullsize", action="store_true", help="full-size 0.4b random-weight checkpoints")
-    parser.add_argument("--batch-size", type=int, default=None, help="frames per forward (default: the app's)")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--no-model-only", action="store_true")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="a Video tab option changed for ours, e.g. detect_every=1")
     parser.add_argument("--breakdown", action="store_true", help="time each stage of our path, per thread")
-    parser.add_argument("--overlap", choices=("auto", "on", "off", "both"), default="auto")
     args = parser.parse_args(argv)
     for item in args.set:
         name, _, value = item.partition("=")
@@ -437,47 +298,41 @@ def video(argv: list[str], run: harness.Run) -> None:
     from sapiens2_demo.jobs.video import default_batch_size
     from sapiens2_demo.models.manager import resolve_device
 
-    tasks = [t.strip() for t in (args.tasks or ("seg" if args.fullsize else ",".join(TASKS))).split(",") if t.strip()]
+    tasks = harness.names(args.tasks or ("seg" if args.fullsize else ",".join(TASKS)))
     if set(tasks) - set(TASKS):
-        raise SystemExit(f"unknown task(s) {sorted(set(tasks) - set(TASKS))}; choose from {', '.join(TASKS)}")
+        parser.error(f"unknown task(s) {sorted(set(tasks) - set(TASKS))}; choose from {', '.join(TASKS)}")
     frames = args.frames or (4 if args.fullsize else 96)
     device, dtype = resolve_device(args.device)
-    run.device = str(device)
-    base = harness.checkpoints(args.checkpoint_dir)
-    where = {"dir": base, "detector": base / "yolov8n-random.pt"}
+    run.device, tiny = str(device), harness.tiny_checkpoints()
+    folder = tiny
     if args.fullsize:
-        from benchmarks.cpu import ensure_fullsize
+        from benchmarks.checkpoints import ensure_fullsize
 
-        where["dir"] = ensure_fullsize(sorted(set(tasks) | ({"seg"} if set(tasks) & set(MASKED) else set())))
-    run.weights = "full-size 0.4b random weights" if args.fullsize else f"{args.checkpoint_dir} checkpoints"
+        folder = ensure_fullsize(sorted(set(tasks) | ({"seg"} if set(tasks) & set(MASKED) else set())))
+    run.weights = "full-size 0.4b random weights" if args.fullsize else "tiny random weights"
     with tempfile.TemporaryDirectory(prefix="bench_video_") as tmp:
         work = Path(tmp)
-        manager = make_manager(where["dir"], where["detector"], device)
-        clip = make_clip(work / f"clip_{frames}.mp4", frames, content=args.content)
-        warm = None if args.fullsize and device == "cpu" else make_clip(work / "warm.mp4", BYTES_CLIP_FRAMES,
-                                                                        content=args.content)
+        manager = harness.manager(folder, device, detector=tiny / "yolov8n-random.pt")
+        clip = make_clip(work / f"clip_{frames}.mp4", frames)
+        warm = None if args.fullsize and device == "cpu" else make_clip(work / "warm.mp4", BYTES_CLIP_FRAMES)
         measure_floor(warm or clip, work / "floor_warm.mp4")  # x264's first use out of the timings
         print(f"{run.weights} on {device}/{str(dtype).replace('torch.', '')}; torch {torch.__version__}, "
-              f"{torch.get_num_threads()} threads; clip {frames} frames of 1280x720 ({args.content}) with audio; "
-              f"batch {args.batch_size or default_batch_size(device)}; ours: the Video tab's defaults {tab_options()}")
-        columns = ["task", "ours fps", "floor fps", "ours / floor", "by CPU", "model fps", "ours / model",
-                   "GPU calls", "bytes a frame (x RGB)"]
-        print(" | ".join(columns))
+              f"{torch.get_num_threads()} threads; clip {frames} frames of 1280x720 with audio; batch "
+              f"{default_batch_size(device)}; ours: the Video tab's defaults {tab_options()}", flush=True)
         rows, notes = [], []
         for task in tasks:
             figures, task_notes = bench_task(task, clip, warm, manager, args, work)
-            run.figures[task] = figures
-            notes += task_notes
-            row = [task] + [figures.get(key, "-") for key in ("ours_fps", "floor_fps", "ours_vs_floor", "by_cpu",
-                                                              "model_fps", "ours_vs_model", "calls",
-                                                              "bytes_in_out_x_rgb")]
-            rows.append(row)
-            print(" | ".join(map(str, row)), f"(load {figures['load_start']} -> {figures['load_end']})", flush=True)
-        run.table("fps", columns, rows, caption=f"{frames} frames of 1280x720, {args.content}.")
+            run.figures[task], notes = figures, notes + task_notes
+            rows.append([task] + [figures.get(key, "-") for key in (
+                "ours_fps", "floor_fps", "ours_vs_floor", "by_cpu", "model_fps", "ours_vs_model", "calls",
+                "bytes_in_out_x_rgb")])
+            print(f"  {task}: {rows[-1][1:]} (load {figures['load_start']} -> {figures['load_end']})", flush=True)
+        run.table("fps", ["task", "ours fps", "floor fps", "ours / floor", "by CPU", "model fps", "ours / model",
+                          "GPU calls", "bytes a frame (x RGB)"], rows, caption=f"{frames} frames of 1280x720, shapes.")
         print("\n".join(notes))
 
 
-# -- the host's work a frame (python -m benchmarks host's video part) --------------------------------------------------
+# -- the host's work a frame (python -m benchmarks host's video part) ------------------------------------------------
 HOST_TASKS = {"pose": "pose", "segment": "seg", "normals": "normal", "pointmap": "pointmap", "matting": "matting",
               "all": "all"}  # "all": the Video tab's grid (only when asked for: every task's forwards)
 
@@ -487,14 +342,14 @@ def host_frames(kind: str, checkpoint_dir: Path, detector: Path, frames: int, ta
     """Per task, ms a frame of ours, of its forwards, the host = ours - forwards, against the floor (decode +
     encode of the input) and the drawn floor (the task's rendered frames encoded): each task `reps` times, each
     between its own floors; the row is the run of median host / floor."""
-    manager = make_manager(checkpoint_dir, detector, "cpu")
+    manager = harness.manager(checkpoint_dir, detector=detector)
     clip = make_clip(work / f"clip_{frames}.mp4", frames, content="photo")
     warm = make_clip(work / "warm.mp4", 12, content="photo")
     measure_floor(warm, work / "floor_warm.mp4")
     rows = {}
     for task in task_names:
         name = HOST_TASKS[task]
-        load_models(manager, name)
+        harness.task_models(manager, name)
         measure_ours(warm, name, manager, work / f"warm_{kind}_{name}")
         runs = sorted((host_run(clip, name, manager, work / f"video_{kind}_{name}_{i}") for i in range(max(1, reps))),
                       key=lambda r: r["host_vs_floor"])
@@ -504,83 +359,71 @@ def host_frames(kind: str, checkpoint_dir: Path, detector: Path, frames: int, ta
 
 
 def host_run(clip: Path, name: str, manager, work: Path) -> dict:
-    work.mkdir(parents=True, exist_ok=True)
-    floors = [measure_floor(clip, work / "floor.mp4")]
-    clock = StageClock().install()
-    try:
-        cpu = time.process_time()
-        done, seconds = measure_ours(clip, name, manager, work / "ours")
-        ours_cpu = time.process_time() - cpu
-    finally:
-        clock.remove()
-    floors.append(measure_floor(clip, work / "floor.mp4"))
+    b = bracketed(clip, name, manager, work, breakdown=True)
+    timers, per, count = b["timers"], b["frames"], b["floor_frames"]
     rendered = next((work / "ours").rglob(f"*_{name}.mp4"), None)
     drawn = [measure_floor(clip, work / "drawn.mp4", decoded(rendered)) for _ in range(2)] if rendered else []
-    per, count = max(done, 1), max(floors[0][0], 1)
-    floor = 1000 * (floors[0][1] + floors[1][1]) / 2 / count
-    host = 1000 * seconds / per - clock.per_frame(per, "main:   forward", "main:   detector")
+    floor = 1000 * b["floor_s"] / count
+    host = 1000 * (b["seconds"] - timers.total("main:   forward", "main:   detector")) / per
     drawn_floor = 1000 * sum(f[1] for f in drawn) / 2 / count if drawn else None
-    return {"ours_ms": round(1000 * seconds / per, 1), "host_ms": round(host, 1), "floor_ms": round(floor, 1),
+    return {"ours_ms": round(1000 * b["seconds"] / per, 1), "host_ms": round(host, 1), "floor_ms": round(floor, 1),
             "host_vs_floor": round(host / floor, 2),
             "host_vs_drawn_floor": round(host / drawn_floor, 2) if drawn_floor else None,
-            "ours_cpu_ms": round(1000 * ours_cpu / per, 1),
-            "stages_ms": {stage: round(clock.per_frame(per, prefix), 1) for stage, prefix in (
+            "ours_cpu_ms": round(1000 * b["cpu"] / per, 1),
+            "stages_ms": {stage: round(1000 * timers.total(prefix) / per, 1) for stage, prefix in (
                 ("decode", "decode"), ("encode", "writer thread: encode"), ("draw", "writer thread: render"),
                 ("preprocess", "main:   preprocess"), ("forward", "main:   forward"))}}
 
 
-# -- motion capture's speed and steady depth ----------------------------------------------------------------------------
+# -- motion capture's speed and steady depth -------------------------------------------------------------------------
+def alternating(clip: Path, key, batch: int, work: Path, runs: dict, timers: harness.Timers | None = None):
+    """`runs` (name: (task, options)) on the clip in the order A B .. B A, after a warm-up run of each (models
+    loaded, first calls paid): per name each run's (seconds, the `timers`' seconds within it); and the frames."""
+    from sapiens2_demo.jobs.video import process_video
+
+    for task, options in runs.values():
+        process_video(clip, task, key, work / "warm", batch_size=batch, **options)
+    found: dict = {name: [] for name in runs}
+    for i, name in enumerate([*runs, *reversed(runs)]):
+        (task, options), started = runs[name], time.perf_counter()
+        if timers:
+            timers.seconds.clear()
+        out = process_video(clip, task, key, work / f"run{i}", batch_size=batch, **options)
+        found[name].append((time.perf_counter() - started, timers.total("") if timers else 0.0))
+    return found, out.frames
+
+
 def mocap(argv: list[str], run: harness.Run) -> None:
     """Frames a second of pose, depth and pose with 3D motion on one clip (order A B C C B A, the mean of two runs);
     the mean frame-to-frame change of the exported depth (mm) on a still clip with sensor noise, without and with
     `temporal_smoothing` (tiny random weights: the filter's effect on noisy maps)."""
-    import av
-
     from sapiens2_demo import gpu
     from sapiens2_demo.jobs.video import default_batch_size, process_video
 
-    parser = argparse.ArgumentParser(prog="python -m benchmarks mocap", description=mocap.__doc__)
+    parser = harness.parser(run, mocap.__doc__)
     parser.add_argument("--frames", type=int, default=48)
-    parser.add_argument("--device", default="cpu")
     parser.add_argument("--figure", type=Path, help="also write the before/after picture of the flicker here")
     parser.add_argument("--no-speed", action="store_true", help="only the flicker figures")
     args = parser.parse_args(argv)
     run.weights = "tiny random weights"
-    tiny = harness.tiny_checkpoints()
-    manager = make_manager(tiny, tiny / "yolov8n-random.pt", args.device, "float32")
+    manager = harness.manager(harness.tiny_checkpoints(), dtype="float32")
     key, batch = gpu.register(manager), default_batch_size(manager.device)
     runs = {"pose": ("pose", {}), "pointmap": ("pointmap", {}), "pose + 3D motion": ("pose", {"motion_3d": True})}
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
         if not args.no_speed:
-            clip = make_clip(work / "clip.mp4", args.frames, content="photo")
-            for task, options in runs.values():  # warm-up: models loaded, first calls paid
-                process_video(clip, task, key, work / "warm", batch_size=batch, **options)
-            seconds = {name: [] for name in runs}
-            for name in [*runs, *reversed(runs)]:
-                task, options = runs[name]
-                started = time.perf_counter()
-                out = process_video(clip, task, key, work / name.replace(" ", ""), batch_size=batch, **options)
-                seconds[name].append(time.perf_counter() - started)
-            for name, taken in seconds.items():
-                run.figures[f"{name} fps"] = round(out.frames / (sum(taken) / len(taken)), 2)
-                print(f"  {name:18s} {run.figures[f'{name} fps']:6.2f} frames/s ({', '.join(f'{s:.1f}' for s in taken)} s)")
+            found, frames = alternating(make_clip(work / "clip.mp4", args.frames, content="photo"), key, batch, work,
+                                        runs)
+            for name, taken in found.items():
+                run.figures[f"{name} fps"] = round(frames / statistics.mean(s for s, _ in taken), 2)
+                print(f"  {name:18s} {run.figures[f'{name} fps']:6.2f} frames/s ({', '.join(f'{s:.1f}' for s, _ in taken)} s)")
         from PIL import Image
-
-        still = work / "still.mp4"
 
         base = np.asarray(Image.open(harness.ROOT / "assets" / "astronaut.jpg").convert("RGB").resize((320, 240)),
                           np.float32)
         noise = np.random.default_rng(0)
-        with av.open(str(still), "w", format="mp4") as sink:
-            stream = sink.add_stream("libx264", rate=Fraction(24), options={"preset": "ultrafast", "crf": "0"})
-            stream.width, stream.height, stream.pix_fmt = 320, 240, "yuv444p"
-            for i in range(24):
-                picture = av.VideoFrame.from_ndarray(np.clip(base + noise.normal(0, 2.0, base.shape), 0, 255)
-                                                     .astype(np.uint8), format="rgb24")
-                picture.pts = i
-                sink.mux(stream.encode(picture))
-            sink.mux(stream.encode())
+        still = harness.encode(work / "still.mp4", (np.clip(base + noise.normal(0, 2.0, base.shape), 0, 255).astype(
+            np.uint8) for _ in range(24)), pix_fmt="yuv444p", preset="ultrafast", crf="0")
         maps = {}
         for steady in (False, True):
             out = process_video(still, "pointmap", key, work / f"steady{steady}", batch_size=batch,
@@ -623,7 +466,7 @@ def flicker_figure(maps: dict, path: Path) -> None:
     Image.open(buffer).convert("RGB").quantize(128).save(path, optimize=True)  # a third of the bytes
 
 
-# -- the Rerun recording (export/rerun_recording.py) ---------------------------------------------------------------
+# -- the Rerun recording (export/rerun_recording.py) -----------------------------------------------------------------
 def rerun(argv: list[str], run: harness.Run) -> None:
     """Pose with 3D motion on a 720p clip, with and without the recording (order A B B A): the recording's own work
     (each frame's logging in the writer thread, then its close: the 3D skeleton, the angles and their files) against
@@ -633,45 +476,23 @@ def rerun(argv: list[str], run: harness.Run) -> None:
     from sapiens2_demo.export import rerun_recording
     from sapiens2_demo.jobs.video import default_batch_size, process_video
 
-    parser = argparse.ArgumentParser(prog="python -m benchmarks rerun", description=rerun.__doc__)
+    parser = harness.parser(run, rerun.__doc__)
     parser.add_argument("--frames", type=int, default=48)
-    parser.add_argument("--checkpoints", default="standins", help="standins, tiny, or a folder")
-    parser.add_argument("--device", default="cpu")
     parser.add_argument("--size-seconds", type=int, default=60, help="the size clip's length (24 frames a second)")
     args = parser.parse_args(argv)
-    folder_of = harness.checkpoints(args.checkpoints)
-    run.weights = {"standins": "stand-ins", "tiny": "tiny random weights"}.get(args.checkpoints, args.checkpoints)
-    manager = make_manager(folder_of, folder_of / "yolov8n-random.pt", args.device, "float32")
+    run.weights = "stand-ins"
+    manager = harness.manager(harness.standin_checkpoints(), dtype="float32")
     key, batch = gpu.register(manager), default_batch_size(manager.device)
-    spent = {"add": 0.0, "close": 0.0}
-    for name in spent:  # the recording's own work, timed where it runs
-        real = getattr(rerun_recording.VideoRecording, name)
-
-        def timed(self, *a, _real=real, _name=name, **k):
-            started = time.perf_counter()
-            try:
-                return _real(self, *a, **k)
-            finally:
-                spent[_name] += time.perf_counter() - started
-
-        setattr(rerun_recording.VideoRecording, name, timed)
-    with tempfile.TemporaryDirectory() as folder:
+    with tempfile.TemporaryDirectory() as folder, harness.Timers() as spent:
+        for name in ("add", "close"):  # the recording's own work, timed where it runs
+            spent.wrap(rerun_recording.VideoRecording, name, "recording")
         work = Path(folder)
-        clip = make_clip(work / "clip.mp4", args.frames, content="photo")
-        process_video(clip, "pose", key, work / "warm", batch_size=batch, motion_3d=True, rerun=True)  # loads
-        jobs, own = {False: [], True: []}, []
-        for recorded in (False, True, True, False):
-            spent.update(add=0.0, close=0.0)
-            out_dir = work / f"run{len(own)}{recorded}"
-            started = time.perf_counter()
-            out = process_video(clip, "pose", key, out_dir, batch_size=batch, motion_3d=True, rerun=recorded)
-            jobs[recorded].append(time.perf_counter() - started)
-            if recorded:
-                own.append(spent["add"] + spent["close"])
-        job_s = sum(jobs[True]) / len(jobs[True])
-        plain_s = sum(jobs[False]) / len(jobs[False])
-        own_s = sum(own) / len(own)
-        frames = out.frames
+        found, frames = alternating(make_clip(work / "clip.mp4", args.frames, content="photo"), key, batch, work,
+                                    {"without": ("pose", {"motion_3d": True}),
+                                     "with": ("pose", {"motion_3d": True, "rerun": True})}, spent)
+        jobs = {recorded: [s for s, _ in found[name]] for recorded, name in ((False, "without"), (True, "with"))}
+        job_s, plain_s = statistics.mean(jobs[True]), statistics.mean(jobs[False])
+        own_s = statistics.mean(own for _, own in found["with"])
         long_clip = make_clip(work / "long.mp4", 24 * args.size_seconds, size=(320, 180), content="photo")
         out = process_video(long_clip, "pose", key, work / "long", batch_size=batch, motion_3d=True, rerun=True)
         rrd = work / "long" / "recording.rrd"
@@ -684,15 +505,8 @@ def rerun(argv: list[str], run: harness.Run) -> None:
                            rrd_mb=round(rrd.stat().st_size / 2**20, 3), person_minutes=round(person_minutes, 4),
                            extra_mb_per_person_minute=round(extra_mb / max(person_minutes, 1e-9), 2))
     figures = run.figures
-    print(f"pose + 3D motion, {figures['frames']} frames of 1280x720 ({run.weights}, {args.device}):")
-    print(f"  job {figures['job_s']:.2f} s with the recording, {figures['job_without_s']:.2f} s without "
-          f"({', '.join(f'{s:.2f}' for s in jobs[True])} / {', '.join(f'{s:.2f}' for s in jobs[False])} s)")
-    print(f"  the recording's own work {figures['recording_s']:.3f} s = {figures['recording_share_pct']:.1f} % of the job"
-          " (target <= 10 %)")
-    print(f"  on {figures['size_frames']} frames of 320x180: recording.rrd {figures['rrd_mb']:.3f} MB for a "
-          f"{figures['input_mb']:.3f} MB input and "
-          f"{figures['person_minutes']:.4f} person-minutes: {figures['extra_mb_per_person_minute']:.2f} MB beyond the "
-          "video a person-minute (target <= 1)")
+    print(f"runs with the recording: {', '.join(f'{s:.2f}' for s in jobs[True])} s, without: "
+          f"{', '.join(f'{s:.2f}' for s in jobs[False])} s; targets: a share <= 10 %, <= 1 MB a person-minute")
     run.table("rerun", ["frames", "job (s)", "without (s)", "recording (s)", "share", "size clip (frames)",
                         "rrd (MB)", "input (MB)", "person-minutes", "MB beyond the video a person-minute"],
               [[figures["frames"], figures["job_s"], figures["job_without_s"], figures["recording_s"],

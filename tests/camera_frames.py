@@ -55,7 +55,8 @@ def tilt(frames: int, degrees: float = 20.0) -> np.ndarray:
 
 
 def shake(frames: int, fps: float, degrees: float = 2.0, hertz: float = 2.0, seed: int = 0) -> np.ndarray:
-    """A hand-held phone's shake: each axis a sum of two sines near `hertz`, up to `degrees` each."""
+    """A hand-held phone's shake: each axis a sum of two sines near `hertz` swinging `degrees` either side of its
+    middle (so up to twice that from the first frame's view)."""
     rng = np.random.default_rng(seed)
     time = np.arange(frames) / fps
     angles = []
@@ -79,9 +80,10 @@ def _pixels(width: int, height: int) -> np.ndarray:
 
 
 def render_turning(to_first: np.ndarray, width: int = 480, height: int = 270, person: bool = True, seed: int = 0,
-                   noise: float = 2.0, panorama: np.ndarray | None = None):
+                   noise: float = 2.0, panorama: np.ndarray | None = None, person_size: float = 1.0):
     """Yields (frame (H, W, 3) uint8 RGB, background (H, W) bool) per rotation: the panorama as the camera turned
-    sees it, an ellipse of another texture drifting across it (the person: background False there), pixel noise."""
+    sees it, an ellipse of another texture drifting across it (the person, `person_size` times a standing adult's
+    share of the view: background False there), pixel noise."""
     panorama = texture(seed) if panorama is None else panorama
     rays = _pixels(width, height)
     cv2.setRNGSeed(seed + 1)  # the pixel noise (cv2.randn: a tenth of numpy's time)
@@ -96,7 +98,8 @@ def render_turning(to_first: np.ndarray, width: int = 480, height: int = 270, pe
         background = np.ones((height, width), bool)
         if person:
             centre_x = width * (0.25 + 0.5 * t / max(1, len(to_first) - 1))
-            inside = ((u - centre_x) / (0.12 * width)) ** 2 + ((v - 0.55 * height) / (0.38 * height)) ** 2 < 1
+            across, up = 0.12 * width * person_size, 0.38 * height * person_size
+            inside = ((u - centre_x) / across) ** 2 + ((v - 0.55 * height) / up) ** 2 < 1
             body = cv2.remap(panorama, u + 3.0 * t + 1000, v + 700, cv2.INTER_LINEAR, borderMode=cv2.BORDER_WRAP)
             gray[inside], background = body[inside], ~inside
         gray += cv2.randn(np.empty_like(gray), 0.0, noise)

@@ -49,13 +49,13 @@ def pattern_frame(i: int, frames: int, width: int, height: int, pattern: str = "
 
 
 def make_video(path, *, frames: int = 24, size: tuple[int, int] = (320, 240), fps: float = 24, audio: bool = True,
-               codec: str = "h264", vfr: bool = False, pattern: str = "moving", faststart: bool = False,
+               codec: str = "h264", vfr: bool = False, pattern="moving", faststart: bool = False,
                rotation: int = 0) -> Path:
     """Write a clip of `frames` frames of `size` (w, h) and return its path.
 
     vfr=True stamps the frames with irregular times (see vfr_times) in a 1/1000 s time base. faststart=True puts
     the mp4 index first (so a truncated copy still opens). rotation sets the display matrix (counter-clockwise
-    degrees, as `VideoFrame.rotation` reads it back).
+    degrees, as `VideoFrame.rotation` reads it back). `pattern`: a pattern_frame name, or frame i's RGB as a function.
     """
     path = Path(path)
     fmt, encoder, pix_fmt, audio_encoder = _CODECS[codec]
@@ -80,7 +80,8 @@ def make_video(path, *, frames: int = 24, size: tuple[int, int] = (320, 240), fp
         if audio:
             astream = out.add_stream(audio_encoder, rate=AUDIO_RATE, layout="mono")
         for i in range(frames):
-            frame = av.VideoFrame.from_ndarray(pattern_frame(i, frames, width, height, pattern), format="rgb24")
+            picture = pattern(i) if callable(pattern) else pattern_frame(i, frames, width, height, pattern)
+            frame = av.VideoFrame.from_ndarray(picture, format="rgb24")
             frame.pts, frame.time_base = ticks[i], time_base
             out.mux(video.encode(frame))
         out.mux(video.encode())

@@ -15,10 +15,12 @@ and their `camera` and `contacts` filled in at the end, once the clip's fit has 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
+from ..pose.camera_rotation import CameraRotation, RotationTracker, describe
 from ..pose.motion import MIN_TRACK_FRAMES, MotionRecorder
 from ..pose.world import find_world
 from ..util import atomic_write
@@ -40,6 +42,24 @@ def person_document(person: dict) -> dict:
     points = np.asarray(person["points"], np.float64)
     return {"track_id": person["track_id"], "keypoints": _values(points, DECIMALS),
             "scores": _values(person["scores"], 4), "measured": np.asarray(person["measured"], np.int8).tolist()}
+
+
+def _focal(keypoints_2d: np.ndarray, lifted, image_size) -> float | None:
+    """The pointmap's focal length (pixels) from a frame's lifted keypoints and their pixels, the principal point
+    at the image's centre: the median over keypoints off the centre of (u - c) . (x, y) / z over |(x, y) / z|^2."""
+    points = np.asarray(lifted.points, np.float64)
+    pixels = np.asarray(keypoints_2d, np.float64)[..., :2]
+    if points.shape[:2] != pixels.shape[:2]:
+        return None
+    ok = np.asarray(lifted.available, bool) & np.isfinite(points).all(-1) & np.isfinite(pixels).all(-1)
+    ok[ok] = points[ok][:, 2] > 0.1
+    slope = points[ok][:, :2] / points[ok][:, 2:]
+    off = pixels[ok] - (np.array(image_size[::-1], np.float64) - 1) / 2
+    spread = (slope ** 2).sum(1)
+    far = spread > 0.05 ** 2  # a keypoint this far off the centre (3 degrees) gives the focal
+    if far.sum() < 5:
+        return None
+    return float(np.median((off * slope).sum(1)[far] / spread[far]))
 
 
 def chosen_people(text) -> frozenset[int] | None:
@@ -72,6 +92,8 @@ class MotionVideoExport:
         self._unlifted = 0  # frames with people but no lift at all (the pointmap model not run)
         self.fitted: list = []  # after close: each exported person's TrackMotion (the Rerun recording reads them)
         self.world = None  # after close: the World the feet gave (pose/world.py), or None
+        self.turning = RotationTracker()  # the camera's own turning: the segmentation's background, else outside boxes
+        self._focals: list[float] = []  # each frame's focal length (pixels) from its lifted keypoints
 
     @property
     def path(self) -> Path:
@@ -83,6 +105,11 @@ class MotionVideoExport:
             self._unlifted += 1
         keypoints = result.keypoints if lifted is not None and lifted.num_people == result.num_people else None
         people = self.recorder.add(time, lifted, keypoints)
+        if frame is not None:
+            self.turning.add(frame, background=getattr(lifted, "background", None), boxes=result.boxes)
+            focal = _focal(keypoints, lifted, result.image_size) if keypoints is not None else None
+            if focal is not None:
+                self._focals.append(focal)
         self.lines.add({"frame": int(index), "time": round(float(time), 6),
                         "people": [person_document(p) for p in people]})
 
@@ -91,10 +118,21 @@ class MotionVideoExport:
         files = [self.lines.path]
         solved = []
         tracks = self.recorder.tracks(self.fit_start)
+        turn = self._camera_turn()
+        if turn is not None and turn.turned:
+            tracks = [replace(t, points=np.einsum("tij,tkj->tki", turn.to_first, t.points).astype(np.float32))
+                      for t in tracks]  # each frame's points in the first frame's camera: the camera's turn taken out
         world, why = find_world([t.points for t in tracks], self.fps, [t.present for t in tracks]) if tracks else (
             None, "")
-        if world is not None:  # the second pass: the feet on that floor, held where planted
+        if world is not None and not (turn is not None and turn.turned):
+            # the second pass: the feet on that floor, held where planted (its observations are each frame's
+            # camera's: a still camera's only)
             tracks = self.recorder.on_floor(tracks, world)
+        if world is not None and turn is not None and turn.to_first is not None:
+            world = replace(world, turns=turn.to_first if turn.turned else None, turning="still" if turn.still else
+                            describe(world.rotation @ turn.to_first, np.array([0.0, 1.0, 0.0])))
+        elif turn is not None and (world is None or turn.to_first is None):
+            self.notes.append(f"3D motion: {turn.note}" + (" (taken out of the files)." if turn.turned else "."))
         self._fill_in(world, tracks)
         self.world = world
         if self.people is not None:
@@ -149,18 +187,27 @@ class MotionVideoExport:
             for track in tracks:  # the fit's: the spans its second pass held on the floor
                 found = world.contacts(track.points, self.fps) if track.contacts is None else track.contacts
                 contacts[track.track_id] = np.where(track.present[:, None], found, False).astype(int).tolist()
-        camera = None if world is None else {"rotation": _values(world.rotation, DECIMALS),
-                                             "position": _values(world.camera_position, DECIMALS)}
+        position = None if world is None else _values(world.camera_position, DECIMALS)
+        rotations = None if world is None else world.camera_rotations(len(self.recorder.times))
         path = self.lines.path
         with open(path, encoding="utf-8") as lines, atomic_write(path) as partial, \
                 open(partial, "w", encoding="utf-8") as out:
             for number, line in enumerate(lines):
                 document = json.loads(line)
+                camera = None if world is None else {
+                    "rotation": _values(rotations[min(number, len(rotations) - 1)], DECIMALS), "position": position}
                 document = {"frame": document["frame"], "time": document["time"], "camera": camera,
                             "people": [{**person, "contacts": contacts[person["track_id"]][number]
                                         if person["track_id"] in contacts else None}
                                        for person in document["people"]]}
                 out.write(json.dumps(document, allow_nan=False, separators=(",", ":")) + "\n")
+
+    def _camera_turn(self) -> CameraRotation | None:
+        """The camera's rotation per frame (None where not every frame came with its picture, or no focal length:
+        nobody lifted)."""
+        if len(self.turning.links) != len(self.recorder.times) or not self._focals:
+            return None
+        return self.turning.solve(float(np.median(self._focals)))
 
     def abort(self) -> None:
         self.lines.abort()

@@ -6,7 +6,8 @@ colours, so viewers draw the skeleton. One animation per person (`track_<id>`): 
 a translation channel for the root, one keyframe per processed video frame (times in seconds, from the video).
 glTF's frame is the skeleton's: Y up, metres, facing +Z. With the world the feet gave (pose/world.py) it also
 holds `floor` (a grey disc at Y = 0 under the people, FLOOR_MARGIN beyond the ground they cover) and `camera` (a
-small pyramid at the camera's place, pointing where it looks). Written as GLB directly (JSON + one binary buffer).
+small pyramid at the camera's place, pointing where it looks; a turning camera's node turns in every animation).
+Written as GLB directly (JSON + one binary buffer).
 The scene's `extras.animated_bounds` ({"min", "max"}) is the box the skeletons fill while the first animation
 plays: a viewer frames on it (the file's static bounds hold the first frame only; a walk leaves them).
 """
@@ -194,6 +195,12 @@ def glb_bytes(people: list[tuple[int, SolvedMotion]], times: np.ndarray, world=N
         roots.append(len(nodes) - 1)
     if world is not None:
         extra_nodes, extra_meshes = _world_nodes(buffer, people, world, material_of, len(meshes))
+        if world.turns is not None:  # a turning camera: its node turns in every person's animation
+            turned = buffer.add(continuous(quaternions(world.camera_rotations(len(times)))).astype(np.float32), "VEC4")
+            for animation in animations:
+                animation["samplers"].append({"input": time_accessor, "output": turned, "interpolation": "LINEAR"})
+                animation["channels"].append({"sampler": len(animation["samplers"]) - 1,
+                                              "target": {"node": len(nodes) + 1, "path": "rotation"}})
         meshes += extra_meshes
         roots += list(range(len(nodes), len(nodes) + len(extra_nodes)))
         nodes += extra_nodes

@@ -221,15 +221,24 @@ class VideoRecording:
 
         rr = self.rr
         tracks, world = getattr(motion, "fitted", []), getattr(motion, "world", None)
-        if world is not None:  # the floor's frame: Y up, the floor at Y = 0 (the 3D view's grid), the camera placed
-            self.rec.log("world", rr.ViewCoordinates.RIGHT_HAND_Y_UP, static=True)
-            for camera in (layout.CAMERA, layout.MAPS):
-                self.rec.log(camera, rr.Transform3D(translation=world.camera_position, mat3x3=world.rotation),
-                             static=True)
-        place = world.to_world if world is not None else np.asarray
         frames = self._frames[:len(motion.recorder.times)]
         indices = np.array([i for i, _ in frames])
         times = np.array([t for _, t in frames], np.float64)
+        if world is not None:  # the floor's frame: Y up, the floor at Y = 0 (the 3D view's grid), the camera placed
+            self.rec.log("world", rr.ViewCoordinates.RIGHT_HAND_Y_UP, static=True)
+            turning = getattr(world, "turns", None) is not None and len(frames)
+            for camera in (layout.CAMERA, layout.MAPS):
+                if not turning:
+                    self.rec.log(camera, rr.Transform3D(translation=world.camera_position, mat3x3=world.rotation),
+                                 static=True)
+                    continue
+                turns = world.camera_rotations(len(frames))  # a turning camera: each frame's rotation
+                self.rec.send_columns(camera, indexes=[rr.TimeColumn("time", duration=times),
+                                                       rr.TimeColumn("frame", sequence=indices)],
+                                      columns=rr.Transform3D.columns(
+                                          translation=np.repeat(world.camera_position[None], len(turns), 0),
+                                          mat3x3=turns))
+        place = world.to_world if world is not None else np.asarray
         for track in tracks:
             self._send_skeleton(track, place, times[track.present[: len(frames)]],
                                 indices[track.present[: len(frames)]])

@@ -32,12 +32,13 @@ MIN_TRACKS = 40  # fewer followed corners and a new keyframe is taken
 MIN_PAIRS = 12  # fewer and a frame is not related to its keyframe (it holds the last rotation)
 FB_ERROR = 0.5  # work pixels: a corner tracked forwards and back this far from where it began is dropped
 EDGE = 5  # work pixels: the background mask shrunk by this much (no corner on a person's edge)
+BOX_MARGIN = 0.1  # a person's box widened by this share of its size each way (a detector's box hugs the body)
 INLIER_PX = 1.0  # work pixels: a corner this near the rotation's prediction agrees with it
 MIN_INLIERS = 0.7  # fraction of a frame's corners that agree with its rotation
 MAX_BAD = 0.1  # fraction of the frames allowed below MIN_INLIERS, or held for want of corners
 STILL_DEGREES = 0.2  # no frame turned further than this from the first: a still camera
-HYPOTHESES = 64  # RANSAC draws of two bearing pairs
-LK = {"winSize": (15, 15), "maxLevel": 3, "criteria": (cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 20, 0.03)}
+HYPOTHESES = 32  # RANSAC draws of two bearing pairs (at 30 % outliers all miss once in 10^9)
+LK = {"winSize": (11, 11), "maxLevel": 3, "criteria": (cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 20, 0.03)}
 
 
 @dataclass(frozen=True)
@@ -63,8 +64,8 @@ class RotationTracker:
         self._key = (0, np.zeros((0, 2), np.float32), np.zeros((0, 2), np.float32), 0)  # index, there, here, count
 
     def add(self, frame: np.ndarray, background: np.ndarray | None = None, boxes: np.ndarray | None = None) -> None:
-        """One frame (H, W, 3) RGB or (H, W) gray; `background` (H, W) bool where the segmentation saw no person,
-        else `boxes` (N, 4) x1 y1 x2 y2, the people's, left out; neither: the whole frame."""
+        """One frame (H, W, 3) RGB or (H, W) gray; `background` bool where the segmentation saw no person (the
+        frame's shape, at any size), else `boxes` (N, 4) x1 y1 x2 y2, the people's, left out; neither: the whole frame."""
         frame = np.asarray(frame)
         if self.size is None:
             self.size = frame.shape[:2]
@@ -106,13 +107,15 @@ class RotationTracker:
         if background is not None:
             keep = np.asarray(background)
             keep = keep.view(np.uint8) if keep.dtype == bool else (keep > 0).astype(np.uint8)
-            if keep.shape != tuple(self.size):
-                raise ValueError(f"background {keep.shape} differs from the frame's {self.size}")
+            if keep.ndim != 2 or abs(keep.shape[0] * self.size[1] / (keep.shape[1] * self.size[0]) - 1) > 0.02:
+                raise ValueError(f"background {keep.shape} is not the shape of the frame's {self.size}")
             keep = cv2.resize(keep, self.work[::-1], interpolation=cv2.INTER_NEAREST)
         else:
             keep = np.ones(self.work, np.uint8)
             scale = self.work[1] / self.size[1]
             for x1, y1, x2, y2 in np.asarray(boxes, np.float64).reshape(-1, 4) * scale:
+                x1, x2 = x1 - BOX_MARGIN * (x2 - x1), x2 + BOX_MARGIN * (x2 - x1)
+                y1, y2 = y1 - BOX_MARGIN * (y2 - y1), y2 + BOX_MARGIN * (y2 - y1)
                 keep[max(0, int(y1)):max(0, int(np.ceil(y2)) + 1), max(0, int(x1)):max(0, int(np.ceil(x2)) + 1)] = 0
         keep = cv2.erode(keep, np.ones((2 * EDGE + 1, 2 * EDGE + 1), np.uint8))
         return keep * np.uint8(255)
@@ -147,18 +150,16 @@ class RotationTracker:
         to_first = np.transpose(to_camera, (0, 2, 1))
         if held > MAX_BAD * frames:
             return CameraRotation(None, False, f"camera's turning not found: {held} of {frames} frames kept fewer "
-                                  f"than {MIN_PAIRS} background corners to follow (too little background or texture); "
-                                  "a still camera assumed", inliers)
+                                  f"than {MIN_PAIRS} background corners to follow (too little background or texture, "
+                                  "or a turn too fast to follow); a still camera assumed", inliers)
         bad = int((inliers[1:] < MIN_INLIERS).sum()) + held
         if bad > MAX_BAD * frames:
             return CameraRotation(None, False, f"camera's turning not found: the background does not move as a turning "
-                                  f"camera's on {bad} of {frames} frames (a camera carried along, or a moving scene); a "
+                                  f"camera's on {bad} of {frames} frames (a camera carried along, a zoom, or a moving scene); a "
                                   "still camera assumed", inliers)
-        angles = rotation_degrees(to_first)
-        if angles.max() < STILL_DEGREES:
+        if rotation_degrees(to_first).max() < STILL_DEGREES:
             return CameraRotation(np.repeat(np.eye(3)[None], frames, 0), True, "camera still", inliers)
-        return CameraRotation(to_first, False, f"camera turned up to {angles.max():.0f} degrees from its first view",
-                              inliers)
+        return CameraRotation(to_first, False, f"camera {describe(to_first, np.array([0.0, -1.0, 0.0]))}", inliers)
 
 
 def _bearings(points: np.ndarray, focal: float, centre: np.ndarray) -> np.ndarray:
@@ -187,6 +188,30 @@ def fit_rotation(a: np.ndarray, b: np.ndarray, threshold: float, rng) -> tuple[n
             break
         turn = kabsch(b[near].T @ a[near])
     return turn, float((np.linalg.norm(b - a @ turn.T, axis=1) < threshold).mean())
+
+
+def describe(to_world: np.ndarray, up: np.ndarray) -> str:
+    """How (T, 3, 3) camera -> world rotations turned from the first, about `up` (the world's): "panned 35 degrees
+    to the right", "tilted 10 degrees down", "rolled 5 degrees clockwise" (the largest of each, those of a degree
+    or more, joined), or "turned up to 0.6 degrees" (a small shake)."""
+    forward, right = to_world[:, :, 2], to_world[0, :, 0]
+    flat = forward - (forward @ up)[:, None] * up
+    ahead, aside = flat[0] / np.linalg.norm(flat[0]), right - (right @ up) * up
+    aside /= np.linalg.norm(aside)
+    pan = np.degrees(np.arctan2(flat @ aside, flat @ ahead))
+    tilt = np.degrees(np.arcsin(np.clip(forward @ up, -1, 1)))
+    roll = -np.degrees(np.arcsin(np.clip(to_world[:, :, 0] @ up, -1, 1)))  # the image's x dipping: clockwise
+    parts = []
+    for angle, (verb, more, less) in ((pan, ("panned", "to the right", "to the left")), (tilt - tilt[0], (
+            "tilted", "up", "down")), (roll - roll[0], ("rolled", "clockwise", "anticlockwise"))):
+        largest = angle[np.abs(angle).argmax()]
+        if abs(largest) >= 1:
+            parts.append(f"{verb} {abs(largest):.0f} degree{'' if round(abs(largest)) == 1 else 's'} "
+                         f"{more if largest > 0 else less}")
+    first = np.transpose(to_world[:1], (0, 2, 1))
+    if not parts:
+        return f"turned up to {rotation_degrees(first @ to_world).max():.1f} degrees"
+    return " and ".join([", ".join(parts[:-1]), parts[-1]] if len(parts) > 1 else parts)
 
 
 def rotation_degrees(rotations: np.ndarray) -> np.ndarray:

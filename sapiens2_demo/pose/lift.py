@@ -41,6 +41,9 @@ class Pose3DResult:
     # (N, K, 3) where a keypoint was dropped as covered by someone in front: the point read there, which lies on
     # the keypoint's ray (its depth is the cover's); NaN elsewhere. The mocap path places it along that ray.
     covered: np.ndarray | None = None
+    # (h, w) bool where the body-part segmentation saw nobody, at most camera_rotation.WORK_WIDTH across (the host
+    # road sets it; the device road keeps the labels there): the mocap export reads the camera's turn there
+    background: np.ndarray | None = None
 
     @property
     def num_people(self) -> int:

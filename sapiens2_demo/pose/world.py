@@ -44,6 +44,10 @@ class World:
     roll: float  # degrees: the image's horizontal against the floor's (positive: turned clockwise)
     on_floor: int  # planted foot-frames on the floor
     off_floor: int  # planted foot-frames the floor disagrees with (a step, stairs, a fault)
+    # a turning camera (camera_rotation.py): (T, 3, 3) the camera at frame t -> the first frame's camera, whose frame
+    # everything above is in; None: the camera taken as still. `turning` says how it turned ("" not estimated).
+    turns: np.ndarray | None = None
+    turning: str = ""
 
     def to_world(self, points: np.ndarray) -> np.ndarray:
         return (np.asarray(points, np.float64) - self.origin) @ self.rotation.T
@@ -51,6 +55,10 @@ class World:
     @property
     def camera_position(self) -> np.ndarray:
         return self.to_world(np.zeros(3))
+
+    def camera_rotations(self, frames: int) -> np.ndarray:
+        """(T, 3, 3): the camera at each frame -> world."""
+        return self.rotation @ (np.repeat(np.eye(3)[None], frames, 0) if self.turns is None else self.turns[:frames])
 
     def contacts(self, points: np.ndarray, fps: float) -> np.ndarray:
         """(T, 2) bool: each foot (left, right) in contact on a person's (T, K, 3) fitted camera-frame keypoints:
@@ -79,8 +87,9 @@ class World:
         roll = f", rolled {abs(self.roll):.0f} degrees" if round(abs(self.roll)) else ""
         disagree = (f"; {self.off_floor} of {self.on_floor + self.off_floor} planted foot-frames lie off that floor "
                     "(a step or stairs?)" if self.off_floor > 0.2 * (self.on_floor + self.off_floor) else "")
+        turning = f", {self.turning}" if self.turning else " (a still camera assumed)"
         return (f"3D motion: the floor found under {self.on_floor} foot contacts: camera {self.height:.1f} m above "
-                f"it, {tilt}{roll} (a still camera assumed){disagree}; the files are in the world frame (Y up, the "
+                f"it, {tilt}{roll}{turning}{disagree}; the files are in the world frame (Y up, the "
                 "floor at Y = 0, the first person facing +Z).")
 
 

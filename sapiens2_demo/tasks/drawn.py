@@ -3,7 +3,7 @@
 Each frame crosses to the device once as uint8, and is pre-processed, run, post-processed and drawn there;
 only the picture comes back, in one copy for the batch. A video asks for this when its task writes no
 per-frame data (nothing but the picture is wanted). On a CPU a task keeps its numpy/cv2 path unless this one
-measured faster there (`TaskSpec.draw_on_cpu`: matting, 40 against 24 ms a 720p frame, `python -m benchmarks draw`).
+measured faster there (`TaskSpec.draw_on_cpu`: matting, 40 against 24 ms a 720p frame; docs/decisions.md).
 
 draw(frames, manager, size, annotator, **pipeline_options) -> RGB uint8 pictures, one per frame; `annotator`
 is the task's own renderer (its options, read as the host path reads them). Normals and depth steadied over time

@@ -109,6 +109,21 @@ def lift_poses(frames, poses, manager, size, seg_cache=None) -> None:
     _lift(poses, maps, busy)
 
 
+def background_mask(foreground):
+    """(h, w) bool: where the segmentation saw nobody, cut to the camera tracker's width (a few kB a frame)."""
+    import cv2
+    import numpy as np
+
+    from ..pose.camera_rotation import WORK_WIDTH
+
+    foreground = np.asarray(foreground, bool)
+    height, width = foreground.shape
+    if width > WORK_WIDTH:
+        size = (WORK_WIDTH, max(1, round(height * WORK_WIDTH / width)))
+        foreground = cv2.resize(foreground.view(np.uint8), size, interpolation=cv2.INTER_NEAREST) > 0
+    return ~foreground
+
+
 def _lift(poses, maps, which) -> None:
     """poses[i].lifted from maps[k] for the k-th i of `which` with people; an empty Pose3DResult for the others."""
     from ..pose.lift import lift_keypoints, nobody_lifted
@@ -116,6 +131,8 @@ def _lift(poses, maps, which) -> None:
     for i, pointmap in zip(which, maps):
         if poses[i].num_people:
             poses[i].lifted = lift_keypoints(poses[i], pointmap)
+            if getattr(pointmap, "mask", None) is not None:
+                poses[i].lifted.background = background_mask(pointmap.mask)
     for pose in poses:
         if pose.lifted is None:
             pose.lifted = nobody_lifted()

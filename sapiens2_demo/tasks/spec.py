@@ -86,7 +86,7 @@ class TaskSpec:
     # share), or None: then a task that follows frames runs its batches one after the other. In a local video
     # (gpu.stream) the next chunk's runs in the pipeline's worker thread, beside this chunk's batches
     prepare: Callable | None = None
-    draw_on_cpu: bool = False  # use `draw` on a CPU too: it measured faster there (`python -m benchmarks draw`)
+    draw_on_cpu: bool = False  # use `draw` on a CPU too: it measured faster there (docs/decisions.md)
     # an image request without raw data runs it with coded_maps=True: its maps cross from the device at their
     # files' bits (results.CodedMap), not as float32
     coded_maps: bool = False

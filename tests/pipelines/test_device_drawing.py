@@ -151,7 +151,7 @@ def test_a_live_frame_is_drawn_on_the_device(person_image, manager, on_device, m
 
 
 def test_matting_video_is_drawn_with_torch_on_a_cpu_too(clip, key, tmp_path, monkeypatch):
-    """TaskSpec.draw_on_cpu: matting's drawing path measured faster on a CPU (`python -m benchmarks draw`)."""
+    """TaskSpec.draw_on_cpu: matting's drawing path measured faster on a CPU (docs/decisions.md, the GPU road)."""
     from sapiens2_demo.render import matting
 
     calls = []

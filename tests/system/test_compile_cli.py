@@ -6,7 +6,7 @@
    model in all), the warm launch finds its artefacts in the cache (it writes no new compiled code), and the
    outputs equal --compile off's: body-part labels on >= 99.9 % of pixels; keypoints within 0.05 px wherever
    they are well-defined (the same crop, a unique peak, a well-conditioned sub-pixel step:
-   benchmarks/batch.pose_parity, from the pose maps recorded in this process), heatmaps of the same
+   tests/compile_parity.pose_parity, from the pose maps recorded in this process), heatmaps of the same
    crops within 1e-4 of their range.
    The wall-time target (warm <= 0.5x cold) is a figure: `python -m benchmarks compile` prints it.
 2. The compiled models against the eager ones in this process: within 1e-4 relative at batch 1, 3 and 20,
@@ -18,7 +18,7 @@ Slow: the cold launch compiles for 30-60 s on a 2-core CPU; the module takes 2-4
 import pytest
 import torch
 
-from benchmarks.batch import compare, make_inputs, pose_parity, record_pose, run_cli
+from tests.compile_parity import compare, make_inputs, pose_parity, record_pose, run_cli
 
 pytestmark = pytest.mark.slow
 

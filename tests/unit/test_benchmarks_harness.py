@@ -62,6 +62,17 @@ def test_every_benchmark_in_the_registry_can_be_found():
         assert callable(getattr(importlib.import_module(f"benchmarks.{module}"), function)), name
 
 
+def test_fresh_pictures_decode_to_a_new_image_each_time(tmp_path):
+    """No cache may answer a fresh picture: a one-pixel change vanished in the JPEG's rounding."""
+    import cv2
+    import numpy as np
+
+    pictures = harness.Pictures(tmp_path, fresh=True)
+    decoded = [cv2.imread(pictures()) for _ in range(3)]
+    assert not any(np.array_equal(a, b) for i, a in enumerate(decoded) for b in decoded[i + 1:])
+    assert harness.Pictures(tmp_path).__call__() == pictures.path  # not fresh: the one picture
+
+
 def test_checkpoints_given_to_a_benchmark_are_never_overwritten_by_tiny_ones(tmp_path):
     given = tmp_path / "sapiens2-seg-0.4b"
     given.mkdir()
@@ -69,3 +80,20 @@ def test_checkpoints_given_to_a_benchmark_are_never_overwritten_by_tiny_ones(tmp
     assert harness.tiny_checkpoints(tmp_path) == tmp_path
     assert (given / "model.safetensors").read_bytes() == b"full-size weights"
     assert sorted(path.name for path in tmp_path.iterdir()) == ["sapiens2-seg-0.4b", "yolov8n-random.pt"]
+
+
+def test_the_compile_benchmark_compares_the_float32_road_the_test_holds(tmp_path, monkeypatch):
+    """On a CPU with native bf16 the default road is bf16, whose keypoints move further than the targets allow."""
+    from benchmarks import batch
+    from tests import compile_parity
+
+    given = []
+    launch = compile_parity.Launch(1.0, 0, 0, "", tmp_path)
+    monkeypatch.setattr(compile_parity, "make_inputs", lambda folder: folder)
+    monkeypatch.setattr(compile_parity, "run_cli", lambda *a, **k: given.append(k.get("dtype")) or launch)
+    monkeypatch.setattr(compile_parity, "record_pose", lambda *a: given.append(a[6]) or [])
+    monkeypatch.setattr(compile_parity, "compare", lambda *a: {})
+    monkeypatch.setattr(compile_parity, "pose_parity", lambda *a: {})
+    with harness.Run("compile", "python -m benchmarks compile", results=tmp_path) as run:
+        batch.compiled_launches(["--checkpoint-dir", str(tmp_path)], run)
+    assert given == ["float32"] * 5

@@ -25,7 +25,7 @@ def test_a_pan_to_the_right_turns_the_view_to_the_right():
     found = frames.estimate(frames.render_turning(frames.pan(48, 30.0), person=False))
     forward = found.to_first[-1] @ [0.0, 0.0, 1.0]  # the last view's direction in the first view's frame
     assert np.degrees(np.arctan2(forward[0], forward[2])) == pytest.approx(30.0, abs=0.5)
-    assert found.note == "camera turned up to 30 degrees from its first view"
+    assert found.note == "camera panned 30 degrees to the right"
 
 
 def test_a_still_camera_is_exactly_still():
@@ -84,3 +84,14 @@ def test_the_benchmark_writes_each_motion_s_figures(tmp_path):
     assert figures["pan 45 degrees"]["per_frame_deg"] <= 1.0 and figures["still"]["still_total_deg"] == 0.0
     assert figures["carried along"]["refused"] and figures["ms_per_frame_720p"] > 0
     assert len(run.tables["camera"]["rows"]) == 7 and (tmp_path / run.path().name).exists()
+
+
+def test_the_turn_is_told_in_words():
+    from sapiens2_demo.pose.camera_rotation import describe
+
+    up = np.array([0.0, -1.0, 0.0])
+    assert describe(frames.pan(10, -35.0), up) == "panned 35 degrees to the left"
+    assert describe(frames.tilt(11, 12.0), up) == "tilted 12 degrees down"
+    assert describe(np.stack([frames.turn(0, 0, 0), frames.turn(0.4, 0.3, 0)]), up) == "turned up to 0.5 degrees"
+    assert describe(np.stack([frames.turn(0, 0, 0), frames.turn(-3, 2, 6)]), up) == (
+        "panned 3 degrees to the left, tilted 2 degrees up and rolled 6 degrees clockwise")

@@ -48,3 +48,27 @@ def test_a_found_floor_puts_the_skeleton_and_the_camera_in_its_frame(tmp_path):
 
     assert np.ravel(lean) == pytest.approx(joint_angles(world.to_world(points), np.arange(FRAMES) / 10.0)
                                            ["trunk_lean_deg"], abs=0.005)  # to the CSV's 0.01
+
+
+def test_a_turning_camera_is_placed_by_each_frame_s_rotation(tmp_path):
+    from dataclasses import replace
+
+    from sapiens2_demo.export.rerun_recording import VideoRecording
+    from tests.camera_frames import pan
+
+    turns = pan(FRAMES, 30.0)
+    world = World(rotation=np.diag([1.0, -1.0, -1.0]), origin=np.array([0.0, 1.0, 0.0]), up=np.array([0.0, -1, 0]),
+                  height=1.0, pitch=0.0, roll=0.0, on_floor=20, off_floor=0)
+    world = replace(world, turns=turns, turning="panned 30 degrees to the right")
+    points = walking_keypoints(FRAMES, 10.0)[:, :70].astype(np.float32)
+    track = TrackMotion(1, points, np.ones((FRAMES, 70), bool), np.ones(FRAMES, bool), 0, np.zeros(70), 10.0)
+    info = SimpleNamespace(path=Path("clip.webm"), width=64, height=48, rotation=0, video_codec="vp9")
+    recording = VideoRecording(tmp_path, video_info=info, fps=10.0, dense=False)
+    for f in range(FRAMES):
+        recording.add(f, f / 10.0, np.zeros((48, 64, 3), np.uint8), {})
+    motion = SimpleNamespace(fitted=[track], world=world, recorder=SimpleNamespace(times=list(np.arange(FRAMES) / 10)))
+    recording.close(motion)
+    logged = column(read_rrd(tmp_path / "recording.rrd")["world/camera"], "Transform3D:mat3x3")
+    assert len(logged) == FRAMES
+    for matrix, turn in zip(logged, turns):  # rerun keeps a 3 x 3 column by column
+        assert np.reshape(matrix, (3, 3)).T == pytest.approx(world.rotation @ turn, abs=1e-5)
