@@ -3,17 +3,21 @@ and four fast moves) through the video job's after-model path, read back from th
 tests run a fast subset against the targets: tests/unit/test_motion_truth.py).
 
     HF_HUB_OFFLINE=1 YOLO_OFFLINE=1 .venv/bin/python benchmarks/bench_motion_truth.py --json motion_truth.json \\
-        [--clips walk run ...] [--fps 24 30 60] [--seed 0] [--before motion_before.json]
+        [--clips walk run ...] [--fps 24 30 60] [--seed 0] [--before motion_before.json] [--oracle] [--seconds S]
     HF_HUB_OFFLINE=1 YOLO_OFFLINE=1 .venv/bin/python benchmarks/bench_motion_truth.py --seeds 0 1 2 3 4 \\
         --json motion_truth_seeds.json
 
 Writes {clip: {"after": M, "after_30fps": M, "after_60fps": M, "camera H m, P down, R rolled": M (--cameras),
 "before": M (from --before, a file this script wrote for an earlier version)}} with M = {mpjpe_mm (noise + faults), mpjpe_noise_mm, mpjpe_clean_mm, heavy_mm
 (heavy-tailed 2D and drifting depth), body_jumps_90, finger_jumps_90, finger_steps, euler_flips, swap_error_mm,
-baseline_error_mm, height_error, id_switches, frames_lost, bone_error_pct, foot_slide_mm, fit_seconds}
+baseline_error_mm, height_error, id_switches, frames_lost, bone_error_pct, foot_slide_mm, fit_seconds, fit_ratio
+(the whole close, fit and files, over the clip's length; the noise + faults run)}
 and, where the files are in the world frame (a floor found: tests/motion_truth.world_figures), world_found (of the
 four runs), gravity_error_deg_<run>, floor_error_mm_<run>, w_mpjpe_mm_<run>, below_floor_pct, world_foot_slide_mm
 (tests/motion_truth.py defines each); prints a table with the targets each row misses, and the world's table.
+With --oracle each M also holds "oracle": the same keys with every fit started from the truth (the same
+observations, the same terms), printed as a "from truth" row under each: every figure read beside what the
+observations allow. --seconds S measures each clip's first S seconds only (a quicker table).
 `python -m benchmarks motion ARGS` runs it through the shared harness (benchmarks/results/motion-<machine>.json).
 With --seeds, once per seed at the first --fps: a row per clip and seed, and the JSON is {clip: {seed: M}}.
 """
@@ -35,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 KEYS = ("mpjpe_mm", "mpjpe_noise_mm", "mpjpe_clean_mm", "heavy_mm", "body_jumps_90", "finger_jumps_90",
         "finger_steps", "euler_flips", "swap_error_mm", "baseline_error_mm", "height_error", "id_switches",
-        "frames_lost", "bone_error_pct", "foot_slide_mm", "fit_seconds", "clip_seconds", "finger_jumps_clean",
+        "frames_lost", "bone_error_pct", "foot_slide_mm", "fit_seconds", "clip_seconds", "fit_ratio", "finger_jumps_clean",
         "body_jumps_clean", "euler_flips_clean", "world_found", "below_floor_pct", "world_foot_slide_mm") + tuple(
     f"{key}_{cond}" for key in ("gravity_error_deg", "floor_error_mm", "w_mpjpe_mm")
     for cond in ("clean", "noise", "faults", "heavy"))
@@ -43,7 +47,7 @@ COUNTS = {"world_found", "body_jumps_90", "finger_jumps_90", "finger_steps", "eu
           "finger_jumps_clean", "body_jumps_clean", "euler_flips_clean"}
 COLUMNS = ("mpjpe_clean_mm", "mpjpe_noise_mm", "mpjpe_mm", "heavy_mm", "bone_error_pct", "foot_slide_mm",
            "body_jumps_90", "euler_flips", "swap_error_mm", "baseline_error_mm", "height_error", "id_switches",
-           "fit_seconds")
+           "fit_ratio")
 TARGETS = ("clean <= 2 mm, noise <= 10, noise + faults <= 12, heavy <= 15, bones <= 5 %, foot slide <= 10 mm, "
            "no body jump / Euler or finger flip on clean input, swap <= 2x baseline, no id switch, height <= 2 %")
 
@@ -80,14 +84,18 @@ def _camera(text: str) -> tuple[float, float, float]:
     return height, pitch, roll
 
 
-def _figures(clip: str, seed: int, fps: float, camera: tuple | None = None) -> dict:
+def _figures(clip: str, seed: int, fps: float, camera: tuple | None = None, seconds: float | None = None,
+             oracle: bool = False) -> dict:
     from tests.motion_clips import LEVEL
     from tests.motion_truth import measure
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        figures = measure(clip, seed=seed, fps=fps, camera=camera or LEVEL)
-    return {k: _plain(k, figures[k]) for k in KEYS if k in figures}
+        figures = measure(clip, seed=seed, fps=fps, camera=camera or LEVEL, seconds=seconds, oracle=oracle)
+    out = {k: _plain(k, figures[k]) for k in KEYS if k in figures}
+    if oracle:
+        out["oracle"] = {k: _plain(k, figures["oracle"][k]) for k in KEYS if k in figures["oracle"]}
+    return out
 
 
 def main(argv=None) -> None:
@@ -102,6 +110,9 @@ def main(argv=None) -> None:
     parser.add_argument("--before", type=Path, help="a JSON this script wrote before: its 'after' rows as 'before'")
     parser.add_argument("--cameras", nargs="+", type=_camera, default=[], metavar="H,PITCH,ROLL",
                         help="also from these still cameras (metres up, degrees down, degrees rolled): the world table")
+    parser.add_argument("--oracle", action="store_true",
+                        help="also each fit started from the truth (what the observations allow), a row under each")
+    parser.add_argument("--seconds", type=float, help="each clip's first SECONDS only")
     parser.add_argument("--fit-time", type=float, metavar="SECONDS",
                         help="only time the fit of one person dancing this long at 30 frames/s (noise), three runs")
     args = parser.parse_args(argv)
@@ -120,12 +131,13 @@ def main(argv=None) -> None:
             rows.append((clip, "before", before[clip]["after"]))
         for fps in args.fps:
             label = "after" if fps == 24 else f"after_{fps:g}fps"
-            results[clip][label] = _figures(clip, args.seed, fps)
-            rows.append((clip, label, results[clip][label]))
+            results[clip][label] = _figures(clip, args.seed, fps, seconds=args.seconds, oracle=args.oracle)
+            rows += _with_oracle(clip, label, results[clip][label])
             print(clip, label, "done", file=sys.stderr, flush=True)
         for camera in args.cameras:
-            results[clip][_camera_label(camera)] = _figures(clip, args.seed, args.fps[0], camera)
-            print(clip, _camera_label(camera), "done", file=sys.stderr, flush=True)
+            label = _camera_label(camera)
+            results[clip][label] = _figures(clip, args.seed, args.fps[0], camera, args.seconds, args.oracle)
+            print(clip, label, "done", file=sys.stderr, flush=True)
     print("| clip | path | " + " | ".join(COLUMNS) + " | targets missed |")
     print("|" + "---|" * (len(COLUMNS) + 3))
     for clip, label, m in rows:
@@ -138,14 +150,19 @@ def main(argv=None) -> None:
     return results
 
 
+def _with_oracle(clip: str, label: str, m: dict) -> list[tuple]:
+    """The table's rows for one run: its own, and beneath it the fit started from the truth where measured."""
+    return [(clip, label, m)] + ([(clip, f"{label} from truth", m["oracle"])] if "oracle" in m else [])
+
+
 def _camera_label(camera: tuple) -> str:
     return f"camera {camera[0]:g} m, {camera[1]:g} down, {camera[2]:g} rolled"
 
 
 def _world_table(results: dict) -> None:
     """Every clip and camera's world figures (rows where the files hold a world frame on some run)."""
-    rows = [(clip, label, m) for clip, runs in results.items() for label, m in runs.items()
-            if label != "before" and "world_found" in m]
+    rows = [row for clip, runs in results.items() for label, m in runs.items() if label != "before"
+            for row in _with_oracle(clip, label, m) if "world_found" in row[2]]
     if not any(m["world_found"] for _, _, m in rows):
         return
     print("\n| clip | camera | floor found (of 4 runs) | gravity deg: clean / noise / faults / heavy | floor mm | "
@@ -158,7 +175,8 @@ def _world_table(results: dict) -> None:
         pairs = (("clean", "mpjpe_clean_mm"), ("noise", "mpjpe_noise_mm"), ("faults", "mpjpe_mm"), ("heavy", "heavy_mm"))
         w = " / ".join(f"{_text(m[f'w_mpjpe_mm_{c}'])} ({_text(m[k])})" if f"w_mpjpe_mm_{c}" in m else "-"
                        for c, k in pairs)
-        print(f"| {clip} | {'level, 1 m' if label.startswith('after') else label[7:]} | {m['world_found']} | {gravity} | "
+        camera = "level, 1 m" + label[5:].replace("after", "") if label.startswith("after") else label[7:]
+        print(f"| {clip} | {camera} | {m['world_found']} | {gravity} | "
               f"{floor} | {w} | {_text(m.get('below_floor_pct', float('nan')))} | "
               f"{_text(m.get('world_foot_slide_mm', float('nan')))} | {', '.join(missed_world(m)) or 'none'} |")
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sapiens2_demo.pose.skeleton3d import CAMERA_TO_SKELETON
+from sapiens2_demo.pose.skeleton3d import BODY_KEYPOINTS, CAMERA_TO_SKELETON
 from sapiens2_demo.results import PoseResult
 from tests.motion_clips import LEVEL, SIZE, Clip, make_clip
 from tests.unit.test_mocap_export import expected_markers, forward_kinematics, read_bvh
@@ -97,9 +97,10 @@ def glb_positions(path: Path, track_id: int) -> dict:
 
 
 
-def run(clip: Clip, folder: Path, **options) -> tuple[list, list[Path], object]:
+def run(clip: Clip, folder: Path, oracle: bool = False, **options) -> tuple[list, list[Path], object]:
     """Feeds the clip to the video job's after-model path; returns per person their track id per frame (None =
-    not detected), the files written and the export (`options` go to MotionVideoExport)."""
+    not detected), the files written and the export (`options` go to MotionVideoExport). `oracle`: each person's
+    fit starts from their true keypoints (the same observations and terms): what the observations allow."""
     from sapiens2_demo.export.mocap_video import MotionVideoExport
     from sapiens2_demo.pose.lift import Pose3DResult, drop_in_front
     from sapiens2_demo.pose.smoothing import KeypointSmoother
@@ -108,8 +109,13 @@ def run(clip: Clip, folder: Path, **options) -> tuple[list, list[Path], object]:
     from sapiens2_demo.pose.tracking import KeypointTracker
 
     tracker, smoother = KeypointTracker(frame_rate=fps), KeypointSmoother()
-    export = MotionVideoExport(folder, fps=fps, **options)
     ids = [[None] * clip.frames for _ in clip.truth]
+
+    def truth_start(track_id, first, last):  # whoever the track followed most: their truth over its frames
+        followed = [who for who in range(len(clip.truth)) if _main_id(ids[who]) == track_id]
+        return clip.truth[followed[0]][first:last, :BODY_KEYPOINTS] if followed else None
+
+    export = MotionVideoExport(folder, fps=fps, fit_start=truth_start if oracle else None, **options)
     for f in range(clip.frames):
         people = [who for who in range(len(clip.truth)) if clip.boxes[who][f] is not None]
         count = len(clip.keypoints[0][f])
@@ -297,22 +303,39 @@ def foot_slide_mm(positions: np.ndarray, names: list, expected: dict, present: n
 
 
 def measure_run(name: str, noise: bool = True, faults: bool = True, seed: int = 0, fps: float = 24.0,
-                heavy: bool = False, seconds: float | None = None, camera: tuple = LEVEL) -> dict:
+                heavy: bool = False, seconds: float | None = None, camera: tuple = LEVEL, oracle: bool = False) -> dict:
     clip = make_clip(name, noise=noise, faults=faults, seed=seed, fps=fps, heavy=heavy, seconds=seconds,
                      camera=camera)
     with tempfile.TemporaryDirectory() as folder:
-        ids, _, export = run(clip, Path(folder))
+        ids, _, export = run(clip, Path(folder), oracle=oracle)
         return {**evaluate(clip, ids, Path(folder)), "fit_seconds": export.close_seconds,
                 "clip_seconds": clip.frames / clip.fps}
 
 
-def measure(name: str, seed: int = 0, fps: float = 24.0, camera: tuple = LEVEL) -> dict:
+CONDITIONS = ("faults", "clean", "noise", "heavy")
+
+
+def measure(name: str, seed: int = 0, fps: float = 24.0, camera: tuple = LEVEL, seconds: float | None = None,
+            oracle: bool = False) -> dict:
     """The clip's metrics: everything under noise and faults, plus the clean, noise-only and heavy error model's
     MPJPE (`mpjpe_clean_mm`, `mpjpe_noise_mm`, `heavy_mm`); `bone_error_pct` and `foot_slide_mm` are the worst of
-    the four runs, `fit_seconds` the noise + faults run's (the export's close: the fit, the skeleton, the files)."""
+    the four runs, `fit_seconds` the noise + faults run's (the export's close: the fit, the skeleton, the files),
+    `fit_ratio` it over the clip's length. `seconds`: the clip's first ones only. `oracle`: also "oracle", the same
+    metrics with each fit started from the truth (the same observations and terms: what they allow)."""
     runs = {cond: measure_run(name, noise=cond != "clean", faults=cond == "faults", seed=seed, fps=fps,
-                              heavy=cond == "heavy", camera=camera) for cond in ("faults", "clean", "noise", "heavy")}
+                              heavy=cond == "heavy", camera=camera, seconds=seconds) for cond in CONDITIONS}
+    result = _summary(runs)
+    if oracle:
+        result["oracle"] = _summary({cond: measure_run(name, noise=cond != "clean", faults=cond == "faults",
+                                                       seed=seed, fps=fps, heavy=cond == "heavy", camera=camera,
+                                                       seconds=seconds, oracle=True) for cond in CONDITIONS})
+    return result
+
+
+def _summary(runs: dict) -> dict:
+    """One clip's figures from its four runs (see `measure`)."""
     result = dict(runs["faults"])
+    result["fit_ratio"] = result["fit_seconds"] / result["clip_seconds"]
     result.update(mpjpe_clean_mm=runs["clean"]["mpjpe_mm"], finger_jumps_clean=runs["clean"]["finger_jumps_90"],
                   body_jumps_clean=runs["clean"]["body_jumps_90"], euler_flips_clean=runs["clean"]["euler_flips"],
                   mpjpe_noise_mm=runs["noise"]["mpjpe_mm"], heavy_mm=runs["heavy"]["mpjpe_mm"],

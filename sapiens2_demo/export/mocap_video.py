@@ -77,12 +77,14 @@ def chosen_people(text) -> frozenset[int] | None:
 class MotionVideoExport:
     """add(index, time, pose_result) per processed frame (a PoseResult with `lifted` and `track_ids`), then close()
     -> the files written, or abort(). `notes` says what was written, for whom, and what was filled.
-    `motion_people` ("1, 3"; empty: everyone) limits the BVH files and motion.glb to those track ids."""
+    `motion_people` ("1, 3"; empty: everyone) limits the BVH files and motion.glb to those track ids.
+    `fit_start` (the harness's oracle: see MotionRecorder.tracks) starts each person's fit where it says."""
 
     def __init__(self, folder: Path, *, fps: float, smoothing: bool = True, min_cutoff: float | None = None,
-                 beta: float | None = None, tracking: bool = True, motion_people: str = "", **_):
+                 beta: float | None = None, tracking: bool = True, motion_people: str = "", fit_start=None, **_):
         self.folder, self.fps, self.tracking = Path(folder), float(fps), tracking
         self.people = chosen_people(motion_people)
+        self.fit_start = fit_start
         self.lines = JsonLinesWriter(self.folder / "pose_3d.jsonl")
         self.recorder = MotionRecorder(smoothing=smoothing, min_cutoff=min_cutoff, beta=beta)
         self.notes: list[str] = []
@@ -115,13 +117,17 @@ class MotionVideoExport:
         self.lines.close()
         files = [self.lines.path]
         solved = []
-        tracks = self.recorder.tracks()
+        tracks = self.recorder.tracks(self.fit_start)
         turn = self._camera_turn()
         if turn is not None and turn.turned:
             tracks = [replace(t, points=np.einsum("tij,tkj->tki", turn.to_first, t.points).astype(np.float32))
                       for t in tracks]  # each frame's points in the first frame's camera: the camera's turn taken out
         world, why = find_world([t.points for t in tracks], self.fps, [t.present for t in tracks]) if tracks else (
             None, "")
+        if world is not None and not (turn is not None and turn.turned):
+            # the second pass: the feet on that floor, held where planted (its observations are each frame's
+            # camera's: a still camera's only)
+            tracks = self.recorder.on_floor(tracks, world)
         if world is not None and turn is not None and turn.to_first is not None:
             world = replace(world, turns=turn.to_first if turn.turned else None, turning="still" if turn.still else
                             describe(world.rotation @ turn.to_first, np.array([0.0, 1.0, 0.0])))
@@ -178,8 +184,8 @@ class MotionVideoExport:
         written again (atomically, line by line)."""
         contacts = {}
         if world is not None:
-            for track in tracks:
-                found = world.contacts(track.points, self.fps)
+            for track in tracks:  # the fit's: the spans its second pass held on the floor
+                found = world.contacts(track.points, self.fps) if track.contacts is None else track.contacts
                 contacts[track.track_id] = np.where(track.present[:, None], found, False).astype(int).tolist()
         position = None if world is None else _values(world.camera_position, DECIMALS)
         rotations = None if world is None else world.camera_rotations(len(self.recorder.times))

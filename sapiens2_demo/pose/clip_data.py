@@ -40,13 +40,11 @@ def unswapped(points: np.ndarray, seen: np.ndarray, flip: np.ndarray) -> np.ndar
     return np.nan_to_num(exchanged) < SWAP_GAIN * np.nan_to_num(own)
 
 
-def median_filled(points: np.ndarray, seen: np.ndarray) -> np.ndarray:
-    """(T, K, 3) the seen samples, a single-frame fault replaced by the median over 5 frames, every keypoint
-    interpolated through its gaps relative to the mid-hip point (held past its first and last frames). A fault is
-    a sample far from every guess the frames around make of it (their median, the mean of the two beside it, each
-    side's two carried on at their speed): far from the median alone is also a fast limb."""
-    frames = len(points)
-    raw = np.where(seen[..., None], points, np.nan)
+def _miss(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(median, miss) for (T, K, 3) samples (NaN = none): each one's 5-frame median, and its distance from the
+    nearest guess the frames around make of it (the median, the mean of the two beside it, each side's two carried
+    on at their speed)."""
+    frames = len(raw)
     padded = np.concatenate([np.full((2,) + raw.shape[1:], np.nan), raw, np.full((2,) + raw.shape[1:], np.nan)])
     windows = np.stack([padded[i:i + frames] for i in range(5)])  # frames f - 2 .. f + 2
     guesses = np.stack([(windows[1] + windows[3]) / 2, 2 * windows[1] - windows[0], 2 * windows[3] - windows[4]])
@@ -54,7 +52,26 @@ def median_filled(points: np.ndarray, seen: np.ndarray) -> np.ndarray:
         warnings.simplefilter("ignore", RuntimeWarning)
         median = np.nanmedian(windows, axis=0)
         miss = np.nanmin(np.linalg.norm(np.concatenate([guesses, median[None]]) - raw, axis=-1), axis=0)
-    far = np.nan_to_num(miss) > INIT_OUTLIER_M  # a fault: the median instead
+    return median, np.nan_to_num(miss)
+
+
+def median_filled(points: np.ndarray, seen: np.ndarray, parents: list[tuple[int, int]] = ()) -> np.ndarray:
+    """(T, K, 3) the seen samples, a single-frame fault replaced by the median over 5 frames, every keypoint
+    interpolated through its gaps relative to the mid-hip point (held past its first and last frames). A fault is
+    a sample far from every guess the frames around make of it (their median, the mean of the two beside it, each
+    side's two carried on at their speed): far from the median alone is also a fast limb. `parents` ((child,
+    parent) columns, parents first: the body's tree) also takes a sample whose place relative to its parent's is
+    near those guesses of it, where the parent's was taken: at a flip's top the hands swing 50-65 cm a frame, the
+    fingers about the wrist 14 cm, and clean fingers were taken for faults there."""
+    frames = len(points)
+    raw = np.where(seen[..., None], points, np.nan)
+    median, miss = _miss(raw)
+    far = miss > INIT_OUTLIER_M  # a fault: the median instead
+    if parents:
+        child, parent = (np.asarray(c, np.int64) for c in zip(*parents))
+        relative_miss = _miss(raw[:, child] - raw[:, parent])[1]
+        for i, (c, p) in enumerate(parents):
+            far[:, c] &= ~((relative_miss[:, i] <= INIT_OUTLIER_M) & ~far[:, p] & seen[:, p])
     filtered = np.where(seen[..., None], np.where(far[..., None], median, raw), np.nan)
     index, t = name_index(), np.arange(frames)
 

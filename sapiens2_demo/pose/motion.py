@@ -16,11 +16,11 @@ they leave hold their first/last pose. Fingers whose 2D keypoints stray more tha
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .clip_fit import fit_clip
+from .clip_fit import fit_clip, fit_on_floor
 from .skeleton3d import BODY_KEYPOINTS, CAMERA_TO_SKELETON, SolvedMotion, hand_keypoints, solve
 from .smoothing import MAX_AGE_S, OneEuroFilter
 from .world import World
@@ -51,6 +51,7 @@ class TrackMotion:
     failed: int  # frames where the person was tracked but not one body keypoint was lifted
     noise: np.ndarray  # (70,) metres: each keypoint's median 2D distance from the fit, at its depth
     fps: float = 24.0  # the clip's frame rate
+    contacts: np.ndarray | None = None  # (T, 2) bool: each foot (left, right) held on the floor by the fit; None: no floor
 
     def solve(self, world: World | None = None) -> SolvedMotion:
         """The skeleton in the world's frame (world.py), or the camera's turned Y up where no floor was found; hands
@@ -126,38 +127,74 @@ class MotionRecorder:
                                                     float(time))
         return track
 
-    def tracks(self) -> list[TrackMotion]:
+    def tracks(self, fit_start=None) -> list[TrackMotion]:
         """Every track seen on at least MIN_TRACK_FRAMES frames, fitted over the whole video (see the module
-        docstring). A track whose hips or neck were never lifted is left out."""
+        docstring). A track whose hips or neck were never lifted is left out. `fit_start(track_id, first, last)`,
+        where given, returns where that track's fit over frames first..last - 1 starts ((frames, 70, 3) camera
+        frame, or None: from its lifted points): the harness's oracle, the fit started from the truth."""
         total = len(self.times)
         found = []
         for track_id, track in sorted(self._tracks.items()):
             if len(track.rows) < MIN_TRACK_FRAMES:
                 continue
-            rows = np.asarray(sorted(track.rows))
-            first, last = int(rows[0]), int(rows[-1]) + 1
-            span = last - first
-            points = np.full((span, BODY_KEYPOINTS, 3), np.nan)
-            rays = np.full_like(points, np.nan)
-            scores = np.zeros((span, BODY_KEYPOINTS))
-            for r in rows:
-                lifted, score, covered = track.rows[r]
-                points[r - first], scores[r - first] = lifted, score
-                if covered is not None:
-                    rays[r - first] = covered
-            available = np.isfinite(points).all(-1)
+            first, last, points, available, rays, scores = self._inputs(track)
             measured = np.zeros((total, BODY_KEYPOINTS), bool)
             measured[first:last] = available
             present = np.zeros(total, bool)
-            present[rows] = True
-            failed = int((~measured[rows].any(axis=1)).sum())
+            present[sorted(track.rows)] = True
+            failed = int((~measured[present].any(axis=1)).sum())
             try:
-                fitted, noise = fit_clip(points, available, rays, scores, track.focal, self._fps())
+                start = None if fit_start is None else fit_start(track_id, first, last)
+                fitted, noise = fit_clip(points, available, rays, scores, track.focal, self._fps(), start=start)
             except ValueError:
                 fitted, noise = np.full_like(points, np.nan), np.full(BODY_KEYPOINTS, np.nan)
-            whole = np.concatenate([np.repeat(fitted[:1], first, 0), fitted, np.repeat(fitted[-1:], total - last, 0)])
-            found.append(TrackMotion(track_id, whole.astype(np.float32), measured, present, failed, noise, self._fps()))
+            found.append(TrackMotion(track_id, self._whole(fitted, first, last), measured, present, failed, noise,
+                                     self._fps()))
         return found
+
+    def on_floor(self, tracks: list[TrackMotion], world: World) -> list[TrackMotion]:
+        """Each fitted track fitted again on the world's floor (clip_fit.fit_on_floor: started from its first fit,
+        no foot below the floor, a foot held still over each contact span the first fit shows, World.contacts);
+        `contacts` (T, 2) is then the fit's: the spans it held."""
+        out = []
+        for motion in tracks:
+            first, last, points, available, rays, scores = self._inputs(self._tracks[motion.track_id])
+            fitted = motion.points[first:last].astype(np.float64)
+            contacts = world.contacts(fitted, motion.fps) & motion.present[first:last, None]
+            if not np.isfinite(fitted[:, :BODY_KEYPOINTS]).any():  # the first fit failed: nothing to start from
+                out.append(motion)
+                continue
+            try:
+                refitted, noise = fit_on_floor(points, available, rays, scores, self._tracks[motion.track_id].focal,
+                                               motion.fps, fitted, (world.up, world.height), contacts)
+            except ValueError:
+                refitted, noise = fitted, motion.noise
+            held = np.zeros((len(motion.present), 2), bool)
+            held[first:last] = contacts
+            out.append(replace(motion, points=self._whole(refitted, first, last), noise=noise, contacts=held))
+        return out
+
+    def _inputs(self, track: _Track) -> tuple:
+        """(first, last + 1, points, available, rays, scores) of a track's fit: its frames from the first it was
+        seen on to the last, NaN (not available) where it was not lifted."""
+        rows = np.asarray(sorted(track.rows))
+        first, last = int(rows[0]), int(rows[-1]) + 1
+        span = last - first
+        points = np.full((span, BODY_KEYPOINTS, 3), np.nan)
+        rays = np.full_like(points, np.nan)
+        scores = np.zeros((span, BODY_KEYPOINTS))
+        for r in rows:
+            lifted, score, covered = track.rows[r]
+            points[r - first], scores[r - first] = lifted, score
+            if covered is not None:
+                rays[r - first] = covered
+        return first, last, points, np.isfinite(points).all(-1), rays, scores
+
+    def _whole(self, fitted: np.ndarray, first: int, last: int) -> np.ndarray:
+        """A fit over frames first..last - 1 spread over the whole video: its first and last pose held."""
+        total = len(self.times)
+        return np.concatenate([np.repeat(fitted[:1], first, 0), fitted,
+                               np.repeat(fitted[-1:], total - last, 0)]).astype(np.float32)
 
     def _fps(self) -> float:
         steps = np.diff(self.times)

@@ -27,6 +27,7 @@ from .skeleton3d import CAMERA_TO_SKELETON
 CONTACT_SPEED = 0.25  # m/s: a foot slower than this is planted (a run's stance too: its foot is still for 5-7 frames)
 FLOOR_INLIER = 0.02  # m: a contact this near the plane agrees with it
 CONTACT_HEIGHT = 0.04  # m: a planted foot's lowest keypoint this near the floor is in contact
+CONTACT_WINDOW_S = 0.08  # s: a contact's speed is measured over this either side (2 frames at 24 frames/s)
 MIN_SPREAD = 0.25  # m: the contacts' spread along their narrower direction needed for the floor's tilt
 MIN_CONTACTS = 12  # foot-frames
 MAX_TILT = 60.0  # degrees: a floor further than this from the image's up is not a floor the feet stand on
@@ -60,10 +61,26 @@ class World:
         return self.rotation @ (np.repeat(np.eye(3)[None], frames, 0) if self.turns is None else self.turns[:frames])
 
     def contacts(self, points: np.ndarray, fps: float) -> np.ndarray:
-        """(T, 2) bool: each foot (left, right) planted with its lowest keypoint within CONTACT_HEIGHT of the floor,
-        on a person's (T, K, 3) fitted camera-frame keypoints."""
+        """(T, 2) bool: each foot (left, right) in contact on a person's (T, K, 3) fitted camera-frame keypoints:
+        slower than CONTACT_SPEED over CONTACT_WINDOW_S either side (frame to frame, the noise a fit under 2 cm of
+        depth noise keeps broke a stance into pieces), its lowest keypoint within CONTACT_HEIGHT of the floor; a gap
+        of up to that window closed, a contact shorter than 3 frames dropped but at the clip's ends. The window
+        eats about a frame off each end of a contact (clip_fit holds the step into and out of it too)."""
         height = lowest(points, self.up) @ self.up + self.height  # (T, 2) above the floor
-        return planted(points, fps) & (np.abs(np.nan_to_num(height, nan=np.inf)) < CONTACT_HEIGHT)
+        near = np.abs(np.nan_to_num(height, nan=np.inf)) < CONTACT_HEIGHT
+        h = max(1, int(round(CONTACT_WINDOW_S * fps)))
+        feet = np.stack([points[:, cols].mean(1) for cols in foot_columns().values()], 1)  # (T, 2, 3)
+        padded = np.concatenate([np.repeat(feet[:1], h, 0), feet, np.repeat(feet[-1:], h, 0)])
+        speed = np.linalg.norm(padded[2 * h:] - padded[:-2 * h], axis=-1) * fps / (2 * h)
+        out = np.isfinite(speed) & (speed < CONTACT_SPEED) & near
+        for side in range(out.shape[1]):
+            for a, b in _runs(~out[:, side]):  # a gap inside a contact, no longer than the window: noise
+                if a > 0 and b < len(out) and b - a <= h:
+                    out[a:b, side] = True
+            for a, b in _runs(out[:, side]):  # a blip, but at the clip's ends (a stance the clip cuts)
+                if b - a < 3 and a > 0 and b < len(out):
+                    out[a:b, side] = False
+        return out
 
     def note(self) -> str:
         tilt = f"tilted {abs(self.pitch):.0f} degrees {'down' if self.pitch >= 0 else 'up'}"
@@ -74,6 +91,12 @@ class World:
         return (f"3D motion: the floor found under {self.on_floor} foot contacts: camera {self.height:.1f} m above "
                 f"it, {tilt}{roll}{turning}{disagree}; the files are in the world frame (Y up, the "
                 "floor at Y = 0, the first person facing +Z).")
+
+
+def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    """(first, end) of each run of True in a (T,) mask."""
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], mask.astype(int), [0]])))
+    return list(zip(edges[::2].tolist(), edges[1::2].tolist()))
 
 
 def foot_columns() -> dict[str, list[int]]:

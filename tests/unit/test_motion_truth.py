@@ -182,4 +182,18 @@ def test_a_walk_seen_from_a_tilted_camera_stands_on_the_floor():
     m = _measure("curve", faults=False, seconds=None, camera=(1.8, 15.0, 4.0))
     _sound(m)
     assert m["world_found"] == 1 and m["gravity_error_deg"] <= 2.0 and m["floor_error_mm"] <= 30, m
-    assert m["w_mpjpe_mm"] <= m["mpjpe_mm"] + 15 and m["below_floor_pct"] <= 5, m
+    assert m["w_mpjpe_mm"] <= m["mpjpe_mm"] + 15 and m["below_floor_pct"] <= 1, m
+    # the second pass on the floor (clip_fit.fit_on_floor) holds each planted foot: before it the walk's feet slid
+    # 49.7 mm along the floor and a toe dipped 2 cm under it on 2.8 % of the frames; measured 22.0 mm, all of it
+    # the right foot's stance that the clip's first frame cuts (its last still frame not a contact: every other
+    # stance drifts 2 mm at most), a ceiling, the target 10
+    assert m["world_foot_slide_mm"] <= 23, m
+
+
+def test_a_clean_back_flip_turns_no_joint_over():
+    # at the flip's top the hands swing 60 cm a frame: judged about their wrists too, their clean samples are no
+    # longer taken for faults (before, 62 were replaced by the 5-frame median, and the palms started there turned
+    # over: 4 body rotations over 90 degrees on clean input)
+    m = _measure("flip", noise=False, faults=False, seconds=None)
+    _sound(m)
+    assert m["body_jumps_90"] == 0 and m["euler_flips"] == 0 and m["mpjpe_mm"] <= 1.0, m
