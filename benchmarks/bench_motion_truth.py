@@ -98,7 +98,9 @@ def _figures(clip: str, seed: int, fps: float, camera: tuple | None = None, seco
     return out
 
 
-def main(argv=None) -> None:
+def main(argv=None, run=None) -> dict | None:
+    """`run` (the harness's, `python -m benchmarks motion`) takes the tables: "world" from a run with --cameras,
+    "clips" (the camera frame's figures) from one without, so the world's run and the fast clips' keep apart."""
     from tests.motion_clips import CLIPS
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -143,7 +145,15 @@ def main(argv=None) -> None:
     for clip, label, m in rows:
         cells = [_text(m[k]) if k in m else "-" for k in COLUMNS]
         print(f"| {clip} | {label} | " + " | ".join(cells) + f" | {', '.join(missed(clip, m)) or 'none'} |")
-    _world_table(results)
+    world = _world_table(results)
+    if run is not None:
+        run.figures = results
+        caption = (f"Synthetic clips (no model), seed {args.seed}, {args.fps[0]:g} frames/s"
+                   f"{f', each first {args.seconds:g} s' if args.seconds else ''}.")
+        if args.cameras and world:
+            run.table("world", *world, caption=caption)
+        elif not args.cameras:
+            run.table("clips", *_clips_table(rows), caption=caption)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1) + "\n")
         print(f"wrote {args.json}")
@@ -159,15 +169,35 @@ def _camera_label(camera: tuple) -> str:
     return f"camera {camera[0]:g} m, {camera[1]:g} down, {camera[2]:g} rolled"
 
 
-def _world_table(results: dict) -> None:
-    """Every clip and camera's world figures (rows where the files hold a world frame on some run)."""
+def _clips_table(rows: list[tuple]) -> tuple[list[str], list[list[str]]]:
+    """The camera frame's figures as the docs show them: a row per clip and run."""
+    columns = ["clip", "run", "MPJPE mm: clean / noise / noise + faults / heavy", "bones %", "foot slide mm",
+               "body > 90 deg (faults; clean)", "Euler flips (faults; clean)", "swap / baseline mm", "fit ratio",
+               "targets missed"]
+
+    def pair(m: dict, *keys: str, sep: str) -> str:
+        return sep.join(_text(m[k]) if k in m else "-" for k in keys)
+
+    return columns, [[clip, label, pair(m, "mpjpe_clean_mm", "mpjpe_noise_mm", "mpjpe_mm", "heavy_mm", sep=" / "),
+                      pair(m, "bone_error_pct", sep=""), pair(m, "foot_slide_mm", sep=""),
+                      pair(m, "body_jumps_90", "body_jumps_clean", sep="; "),
+                      pair(m, "euler_flips", "euler_flips_clean", sep="; "),
+                      pair(m, "swap_error_mm", "baseline_error_mm", sep=" / "), pair(m, "fit_ratio", sep=""),
+                      ", ".join(missed(clip, m)) or "none"] for clip, label, m in rows]
+
+
+def _world_table(results: dict) -> tuple[list[str], list[list[str]]] | None:
+    """Every clip and camera's world figures (rows where the files hold a world frame on some run), printed and
+    returned as (columns, rows)."""
     rows = [row for clip, runs in results.items() for label, m in runs.items() if label != "before"
             for row in _with_oracle(clip, label, m) if "world_found" in row[2]]
     if not any(m["world_found"] for _, _, m in rows):
-        return
-    print("\n| clip | camera | floor found (of 4 runs) | gravity deg: clean / noise / faults / heavy | floor mm | "
-          "W-MPJPE mm (camera-frame MPJPE) | below floor % | world slide mm | targets missed |")
+        return None
+    columns = ["clip", "camera", "floor found (of 4 runs)", "gravity deg: clean / noise / faults / heavy", "floor mm",
+               "W-MPJPE mm (camera-frame MPJPE)", "below floor %", "world slide mm", "targets missed"]
+    print("\n| " + " | ".join(columns) + " |")
     print("|---|---|---|---|---|---|---|---|---|")
+    table = []
     for clip, label, m in rows:
         conds = ("clean", "noise", "faults", "heavy")
         gravity = " / ".join(_text(m[f"gravity_error_deg_{c}"]) if f"gravity_error_deg_{c}" in m else "-" for c in conds)
@@ -176,9 +206,11 @@ def _world_table(results: dict) -> None:
         w = " / ".join(f"{_text(m[f'w_mpjpe_mm_{c}'])} ({_text(m[k])})" if f"w_mpjpe_mm_{c}" in m else "-"
                        for c, k in pairs)
         camera = "level, 1 m" + label[5:].replace("after", "") if label.startswith("after") else label[7:]
-        print(f"| {clip} | {camera} | {m['world_found']} | {gravity} | "
-              f"{floor} | {w} | {_text(m.get('below_floor_pct', float('nan')))} | "
-              f"{_text(m.get('world_foot_slide_mm', float('nan')))} | {', '.join(missed_world(m)) or 'none'} |")
+        table.append([clip, camera, str(m["world_found"]), gravity, floor, w,
+                      _text(m.get("below_floor_pct", float("nan"))), _text(m.get("world_foot_slide_mm", float("nan"))),
+                      ", ".join(missed_world(m)) or "none"])
+        print("| " + " | ".join(table[-1]) + " |")
+    return columns, table
 
 
 def _fit_time(seconds: float, fps: float = 30.0) -> None:

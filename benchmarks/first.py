@@ -115,6 +115,17 @@ def burst(argv: list[str], run: harness.Run) -> None:
         many = one_launch(checkpoint_dir, harness.names(args.dtypes)[0], args.crowd, scratch / "crowd.log")
         run.figures["crowd"] = many
         print(f"{args.crowd} at once: {many['counts']}; every endpoint answers after: {many['after_ok']}")
+    rows = [[dtype, f"{len(runs)} x {args.clients}", str(sum(launch["counts"].get("server error", 0) for launch in runs)),
+             ", ".join(f"{k} {v}" for k, v in sum((collections.Counter(launch["counts"]) for launch in runs),
+                                                   collections.Counter()).items()),
+             str(all(launch["after_ok"] for launch in runs))] for dtype, runs in figures.items()]
+    if args.crowd:
+        many = run.figures["crowd"]
+        rows.append([f"{harness.names(args.dtypes)[0]}, crowd", f"1 x {args.crowd}",
+                     str(many["counts"].get("server error", 0)), ", ".join(f"{k} {v}" for k, v in many["counts"].items()),
+                     str(many["after_ok"])])
+    run.table("burst", ["dtype", "launches x requests at once", "server errors", "answers, all launches",
+                        "every endpoint answers after"], rows, caption="Cold launches, concurrent first requests.")
 
 
 def answers(url: str, endpoint: str, photos) -> list[float]:
@@ -206,3 +217,12 @@ def first_answer(argv: list[str], run: harness.Run) -> None:
             wall = cli_wall(checkpoint_dir, int(photos), mode, args.dtype, first_task, cache, work)
             figures["cli"][f"{photos} photos, --compile {mode}"] = wall
             print(f"CLI {first_task} {photos:>2} photos --compile {mode:4}: {wall} s wall", flush=True)
+    off = figures["app"].get(f"{first_task}, compile off", {}).get("first_3", [None])[0]
+    rows = [[name, " / ".join(f"{t:g}" for t in found["first_3"]),
+             f"{found['first_3'][0] / off:.2f}x" if off else "-", f"{found['swap_waited_s']:g}" if "swap_waited_s" in found
+             else "-", " / ".join(f"{t:g}" for t in found.get("after_swap", [])) or "-"]
+            for name, found in figures["app"].items()]
+    rows += [[f"CLI, {name}", f"{wall:g}", "-", "-", "-"] for name, wall in figures["cli"].items()]
+    run.table("launches", ["launch", "first 3 answers, s", "first against compile off", "swap, s after them",
+                           "next 3 after the swap, s"], rows, caption=f"--dtype {args.dtype}; the CLI's wall time in "
+              "its first column, on the warm cache.")

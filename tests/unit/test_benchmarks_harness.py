@@ -110,6 +110,25 @@ def test_the_burst_benchmark_records_its_crowd_launch_after_the_cold_ones(tmp_pa
         first.burst(["--launches", "2", "--clients", "1", "--dtypes", "float32", "--crowd", "3",
                      "--checkpoint-dir", str(tmp_path)], run)
     assert run.figures == {"runs": {"float32": [answered, answered]}, "crowd": answered}
+    assert run.tables["burst"]["rows"] == [["float32", "2 x 1", "0", "ok 2", "True"],
+                                           ["float32, crowd", "1 x 3", "0", "ok 1", "True"]]
+
+
+def test_the_motion_tables_keep_the_world_run_and_the_camera_frame_run_apart():
+    """The world's table comes from a run with --cameras, the camera frame's from one without: each its own key, so
+    one run does not overwrite the other's table in the results file."""
+    from benchmarks import bench_motion_truth as motion
+
+    m = {"mpjpe_clean_mm": 0.4, "mpjpe_noise_mm": 11.0, "mpjpe_mm": 12.5, "heavy_mm": 19.0, "bone_error_pct": 6.0,
+         "foot_slide_mm": 3.0, "body_jumps_90": 0, "body_jumps_clean": 0, "euler_flips": 0, "euler_flips_clean": 0,
+         "swap_error_mm": 40.0, "baseline_error_mm": 30.0, "fit_ratio": 0.4, "finger_jumps_clean": 0,
+         "id_switches": 0, "height_error": 0.01, "world_found": 4, "below_floor_pct": 0.0, "world_foot_slide_mm": 8.0}
+    columns, rows = motion._clips_table([("curve", "after", m)])
+    assert len(rows[0]) == len(columns) and rows[0][:3] == ["curve", "after", "0.400 / 11 / 12.5 / 19"]
+    assert rows[0][-1] == "noise, faults, heavy, bones"
+    columns, rows = motion._world_table({"curve": {"after": m, "camera 1.8 m, 15 down, 4 rolled": m}})
+    assert [row[1] for row in rows] == ["level, 1 m", "1.8 m, 15 down, 4 rolled"] and len(rows[0]) == len(columns)
+    assert motion._world_table({"curve": {"after": {**m, "world_found": 0}}}) is None
 
 
 def test_full_size_checkpoints_are_written_per_family_with_the_body_parts_their_masks_need(tmp_path, monkeypatch):
