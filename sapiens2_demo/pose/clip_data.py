@@ -12,6 +12,7 @@ from .meta import name_index
 
 SWAP_GAIN = 0.5  # a frame is exchanged when that halves its keypoints' median distance from the frames around
 INIT_OUTLIER_M = 0.25  # metres from every guess the frames around make: a sample the start does not take
+JUNK_SHARE = 0.2  # a frame with more than this share of its samples taken as faults is a junk frame
 STILL_SPEED = 0.1  # m/s: a foot keypoint slower than this over PLANT_WINDOW is planted (over a window: frame to
 PLANT_WINDOW = 0.5  # s     frame, a noisy fit's still foot looks like it moves at 0.1-0.2 m/s)
 
@@ -62,7 +63,8 @@ def median_filled(points: np.ndarray, seen: np.ndarray, parents: list[tuple[int,
     side's two carried on at their speed): far from the median alone is also a fast limb. `parents` ((child,
     parent) columns, parents first: the body's tree) also takes a sample whose place relative to its parent's is
     near those guesses of it, where the parent's was taken: at a flip's top the hands swing 50-65 cm a frame, the
-    fingers about the wrist 14 cm, and clean fingers were taken for faults there."""
+    fingers about the wrist 14 cm, and clean fingers were taken for faults there. A junk frame (more than a fifth
+    of its samples faults) takes the mean of the frames beside it instead, wholly."""
     frames = len(points)
     raw = np.where(seen[..., None], points, np.nan)
     median, miss = _miss(raw)
@@ -72,7 +74,13 @@ def median_filled(points: np.ndarray, seen: np.ndarray, parents: list[tuple[int,
         relative_miss = _miss(raw[:, child] - raw[:, parent])[1]
         for i, (c, p) in enumerate(parents):
             far[:, c] &= ~((relative_miss[:, i] <= INIT_OUTLIER_M) & ~far[:, p] & seen[:, p])
-    filtered = np.where(seen[..., None], np.where(far[..., None], median, raw), np.nan)
+    # A junk frame starts wholly from the mean of the frames beside it: its faults' 5-frame median lies tens of
+    # centimetres off a flip's curve, and junk that happens to land near a guess is kept (a palm or a leg started
+    # there turned over). Elsewhere a fault takes the median, which a fast limb's neighbours' mean does not beat.
+    junk = far.sum(1) > JUNK_SHARE * seen.sum(1)
+    beside = np.concatenate([raw[:1] * np.nan, (raw[:-2] + raw[2:]) / 2, raw[:1] * np.nan])
+    kept = np.where(far[..., None], median, raw)
+    filtered = np.where(seen[..., None], np.where(junk[:, None, None] & np.isfinite(beside), beside, kept), np.nan)
     index, t = name_index(), np.arange(frames)
 
     def fill(values):  # (T, 3) with NaN -> interpolated, or None when never known

@@ -197,3 +197,13 @@ def test_a_clean_back_flip_turns_no_joint_over():
     m = _measure("flip", noise=False, faults=False, seconds=None)
     _sound(m)
     assert m["body_jumps_90"] == 0 and m["euler_flips"] == 0 and m["mpjpe_mm"] <= 1.0, m
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_a_back_flip_under_faults_turns_no_joint_over(seed):
+    # a junk frame at the flip's top starts from the mean of the frames beside it: its faults' 5-frame median lay
+    # tens of centimetres off the curve and junk near a guess was kept, and the palm, an arm or a foot started there
+    # turned over (2 body rotations over 90 degrees with seed 0, 9 with seed 3); measured 14.7 and 13.9 mm
+    m = _measure("flip", seed=seed, seconds=None)
+    _sound(m)
+    assert m["body_jumps_90"] == 0 and m["euler_flips"] == 0 and m["mpjpe_mm"] <= 15.5, m
