@@ -131,7 +131,8 @@ class VideoRecording:
             recorded = layout.RECORDED_KEYPOINTS
             sure = recorded[pose.keypoint_scores[row][recorded] >= self.keypoint_threshold]
             positions = _on_grid(pose.keypoints[row][sure] * scale, PIXEL_STEP)
-            self.rec.log(f"{path}/keypoints", rr.Points2D(positions, keypoint_ids=sure,
+            # no label on each point: 30 names over one small body hid it (a hover still names the keypoint)
+            self.rec.log(f"{path}/keypoints", rr.Points2D(positions, keypoint_ids=sure, show_labels=False,
                                                           class_ids=layout.PERSON_CLASS, radii=-2.0))
             label = f"id {track_id}" if track_id >= 0 else "not tracked yet"
             self.rec.log(f"{path}/box", rr.Boxes2D(array=_on_grid(pose.boxes[row:row + 1] * scale, PIXEL_STEP),
@@ -260,8 +261,8 @@ class VideoRecording:
         placed = recorded[np.isfinite(points[:, recorded]).all(-1).all(0)]
         if not len(placed) or not len(times):
             return
-        self.rec.log(path, rr.Points3D.from_fields(keypoint_ids=placed, class_ids=layout.PERSON_CLASS, radii=-2.0),
-                     static=True)
+        self.rec.log(path, rr.Points3D.from_fields(keypoint_ids=placed, class_ids=layout.PERSON_CLASS, radii=-2.0,
+                                                   show_labels=False), static=True)
         positions = _on_grid(place(points[:, placed].reshape(-1, 3)), METRE_STEP)
         self.rec.send_columns(path, indexes=[rr.TimeColumn("time", duration=times),
                                              rr.TimeColumn("frame", sequence=indices)],

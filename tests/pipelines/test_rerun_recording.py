@@ -86,6 +86,7 @@ def test_each_frames_keypoints_and_box_are_logged_per_track_id(recorded):
         (person,) = line["people"]
         sure = [k for k in RECORDED_KEYPOINTS if person["keypoint_scores"][k] >= 0.3]  # body, feet, wrists
         assert row["Points2D:keypoint_ids"] == sure and row["Points2D:class_ids"] == [0]
+        assert row["Points2D:show_labels"] in (False, [False])  # 30 names over one small body hid it
         assert np.array(row["Points2D:positions"]) == pytest.approx(np.array(person["keypoints"])[sure],
                                                                     abs=PIXEL_STEP / 2 + 0.01)  # the grid, JSON's
     boxes = column(rrd["world/camera/image/people/1/box"], "Boxes2D:labels")
