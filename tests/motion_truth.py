@@ -181,6 +181,7 @@ def evaluate(clip: Clip, ids: list, folder: Path) -> dict:
         want = {n: expected[n] - expected["Hips"] for n in BODY}
         error = np.stack([np.linalg.norm(got[n] - want[n], axis=1) for n in BODY], 1)[present]  # (F, 18)
         errors.append(error)
+        out["worst_joint_mm"] = max(out.get("worst_joint_mm", 0.0), 1000 * float(error.mean(0).max()))
         limb = np.stack([np.linalg.norm(got[n] - want[n], axis=1) for n in LIMBS], 1).max(1)  # (T,)
         sound = [f for f in np.flatnonzero(present) if f not in clip.faulty[who]]
         out["baseline_error_mm"] = max(out["baseline_error_mm"], 1000 * float(np.median(limb[sound])))
@@ -338,6 +339,7 @@ def _summary(runs: dict) -> dict:
     result["fit_ratio"] = result["fit_seconds"] / result["clip_seconds"]
     result.update(mpjpe_clean_mm=runs["clean"]["mpjpe_mm"], finger_jumps_clean=runs["clean"]["finger_jumps_90"],
                   body_jumps_clean=runs["clean"]["body_jumps_90"], euler_flips_clean=runs["clean"]["euler_flips"],
+                  worst_joint_clean_mm=runs["clean"].get("worst_joint_mm", float("nan")),
                   mpjpe_noise_mm=runs["noise"]["mpjpe_mm"], heavy_mm=runs["heavy"]["mpjpe_mm"],
                   bone_error_pct=max(r["bone_error_pct"] for r in runs.values()),
                   foot_slide_mm=max(r["foot_slide_mm"] for r in runs.values()))
