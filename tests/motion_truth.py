@@ -310,7 +310,30 @@ def measure_run(name: str, noise: bool = True, faults: bool = True, seed: int = 
     with tempfile.TemporaryDirectory() as folder:
         ids, _, export = run(clip, Path(folder), oracle=oracle)
         return {**evaluate(clip, ids, Path(folder)), "fit_seconds": export.close_seconds,
-                "clip_seconds": clip.frames / clip.fps}
+                "clip_seconds": clip.frames / clip.fps, "angle_error_deg": angle_error_deg(clip, export.fitted)}
+
+
+def angle_error_deg(clip: Clip, fitted: list) -> float:
+    """The worst joint angle (pose/joint_angles.py: knees, hips, elbows, shoulders, trunk lean) of the fitted
+    motion against the truth's, degrees, over every frame a person was fitted; each fit paired with the person
+    whose truth it lies nearest."""
+    from sapiens2_demo.pose.joint_angles import angle_names, joint_angles
+    from tests.motion_clips import camera_rotation
+
+    up = camera_rotation(clip.camera) @ [0.0, 1.0, 0.0]  # the true up in the camera's frame
+    times = np.arange(clip.frames) / clip.fps
+    worst = 0.0
+    for track in fitted:
+        present = np.asarray(track.present[: clip.frames], bool)
+        points = np.asarray(track.points[: clip.frames])
+        truth = min(clip.truth, key=lambda t: float(np.nanmean(np.linalg.norm(
+            points[present][:, :17] - t[: clip.frames][present][:, :17], axis=-1))))[: clip.frames, : points.shape[1]]
+        got, want = joint_angles(points, times, up=up), joint_angles(truth, times, up=up)
+        for series in angle_names()[:-1]:  # the last is the root's speed, not an angle
+            error = np.abs(np.asarray(got[series]) - np.asarray(want[series]))[present]
+            if np.isfinite(error).any():
+                worst = max(worst, float(np.nanmax(error)))
+    return worst
 
 
 CONDITIONS = ("faults", "clean", "noise", "heavy")
@@ -340,6 +363,7 @@ def _summary(runs: dict) -> dict:
     result.update(mpjpe_clean_mm=runs["clean"]["mpjpe_mm"], finger_jumps_clean=runs["clean"]["finger_jumps_90"],
                   body_jumps_clean=runs["clean"]["body_jumps_90"], euler_flips_clean=runs["clean"]["euler_flips"],
                   worst_joint_clean_mm=runs["clean"].get("worst_joint_mm", float("nan")),
+                  angle_error_clean_deg=runs["clean"].get("angle_error_deg", float("nan")),
                   mpjpe_noise_mm=runs["noise"]["mpjpe_mm"], heavy_mm=runs["heavy"]["mpjpe_mm"],
                   bone_error_pct=max(r["bone_error_pct"] for r in runs.values()),
                   foot_slide_mm=max(r["foot_slide_mm"] for r in runs.values()))
