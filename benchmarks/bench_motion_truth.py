@@ -249,15 +249,16 @@ def _fit_time(seconds: float, fps: float = 30.0) -> None:
 
 def _across_seeds(args) -> None:
     results = {}
-    print(f"| clip | seed | MPJPE mm (clean / noise / noise + faults / heavy) | bones % | targets missed ({TARGETS}) |")
-    print("|---|---|---|---|---|")
+    print(f"| clip | seed | MPJPE mm (clean / noise / noise + faults / heavy) | bones % | body > 90 deg (faults; clean) "
+          f"| Euler flips (faults; clean) | targets missed ({TARGETS}) |")
+    print("|---|---|---|---|---|---|---|")
     for clip in args.clips:
         results[clip] = {}
         for seed in args.seeds:
             m = results[clip][seed] = _figures(clip, seed, args.fps[0])
             mpjpe = " / ".join(f"{m[k]:.1f}" for k in ("mpjpe_clean_mm", "mpjpe_noise_mm", "mpjpe_mm", "heavy_mm"))
-            print(f"| {clip} | {seed} | {mpjpe} | {m['bone_error_pct']:.1f} | {', '.join(missed(clip, m)) or 'none'} |",
-                  flush=True)
+            print(f"| {clip} | {seed} | {mpjpe} | {m['bone_error_pct']:.1f} | {m['body_jumps_90']}; {m['body_jumps_clean']} "
+                  f"| {m['euler_flips']}; {m['euler_flips_clean']} | {', '.join(missed(clip, m)) or 'none'} |", flush=True)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1) + "\n")
         print(f"wrote {args.json}")
