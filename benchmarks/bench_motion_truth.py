@@ -152,8 +152,8 @@ def main(argv=None, run=None) -> dict | None:
         print(f"| {clip} | {label} | " + " | ".join(cells) + f" | {', '.join(missed(clip, m)) or 'none'} |")
     world = _world_table(results)
     if run is not None:
-        run.figures = results
-        caption = (f"Synthetic clips (no model), seed {args.seed}, {args.fps[0]:g} frames/s"
+        run.figures, run.weights = results, "no model weights (synthetic clips)"
+        caption = (f"Seed {args.seed}, {args.fps[0]:g} frames/s"
                    f"{f', each first {args.seconds:g} s' if args.seconds else ''}.")
         if args.cameras and world:
             run.table(args.table or "world", *world, caption=caption)
