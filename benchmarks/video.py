@@ -175,7 +175,8 @@ def stage_timers() -> harness.Timers:
             (dense, "forward", "main:   forward (dense)"), (pose, "forward", "main:   forward (pose)"),
             (pose, "crop_people", "main:   crops (pose)"), (pose, "detect_batch", "main:   detector (pose)"),
             (video.VideoJob, "_track", "main: tracking + smoothing (pose)"),
-            (media.VideoSink, "write", "writer thread: encode + mux"), (writer, "put", "main: waiting for the writer (queue full)")):
+            (media.VideoSink, "write", "writer thread: encode + mux"),
+            (writer, "put", "main: waiting for the writer (queue full)")):
         timers.wrap(owner, name, label)
     timers.wrap(media, "read_frames", "decode thread: decode + to RGB", generator=True)
     original_init = writer.__init__
