@@ -64,14 +64,11 @@ def engine_run(folder: Path, out: Path, options, engine: str, workers: int) -> t
     items = discover([str(folder)], out)
     progress = Timed(Manifest(out), total=len(items), quiet=True, stream=open(os.devnull, "w"))
     started = time.perf_counter()
-    if engine == "ray":
-        from sapiens2_demo.batch.ray_engine import run_ray
-
-        run_ray(items, out, options, progress, workers=workers)
+    if engine == "ray":  # the engine's import is timed too
+        from sapiens2_demo.batch.ray_engine import run_ray as run_engine
     else:
-        from sapiens2_demo.batch.local import run_local
-
-        run_local(items, out, options, progress, workers=workers)
+        from sapiens2_demo.batch.local import run_local as run_engine
+    run_engine(items, out, options, progress, workers=workers)
     wall = time.perf_counter() - started
     failed = progress.counts["failed"]
     if failed:
@@ -84,10 +81,8 @@ def engine_run(folder: Path, out: Path, options, engine: str, workers: int) -> t
 
 
 def batch(argv: list[str], run: harness.Run) -> None:
-    """The batch CLI's throughput: the local engine (reader threads, batches through every pipeline, a writer) against
-    a one-image-at-a-time loop over the same pipelines (target >= 1.5x); `--engine ray` with 2 single-thread CPU actors
-    against 1 (steady-state throughput, start-up printed apart; target >= 1.6x). Tiny random weights unless
-    --checkpoint-dir; inputs: 640x480 crops of the assets (the model cheap: these weigh the pipeline around it)."""
+    """The batch CLI's throughput on tiny random weights and 640x480 crops of the assets: the local engine against a
+    one-image-at-a-time loop (target >= 1.5x); Ray with 2 single-thread CPU actors against 1 (target >= 1.6x)."""
     from dataclasses import replace
 
     from sapiens2_demo.batch.options import BatchOptions, parse_tasks
@@ -124,10 +119,8 @@ def batch(argv: list[str], run: harness.Run) -> None:
 
 # -- compile ---------------------------------------------------------------------------------------------------------
 def compiled_launches(argv: list[str], run: harness.Run) -> None:
-    """--compile on the batch CLI: a cold launch (empty cache), a warm one, and --compile off, over three images of
-    three sizes and a 20-frame video: wall times, warm / cold (target <= 0.5), recompiles after the warm-up (target
-    none), body-part labels (>= 99.9 % equal) and well-defined keypoints (within 0.05 px) against --compile off.
-    tests/system/test_compile_cli.py runs the same as a test, on the same helpers (tests/compile_parity.py)."""
+    """--compile on the batch CLI, cold and warm, against off (three images, a 20-frame video): wall times, warm / cold
+    (<= 0.5), recompiles, labels and keypoints against off (tests/compile_parity.py; docs/compile.md)."""
     from tests.compile_parity import IMAGES, compare, make_inputs, pose_parity, record_pose, run_cli
 
     parser = harness.parser(run, compiled_launches.__doc__)

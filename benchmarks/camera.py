@@ -3,8 +3,6 @@
 it): each motion's worst error of a frame's turn and its drift from the true rotation over the clip, a still
 camera's estimated total, a camera carried along (refused or not), and the time a frame at 720p.
 
-    python -m benchmarks camera [--seconds 60] [--fps 24] [--seed 0] [--size 640x360] [--timing-frames 96]
-
 Targets (docs/motion.md): <= 1 degree a frame, <= 2 degrees of drift over a minute, a still camera <= 0.2 degrees
 over the clip, <= 5 ms a frame at 720p on this machine's CPU.
 """

@@ -39,8 +39,6 @@ def fullsize_config(task: str):
 
     from sapiens2_demo.standins.tiny import _flip_pairs
 
-    if task not in HEADS:
-        raise ValueError(f"No full-size head for {task!r}; choose from {', '.join(FULLSIZE_TASKS)}.")
     extra = {"flip_pairs": _flip_pairs()} if task == "pose" else {}
     return Sapiens2Config(image_size=list(INPUT_HW), num_labels=NUM_LABELS[task],
                           head_config=Sapiens2HeadConfig(**HEADS[task]), **extra)
@@ -76,9 +74,8 @@ def write_fullsize_checkpoint(task: str, root: Path = DEFAULT_DIR, seed: int = 0
 
 
 def ensure_fullsize(tasks, root: Path = DEFAULT_DIR) -> Path:
-    """Write whichever of `tasks` are missing under `root`, the body parts too where normals or depth remove the
-    background with them, a random detector beside them; matting has no full size (released at 1b only). Returns
-    root (a --checkpoint-dir)."""
+    """Write whichever of `tasks` are missing under `root` (a --checkpoint-dir), the body parts too where normals or
+    depth remove the background with them, a random detector beside them; matting has none (released at 1b only)."""
     tasks = {"pose" if task.startswith("pose") else task for task in tasks} & set(HEADS)
     for task in sorted(tasks | ({"seg"} if tasks & {"normal", "pointmap"} else set())):
         write_fullsize_checkpoint(task, root)
@@ -185,10 +182,8 @@ def mesh_figures(image, mask, manager) -> dict[str, float]:
 
 
 def structure(argv: list[str], run: harness.Run) -> None:
-    """The stand-ins against random weights on the astronaut photo: the normals' 16-bit PNG bytes (target <= 0.4x),
-    part labels equal to their right-hand neighbour (>= 0.9), pose maps on the fast decode path (>= 0.9), the matte
-    against the person mask, the mesh's shape, the features' roughness, and on the three photos the body keypoints'
-    median distance from the layout and those drawn outside the photo. --build: one build's wall and CPU seconds."""
+    """The stand-ins' structure against random weights on the assets' photos (docs/standins.md: the table, its
+    targets). --build: one build's wall and CPU seconds."""
     parser = harness.parser(run, structure.__doc__)
     parser.add_argument("--build", action="store_true", help="time one build from nothing, then stop")
     if parser.parse_args(argv).build:

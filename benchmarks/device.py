@@ -22,8 +22,6 @@ KEYPOINTS = 308
 LEDGER_TASKS = {"pose": "pose", "seg": "segment", "normal": "normals", "pointmap": "pointmap", "matting": "matting"}
 VIDEO_OPTIONS = {"pose": {}, "mocap": {"motion_3d": True}, "seg": {}, "normal": {"temporal_smoothing": True},
                  "pointmap": {"temporal_smoothing": True}, "matting": {"matting_background": "image"}}
-
-
 SIDE, WIDE, STEP, TOP = 640, 560, 600, 300  # each person: a 640 px tall, 560 px wide tile, 600 px apart
 
 
@@ -125,8 +123,7 @@ def live_figures(ctx, task: str, where: bool) -> dict:
 
 def ledger(argv: list[str], run: harness.Run) -> None:
     """The transfer ledger at 1080p on the stand-ins (docs/ledger.md): copies, waits and queued operations per image
-    request, per frame of a --frames clip (three people; CUDA's batch of 8) and per live frame, the CUDA road
-    counted on a CPU. About 6-12 minutes on 2 cores (--only image: a minute)."""
+    request, video frame and live frame, the CUDA road counted on a CPU. 6-12 minutes on 2 cores (--only image: 1)."""
     parser = harness.parser(run, ledger.__doc__)
     parser.add_argument("--frames", type=int, default=96)
     parser.add_argument("--tasks", default=",".join([*LEDGER_TASKS, "mocap"]))
@@ -208,10 +205,8 @@ def bench_decode(repeat: int, people_counts: list[int], device: str) -> list[lis
     rows = []
     for kind in ("model-like", "uniform"):
         for people in people_counts:
-            if kind == "model-like":
-                heatmaps = model_like_heatmaps(people)
-            else:
-                heatmaps = np.random.default_rng(1).random((people, *HEATMAP), dtype=np.float32)
+            heatmaps = (model_like_heatmaps(people) if kind == "model-like"
+                        else np.random.default_rng(1).random((people, *HEATMAP), dtype=np.float32))
             boxes = np.array([[10 + 40 * i, 20, 300 + 40 * i, 700] for i in range(people)], np.float32)
             xywh = np.concatenate([boxes[:, :2], boxes[:, 2:] - boxes[:, :2]], 1).tolist()
             tensor = torch.from_numpy(heatmaps).to(device)
@@ -281,9 +276,8 @@ def pose(argv: list[str], run: harness.Run) -> None:
 
 # -- a lent GPU's measurements in one call ---------------------------------------------------------------------------
 def session(argv: list[str], run: harness.Run) -> None:
-    """A lent GPU's measurements in one call (docs/benchmarks.md): the carried wheels installed, then `gpu`,
-    `video --breakdown` and a cProfile of one request a task, each under its own time limit, logs and results
-    files under $OUT as each ends. --dry-run: here, on tiny checkpoints."""
+    """A lent GPU's measurements in one call (docs/benchmarks.md): `gpu`, `video --breakdown` and a cProfile of one
+    request a task, each under its own time limit, logs and results files under $OUT. --dry-run: here, tiny."""
     import glob
     import shutil
     import subprocess

@@ -1,13 +1,10 @@
-"""What every benchmark shares: the machine's description, the load, timing, its options and its results file.
-
-A run writes `benchmarks/results/<name>-<machine>.json` (the commit, the CPU or GPU, the cores, the load before and
-after, the library versions, the figures, and the tables the docs show), so a figure in docs/ names where it came
-from; `python -m benchmarks tables` writes those tables into the docs' marked blocks (`render_block`).
-"""
+"""What every benchmark shares: the machine, the load, timing, options, inputs and the results file whose tables
+`python -m benchmarks tables` writes into the docs' marked blocks (docs/benchmarks.md)."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -80,10 +77,8 @@ def commit() -> str:
 def versions() -> dict[str, str]:
     found = {"python": platform.python_version()}
     for name in LIBRARIES:
-        try:
+        with contextlib.suppress(metadata.PackageNotFoundError):
             found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            pass
     return found
 
 
@@ -178,12 +173,12 @@ class Timers:
         self.undo.clear()
 
 
-def profiled(call: Callable[[], object], clock: Callable[[], float] | None = None):
-    """pstats.Stats of one call under cProfile (`clock=time.thread_time`: this thread's CPU, not the wall)."""
+def profiled(call: Callable[[], object]):
+    """pstats.Stats of one call under cProfile."""
     import cProfile
     import pstats
 
-    profile = cProfile.Profile(*([clock] if clock else []))
+    profile = cProfile.Profile()
     profile.runcall(call)
     return pstats.Stats(profile)
 
@@ -205,8 +200,7 @@ def print_top(stats, title: str, count: int = 15) -> None:
 
 def tiny_checkpoints(root: Path = TINY) -> Path:
     """Tiny random-weight checkpoints of every task and a random YOLOv8n in `root` (written once): every map noise.
-    A folder that already holds checkpoints (`python -m benchmarks fullsize`'s, a user's) is kept as it is: it only
-    gains the random detector if it has none."""
+    A folder that already holds checkpoints (fullsize's, a user's) only gains the random detector if it lacks one."""
     from sapiens2_demo.standins.tiny import write_all, write_tiny_detector
 
     if not any(root.glob("sapiens2-*")):
@@ -266,8 +260,7 @@ class Pictures:
     def __init__(self, work: Path, fresh: bool = False):
         import cv2
 
-        self.work, self.fresh, self.made = work, fresh, 0
-        self.path = str(work / "astronaut_1080p.jpg")
+        self.work, self.fresh, self.made, self.path = work, fresh, 0, str(work / "astronaut_1080p.jpg")
         photo = cv2.resize(cv2.imread(str(ROOT / "assets" / "astronaut.jpg")), (1920, 1080), interpolation=cv2.INTER_CUBIC)
         cv2.imwrite(self.path, photo, [cv2.IMWRITE_JPEG_QUALITY, 95])
 
@@ -302,15 +295,12 @@ def encode(path: Path, frames: Iterable, fps: int = 24, pix_fmt: str = "yuv420p"
 
 
 class Run:
-    """One benchmark run: `with Run("image", command) as run: run.figures[...] = ...; run.table(...)`.
-
-    On leaving, the results file is written with the machine, the load before and after and the versions."""
+    """One benchmark run (`with Run("image", command) as run: run.figures[...] = ...; run.table(...)`); on leaving,
+    its results file is written with the machine, the load before and after and the versions."""
 
     def __init__(self, name: str, command: str, device: str = "cpu", weights: str = "", results: Path = RESULTS):
         self.name, self.command, self.device, self.weights, self.results = name, command, device, weights, results
-        self.figures: dict = {}
-        self.tables: dict = {}
-        self.output = ""
+        self.figures, self.tables, self.output = {}, {}, ""
 
     def __enter__(self) -> Run:
         self.load_before, self.start = load(), time.perf_counter()
@@ -323,13 +313,11 @@ class Run:
         print(f"\n{key}: {caption}\n" + "\n".join(" | ".join(row) for row in [columns, *rows]), flush=True)
 
     def record(self) -> dict:
-        return {
-            "benchmark": self.name, "command": self.command, "commit": commit(), "machine": machine(self.device),
-            "load": {"before": self.load_before, "after": load()}, "versions": versions(), "weights": self.weights,
-            "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "seconds": round(time.perf_counter() - self.start, 1), "figures": self.figures, "tables": self.tables,
-            "output": self.output,
-        }
+        return {"benchmark": self.name, "command": self.command, "commit": commit(), "machine": machine(self.device),
+                "load": {"before": self.load_before, "after": load()}, "versions": versions(), "weights": self.weights,
+                "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                "seconds": round(time.perf_counter() - self.start, 1), "figures": self.figures, "tables": self.tables,
+                "output": self.output}
 
     def path(self) -> Path:
         return self.results / f"{self.name}-{machine(self.device)['name']}.json"
@@ -337,10 +325,9 @@ class Run:
     def __exit__(self, kind, error, trace) -> None:
         if kind is None:
             self.results.mkdir(parents=True, exist_ok=True)
-            record = self.record()
-            record["tables"] = {**carried_tables(self.path(), record["tables"]), **record["tables"]}
-            self.path().write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n")
-            where = self.path()
+            record, where = self.record(), self.path()
+            record["tables"] = {**carried_tables(where, record["tables"]), **record["tables"]}
+            where.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n")
             print(f"results: {where.relative_to(ROOT) if where.is_relative_to(ROOT) else where}")
 
 
@@ -351,13 +338,10 @@ def carried_tables(path: Path, made: dict) -> dict:
         earlier = json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
-    kept = {}
-    for key, table in earlier.get("tables", {}).items():
-        if key not in made:
-            kept[key] = {"commit": earlier.get("commit"), "load": load_spread(earlier), "command": earlier.get("command"),
-                         "weights": earlier.get("weights"), "torch": earlier.get("versions", {}).get("torch"),
-                         **{k: v for k, v in table.items() if v}}
-    return kept
+    return {key: {"commit": earlier.get("commit"), "load": load_spread(earlier), "command": earlier.get("command"),
+                  "weights": earlier.get("weights"), "torch": earlier.get("versions", {}).get("torch"),
+                  **{k: v for k, v in table.items() if v}}
+            for key, table in earlier.get("tables", {}).items() if key not in made}
 
 
 # --- the docs' figures tables ---------------------------------------------------------------------------------
@@ -374,9 +358,8 @@ def load_spread(record: dict) -> str:
 
 
 def render_block(record: dict, key: str) -> str:
-    """A results file's table as the docs show it: the table, then what it was measured on and how to rerun it.
-
-    A table may name its own commit, load, weights or command where they differ from the file's."""
+    """A results file's table as the docs show it: the table, then what it was measured on and how to rerun it (a
+    table may name its own commit, load, weights or command where they differ from the file's)."""
     if key not in record.get("tables", {}):
         raise KeyError(f"benchmarks/results/{record['benchmark']}-{record['machine']['name']}.json has no table "
                        f"{key!r}: rerun the benchmark that makes it, or point the docs' block at another table")

@@ -8,24 +8,22 @@ import statistics
 import tempfile
 import threading
 import time
+import uuid
 from pathlib import Path
+
+import numpy as np
 
 from benchmarks import harness
 
-IMAGE_TASKS = ("pose", "segment", "normals", "pointmap", "matting")
-
-
-def ms(seconds: float) -> float:
-    return round(1000 * seconds, 1)
+IMAGE_FIGURES = ("gpu_call", "shown", "all_shown", "complete", "request_cpu")  # host's image rows, in ms
 
 
 class Clock:
-    """While entered, seconds inside the GPU call (`jobs.image.infer`: pre-processing, forwards, post-processing);
-    once attached, seconds inside the models' own forwards (hooks, synchronised on CUDA; wall and process CPU) with
-    each forward's input and milliseconds."""
+    """While entered, seconds inside the GPU call (`jobs.image.infer`); once attached, inside the models' own forwards
+    (hooks, synchronised on CUDA; wall and process CPU), with each forward's input and milliseconds."""
 
     def __init__(self, device: str = "cpu"):
-        self.cuda, self.lock, self.starts, self.hooked = str(device).startswith("cuda"), threading.Lock(), {}, set()
+        self.device, self.lock, self.starts, self.hooked = str(device), threading.Lock(), {}, set()
         self.reset()
 
     def reset(self) -> None:
@@ -38,8 +36,7 @@ class Clock:
         return self.timers.seconds.get("GPU call", 0.0)
 
     def attach(self, manager, task: str) -> None:
-        """Hooks on the models `task`'s request runs (body parts too where it removes the background; the detector's
-        network for pose), loading them outside the timings."""
+        """Hooks on the models `task`'s request runs (its detector's network too), loading them outside the timings."""
         from sapiens2_demo import tasks
 
         modules = [loaded.model for loaded in harness.task_models(manager, task)]
@@ -49,16 +46,12 @@ class Clock:
             module.register_forward_pre_hook(self._pre, with_kwargs=True)
             module.register_forward_hook(self._post, with_kwargs=True)
 
-    def _sync(self) -> None:
-        if self.cuda:
-            harness.sync("cuda")
-
     def _pre(self, module, args, kwargs) -> None:
-        self._sync()
+        harness.sync(self.device)
         self.starts[(id(module), threading.get_ident())] = time.perf_counter(), time.process_time()
 
     def _post(self, module, args, kwargs, output) -> None:
-        self._sync()
+        harness.sync(self.device)
         wall, cpu = self.starts.pop((id(module), threading.get_ident()))
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         given = kwargs.get("pixel_values", args[0] if args else None)
@@ -82,8 +75,6 @@ class Clock:
 def detector_network(manager):
     """The network ultralytics runs: its predictor deep-copies the YOLO model at the first predict, so hook that copy
     (set up here with a blank image). On a CPU that is the ONNX export's runner (models/detector_cpu.py)."""
-    import numpy as np
-
     from sapiens2_demo.pose.detector import find_people
 
     loaded = manager.get_detector()
@@ -94,10 +85,9 @@ def detector_network(manager):
 
 
 def request(ctx, path: str, task: str, run_dir: Path, clock: Clock, **options) -> dict:
-    """One request as the tab's handler makes it (the picture loaded afresh, as an upload is; the job's stream; the
-    display copies). Seconds: `wall` to the complete answer, `first` to the first output, `gpu_call`, `forward` (the
-    models alone, when the clock is attached); `shown` / `all_shown` / `complete`: the first render, the last (All
-    tasks: a tile each) and the answer, each less the GPU call's seconds until then; `request_cpu` (every thread)."""
+    """One request as the tab's handler makes it (the picture loaded afresh, the job's stream, the display copies).
+    Seconds: `wall`, `first` (output), `gpu_call`, `forward` (attached clock), `request_cpu`; `shown` / `all_shown` /
+    `complete`: the first render, the last (All tasks: a tile each), the answer, each less the GPU call until then."""
     from sapiens2_demo import tasks
     from sapiens2_demo.jobs import image as image_jobs
     from sapiens2_demo.media.image import load_image
@@ -132,11 +122,9 @@ def profile_request(ctx, pictures, task: str, run_dir: Path, clock: Clock) -> No
     harness.print_top(stats, f"a {task} request minus gradio")
 
 
-def timed_requests(managers: dict, task: str, pictures, work: Path, reps: int, warm: bool = True,
-                     **options) -> dict:
-    """`task`'s requests on each manager (a road, a size, a kind of checkpoints): the models loaded first (`load_s`,
-    a compile included), then `reps` requests each (after one untimed, with `warm`), the managers alternating within
-    each repetition so load drift hits them alike; per manager the medians of `request`'s seconds."""
+def timed_requests(managers: dict, task: str, pictures, work: Path, reps: int, warm: bool = True, **options) -> dict:
+    """`task`'s requests on each manager (a road, a size, a kind of checkpoints), loaded first (`load_s`), then `reps`
+    each (after an untimed one with `warm`), alternating so load drift hits them alike: per manager the medians."""
     from sapiens2_demo.jobs.image import AppContext
     from sapiens2_demo.jobs.outputs import OutputStore
 
@@ -161,20 +149,9 @@ def timed_requests(managers: dict, task: str, pictures, work: Path, reps: int, w
     return found
 
 
-# -- host: in this process, and through gradio -----------------------------------------------------------------------
-def bench_image(kind: str, checkpoint_dir: Path, pictures, reps: int, task_names, work: Path) -> dict:
-    manager, rows = harness.manager(checkpoint_dir, detector=checkpoint_dir / "yolo26n-random.pt"), {}
-    for task in [*task_names, "all"]:
-        [found] = timed_requests({kind: manager}, task, pictures, work, reps).values()
-        rows[task] = {key: ms(found[key]) for key in ("gpu_call", "shown", "all_shown", "complete", "request_cpu")}
-    return rows
-
-
 def launch_echo():
-    """gradio's own floor: an image filepath in; a JPEG of it, a file and a notes string out, from a generator (as
-    the tabs' events are)."""
+    """gradio's own floor: an image filepath in; a JPEG of it, a file and notes out, from a generator (as the tabs')."""
     import gradio as gr
-    import numpy as np
     from PIL import Image
 
     def echo_stream(path):
@@ -201,8 +178,6 @@ class PageCalls:
         self.demo, self.url, self.http = demo, url.rstrip("/") + "/gradio_api", httpx.Client(timeout=120)
 
     def call(self, api_name: str, image: str) -> tuple[float, float, float]:
-        import uuid
-
         index, fn = next((i, fn) for i, fn in self.demo.fns.items() if fn.api_name == api_name)
         with open(image, "rb") as file:
             [uploaded] = self.http.post(f"{self.url}/upload", files={"files": file}).json()
@@ -229,10 +204,9 @@ class PageCalls:
 def bench_gradio(checkpoint_dir: Path, pictures, reps: int, endpoints) -> dict:
     from tests.conftest import launch_app  # the real app, started as the tests and app.py start it
 
-    real, real_url = launch_app(checkpoint_dir, checkpoint_dir / "yolo26n-random.pt")
-    echo, echo_url = launch_echo()
+    page = PageCalls(*launch_app(checkpoint_dir, checkpoint_dir / "yolo26n-random.pt"))
+    floor = PageCalls(*launch_echo())
     try:
-        page, floor = PageCalls(real, real_url), PageCalls(echo, echo_url)
         for _ in range(3):
             floor.call("echo_stream", pictures.path)
         for endpoint in endpoints:
@@ -246,22 +220,20 @@ def bench_gradio(checkpoint_dir: Path, pictures, reps: int, endpoints) -> dict:
                     rows[endpoint][key].append(value - base)
                 rows[endpoint]["floor"].append(base)
     finally:
-        real.close()
-        echo.close()
-    return {e: {key: ms(statistics.median(values)) for key, values in r.items()} for e, r in rows.items()}
+        page.demo.close()
+        floor.demo.close()
+    return {e: {key: round(1000 * statistics.median(values), 1) for key, values in r.items()} for e, r in rows.items()}
 
 
 def host(argv: list[str], run: harness.Run) -> None:
-    """The host's work around the forwards (docs/host.md), 1080p requests: in this process, the GPU call and the
-    first render, the last and the complete answer, each less the GPU call until then (medians of --reps); through
-    gradio as the page calls it, ms beyond an echo app's floor called just before; a 720p video's host work (ours
-    less the forwards) against its I/O floor. The detector: a random YOLO26n."""
+    """The host's work around the forwards (docs/host.md): 1080p requests in this process and through gradio (beyond
+    an echo app's floor), a 720p video's host work against its I/O floor. The detector: a random YOLO26n."""
     from benchmarks.video import host_frames
     from sapiens2_demo.standins.tiny import write_tiny_detector
 
     parser = harness.parser(run, host.__doc__)
     parser.add_argument("--kinds", default="tiny,standins", help="tiny (random weights), standins, or both")
-    parser.add_argument("--tasks", default=",".join(IMAGE_TASKS))
+    parser.add_argument("--tasks", default="pose,segment,normals,pointmap,matting")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--frames", type=int, default=48, help="video clip length")
     parser.add_argument("--video-reps", type=int, default=3, help="runs of each video task (the median's row)")
@@ -273,8 +245,7 @@ def host(argv: list[str], run: harness.Run) -> None:
     task_names, kinds = [t for t in harness.names(args.tasks) if t != "all"], harness.names(args.kinds)
     run.weights = " and ".join(kinds)
     with tempfile.TemporaryDirectory(prefix="bench_host_") as tmp:
-        work = Path(tmp)
-        pictures = harness.Pictures(work, args.fresh)
+        work, pictures = Path(tmp), harness.Pictures(Path(tmp), args.fresh)
         for kind in kinds:
             checkpoint_dir = harness.checkpoints(kind)
             detector = checkpoint_dir / "yolo26n-random.pt"
@@ -288,7 +259,10 @@ def host(argv: list[str], run: harness.Run) -> None:
                     ctx = AppContext(harness.manager(checkpoint_dir, detector=detector))
                     for task in [*task_names, "all"]:
                         profile_request(ctx, pictures, task, work / f"profile_{kind}_{task}", Clock())
-                found["image"] = bench_image(kind, checkpoint_dir, pictures, args.reps, task_names, work)
+                found["image"], manager = {}, harness.manager(checkpoint_dir, detector=detector)
+                for task in [*task_names, "all"]:
+                    [timed] = timed_requests({kind: manager}, task, pictures, work, args.reps).values()
+                    found["image"][task] = {key: round(1000 * timed[key], 1) for key in IMAGE_FIGURES}
             if not args.no_gradio:
                 found["gradio"] = bench_gradio(checkpoint_dir, pictures, args.reps, [*task_names, "all"])
             if not args.no_video:
@@ -303,8 +277,7 @@ def host(argv: list[str], run: harness.Run) -> None:
         if "gradio" in found:
             run.table(f"gradio{suffix}", ["endpoint", "gradio's floor", "shown beyond it", "all shown",
                                           "complete beyond it"],
-                      [[f"/{e}", r["floor"], r["shown"], r["all_shown"], r["complete"]]
-                       for e, r in found["gradio"].items()],
+                      [[f"/{e}", *r.values()] for e, r in found["gradio"].items()],  # floor, shown, all, complete
                       caption=f"ms, medians of {args.reps}{', fresh pictures' if args.fresh else ''}.")
         if "video" in found:
             run.table(f"video{suffix}", ["task", "ours ms a frame", "host ms", "floor ms", "host / floor",
@@ -314,7 +287,6 @@ def host(argv: list[str], run: harness.Run) -> None:
                       caption=f"{args.frames} frames of 720p; target 1.2.")
 
 
-# -- gpu: forwards, and requests against their forwards, on any device -----------------------------------------------
 def forward_ms(manager, task: str, batch: int, repeat: int, warmup: int) -> tuple[float, float]:
     """(median, fastest) milliseconds of one forward at this batch size, on random pixels at the input size."""
     import torch
@@ -332,9 +304,8 @@ def forward_ms(manager, task: str, batch: int, repeat: int, warmup: int) -> tupl
 
 
 def gpu(argv: list[str], run: harness.Run) -> None:
-    """Forward ms per task at each of --batches, then each 1080p request's complete answer and first render
-    against its own forwards (target 1.3x; docs/gpu.md), on whatever device there is (CUDA runs bf16). --sizes full:
-    full-size 0.4b random weights (a CPU forward ~30 s: one request, no warm-up)."""
+    """Forward ms per task at each of --batches, then each 1080p request's complete answer and first render against
+    its own forwards (docs/gpu.md), on any device (CUDA runs bf16; a full-size CPU forward: one request, no warm-up)."""
     from benchmarks.checkpoints import ensure_fullsize
 
     parser = harness.parser(run, gpu.__doc__)
@@ -369,17 +340,18 @@ def gpu(argv: list[str], run: harness.Run) -> None:
             for task in [*tasks, "all"]:
                 profile_request(AppContext(managers[sizes[0]]), pictures, task, work / f"profile_{task}", Clock())
             return
+        batches, forwards = harness.names(args.batches), 1 if slow else args.forward_repeat
+        requests = 1 if slow else args.repeat
         for size, manager in managers.items() if not args.skip_forward else ():
-            print(f"\n{size}: forward ms, median (fastest) of {1 if slow else args.forward_repeat}, by batch")
+            print(f"\n{size}: forward ms, median (fastest) of {forwards}, by batch")
             for task in (t for t in tasks if not (size == "full" and t == "matting")):  # matting: released at 1b only
-                found = [forward_ms(manager, task, int(b), 1 if slow else args.forward_repeat, 0 if slow else 2)
-                         for b in harness.names(args.batches)]
-                print(f"{task:9}" + "".join(f"{b:>4}: {m:8.1f} ({f:6.1f})" for b, (m, f) in zip(
-                    harness.names(args.batches), found)), flush=True)
+                found = [forward_ms(manager, task, int(b), forwards, 0 if slow else 2) for b in batches]
+                print(f"{task:9}" + "".join(f"{b:>4}: {m:8.1f} ({f:6.1f})" for b, (m, f) in zip(batches, found)),
+                      flush=True)
         rows: dict = {size: [] for size in sizes}
         for task in [*tasks, "all"]:  # all: every task's forwards, tiny only
             chosen = {size: m for size, m in managers.items() if size == "tiny" or task not in ("matting", "all")}
-            found = timed_requests(chosen, task, pictures, work, 1 if slow else args.repeat, warm=not slow)
+            found = timed_requests(chosen, task, pictures, work, requests, warm=not slow)
             for size, row in found.items():
                 wall, forward, first = (1000 * row[key] for key in ("wall", "forward", "first"))
                 ratio = (lambda ms: f"{ms / forward:.2f}x") if forward else (lambda ms: "-")  # no forward: a cache
@@ -387,20 +359,17 @@ def gpu(argv: list[str], run: harness.Run) -> None:
                 print(f"  {task} {size}: the last request's forwards (input, ms): {'; '.join(row['calls'])}")
         for size in sizes:
             run.table("image" if size == "full" else f"image-{size}", ["task", "complete ms / forwards ms", "ratio",
-                                                                       "render shown ms (ratio)"], rows[size],
-                      caption=f"1080p, medians of {1 if slow else args.repeat}, target 1.3x.")
+                      "render shown ms (ratio)"], rows[size], caption=f"1080p, medians of {requests}, target 1.3x.")
 
 
-# -- cpu: the CPU's roads at full size -------------------------------------------------------------------------------
 ROADS = {"float32": ("float32", "off"), "bfloat16": ("bfloat16", "off"), "auto": ("auto", "auto")}
 CPU_TASKS = {"seg": ("segment", {}), "pose": ("pose", {"flip_test": True}),
              "pose-noflip": ("pose", {"flip_test": False}), "normal": ("normals", {}), "pointmap": ("pointmap", {})}
 
 
 def cpu(argv: list[str], run: harness.Run) -> None:
-    """The CPU's roads on full-size random weights (docs/cpu.md): eager float32 against the auto road (bf16 +
-    regional compile where the CPU runs bf16 natively), per task: the request and the models' forwards within it,
-    wall and CPU seconds, each road's speed-up over float32. `pose` has the flip test, `pose-noflip` not."""
+    """The CPU's roads on full-size random weights (docs/cpu.md): per task, the request and its forwards on eager
+    float32 and on the auto road (bf16 + regional compile where native). `pose` has the flip test, `pose-noflip` not."""
     from benchmarks.checkpoints import DEFAULT_DIR, ensure_fullsize
 
     parser = harness.parser(run, cpu.__doc__)
