@@ -30,6 +30,8 @@ CONTACT_HEIGHT = 0.04  # m: a planted foot's lowest keypoint this near the floor
 CONTACT_WINDOW_S = 0.08  # s: a contact's speed is measured over this either side (2 frames at 24 frames/s)
 MIN_SPREAD = 0.25  # m: the contacts' spread along their narrower direction needed for the floor's tilt
 MIN_CONTACTS = 12  # foot-frames
+SUNK = 0.05  # m: a foot this far below the floor has gone through it
+MAX_BELOW_SHARE = 0.05  # of the frames: more feet through the floor than this, and it is no floor
 MAX_TILT = 60.0  # degrees: a floor further than this from the image's up is not a floor the feet stand on
 FOOT_KEYPOINTS = ("heel", "big_toe", "small_toe")
 
@@ -158,6 +160,18 @@ def _spread(samples: np.ndarray) -> float:
     return float(2 * np.linalg.svd(samples - samples.mean(0), compute_uv=False)[1] / np.sqrt(len(samples)))
 
 
+def _below_share(people: list[np.ndarray], present, up: np.ndarray, offset: float) -> float:
+    """The share of the people's frames whose lowest foot keypoint lies more than SUNK below the plane: a floor
+    drawn through the slow moments of sliding feet lies above where they pass (real feet seldom sink into theirs)."""
+    sunk, frames = 0, 0
+    for k, points in enumerate(people):
+        here = np.ones(len(points), bool) if present is None else np.asarray(present[k], bool)
+        heights = (lowest(points, up) @ up + offset).min(axis=1)[here]  # (frames,) the lower foot, above the plane
+        heights = heights[np.isfinite(heights)]
+        sunk, frames = sunk + int((heights < -SUNK).sum()), frames + len(heights)
+    return sunk / frames if frames else 0.0
+
+
 def find_world(people: list[np.ndarray], fps: float, present: list[np.ndarray] | None = None
                ) -> tuple[World | None, str]:
     """The world from each person's (T, K, 3) fitted camera-frame keypoints (the first person sets the facing),
@@ -184,6 +198,10 @@ def find_world(people: list[np.ndarray], fps: float, present: list[np.ndarray] |
     if found is None or found[2].sum() < MIN_CONTACTS:
         return None, "no floor found: the planted feet agree on no plane; the camera's frame kept"
     up, offset, inliers = found
+    below = _below_share(people, present, up, offset)
+    if below > MAX_BELOW_SHARE:
+        return None, (f"no floor found: the feet pass {100 * SUNK:.0f} cm below the plane their still frames suggest "
+                      f"on {100 * below:.0f} % of the frames (feet that slide, not stand); the camera's frame kept")
     first = people[0]
     index = name_index()
     seen = np.flatnonzero(np.isfinite(first[:, [index["left_hip"], index["right_hip"]]]).all((1, 2)))
