@@ -44,7 +44,7 @@ BENCHMARKS: dict[str, tuple[str, str, list[str] | None]] = {
     "burst": ("first:burst", "cold launches x concurrent first requests, then 64 at once", None),
     "first-answer": ("first:first_answer", "the app's first answers per launch kind; the CLI on 1 and 20 photos", None),
     "motion": ("bench_motion_truth:main", "motion capture against synthetic ground truth", None),
-    "camera": ("camera:camera", "the camera's rotation from the background on rendered frames: error a frame, "
+    "camera": ("mocap:camera", "the camera's rotation from the background on rendered frames: error a frame, "
                "drift, a still camera's total, ms a frame at 720p", None),
 }
 

@@ -76,7 +76,7 @@ def test_bad_input_says_what_is_wrong():
 
 def test_the_benchmark_writes_each_motion_s_figures(tmp_path):
     from benchmarks import harness
-    from benchmarks.camera import camera
+    from benchmarks.mocap import camera
 
     with harness.Run("camera", "python -m benchmarks camera", results=tmp_path) as run:
         camera(["--seconds", "1", "--timing-frames", "3", "--size", "320x180"], run)
