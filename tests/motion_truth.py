@@ -315,22 +315,29 @@ def measure_run(name: str, noise: bool = True, faults: bool = True, seed: int = 
 
 def angle_error_deg(clip: Clip, fitted: list) -> float:
     """The worst joint angle (pose/joint_angles.py: knees, hips, elbows, shoulders, trunk lean) of the fitted
-    motion against the truth's, degrees, over every frame a person was fitted; each fit paired with the person
-    whose truth it lies nearest."""
+    motion against the truth's, degrees, over the frames where the limbs' joints were all lifted (where one was
+    hidden or out of view the angle is the motion prior's guess); each fit paired with the person whose truth it
+    lies nearest."""
     from sapiens2_demo.pose.joint_angles import angle_names, joint_angles
+    from sapiens2_demo.pose.meta import name_index
     from tests.motion_clips import camera_rotation
+
+    index = name_index()
+    limbs = [index[f"{side}_{joint}"] for side in ("left", "right")
+             for joint in ("hip", "knee", "ankle", "shoulder", "elbow", "wrist")] + [index["neck"]]
 
     up = camera_rotation(clip.camera) @ [0.0, 1.0, 0.0]  # the true up in the camera's frame
     times = np.arange(clip.frames) / clip.fps
     worst = 0.0
     for track in fitted:
         present = np.asarray(track.present[: clip.frames], bool)
+        seen = present & np.asarray(track.measured[: clip.frames], bool)[:, limbs].all(1)
         points = np.asarray(track.points[: clip.frames])
         truth = min(clip.truth, key=lambda t: float(np.nanmean(np.linalg.norm(
             points[present][:, :17] - t[: clip.frames][present][:, :17], axis=-1))))[: clip.frames, : points.shape[1]]
         got, want = joint_angles(points, times, up=up), joint_angles(truth, times, up=up)
         for series in angle_names()[:-1]:  # the last is the root's speed, not an angle
-            error = np.abs(np.asarray(got[series]) - np.asarray(want[series]))[present]
+            error = np.abs(np.asarray(got[series]) - np.asarray(want[series]))[seen]
             if np.isfinite(error).any():
                 worst = max(worst, float(np.nanmax(error)))
     return worst
