@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 MODES = ("auto", "on", "off")
 BLOCK_CLASS = "Sapiens2Layer"
 WARMUP_BATCHES = (1,)  # one graph with a symbolic batch serves every size (tests/system/test_compile_cli.py)
+QUIET_S = 3.0  # s with no forward before a background compile starts: the last answer's drawing is done by then
+MOST_WAIT_S = 60.0  # s after the model's first forward at the latest (a busy server is never quiet)
 RECOMPILE_LIMIT = 64  # the blocks of every loaded model share one code object (one entry per width and dtype)
 CACHE_ENV = "SAPIENS2_COMPILE_CACHE"
 _TIMINGS = "load_seconds.json"
@@ -127,15 +129,20 @@ class CompileState:
     key: str = ""  # the timings' key (manager.compile_key): forwards' seconds per image are kept under it
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _seen: dict = field(default_factory=lambda: {"eager": [], "compiled": []}, repr=False)
-    _start: object = field(default=None, repr=False)  # compile_beside's build, started after the first forward
+    _start: object = field(default=None, repr=False)  # compile_beside's build, started after the first forward (quiet)
 
-    def first_forward_done(self) -> None:
-        """Start the background compile now that the model's first forward is over (the first answer never shares
-        the cores with it, nor the interpreter: importing inductor and tracing are Python, under the GIL)."""
+    def forward_done(self) -> None:
+        """A forward of this model is over. After its first, the background compile starts once no model has run a
+        forward for QUIET_S (MOST_WAIT_S at the latest): importing inductor and tracing are Python, under the GIL,
+        so started at once they slowed the first answer's post-processing and drawing (1.13x eager's first answer
+        on 2 cores), and a visitor's next few answers."""
+        global _LAST_FORWARD
         with self._lock:
+            _LAST_FORWARD = time.monotonic()
             start, self._start = self._start, None
         if start is not None:
-            start()
+            threading.Thread(target=_when_quiet, args=(start,), name="compile: waiting for a quiet moment",
+                             daemon=True).start()
 
     def observe(self, compiled: bool, seconds_each: float) -> None:
         """A forward's seconds per image on its road; the first few of each road are kept in the timings file
@@ -265,9 +272,21 @@ def compile_model(model, input_size: tuple[int, int], device, dtype, key: str = 
     return state
 
 
+_LAST_FORWARD = 0.0  # time.monotonic() when any model's forward last ended (CompileState.forward_done)
+
+
+def _when_quiet(start) -> None:
+    began = time.monotonic()
+    while True:
+        quiet = time.monotonic() - _LAST_FORWARD
+        if quiet >= QUIET_S or time.monotonic() - began >= MOST_WAIT_S:
+            return start()
+        time.sleep(min(0.25, QUIET_S - quiet))
+
+
 def compile_beside(model, input_size: tuple[int, int], device, dtype, key: str = "") -> CompileState:
     """The model serves eager from now; its compiled form is built on a background thread at the lowest CPU
-    priority, started when the first forward is over (`first_forward_done`), and swapped in when warmed up (the
+    priority, started at the first quiet moment after the first forward (`forward_done`), and swapped in when warmed up (the
     state turns 'compiled'), for the forwards that start after."""
     state = CompileState(status="compiling", key=key, note="compiling in the background: eager until then",
                          phase="in the background")

@@ -349,7 +349,7 @@ def forward(loaded: LoadedModel, pixel_values, *, on_device: bool = False, **kwa
     if state is not None:
         if book is None and loaded.device == "cpu":  # a CPU forward is over when it returns
             state.observe(compiled, (time.perf_counter() - started) / max(1, len(pixel_values)))
-        state.first_forward_done()
+        state.forward_done()
     if book is not None:  # the flip test's mirrored forward is part of its batch
         outputs = ledger.forward(type(loaded.model).__name__, dict(outputs.items()), batch="flip_pairs" not in kwargs)
     if on_device:

@@ -79,6 +79,24 @@ def test_a_request_never_waits_for_a_compile(tiny_dir, monkeypatch):
     assert "eager until then" not in manager.road
 
 
+def test_the_compile_waits_for_a_quiet_moment_after_the_answers(tiny_dir, monkeypatch):
+    """Forwards coming one after another hold the background compile back (inductor's import and tracing would
+    share the interpreter with their answers' drawing); it starts once none has run for QUIET_S."""
+    began = []
+    real_compile_model = regional.compile_model
+    monkeypatch.setattr(regional, "QUIET_S", 1.0)
+    monkeypatch.setattr(regional, "compile_model", lambda *a, **k: (began.append(time.monotonic()),
+                                                                    real_compile_model(*a, **k))[1])
+    loaded = background_manager(tiny_dir).get(SEG)
+    for _ in range(8):  # a visitor's answers 0.3 s apart: never a quiet second
+        forward(loaded, pixels())
+        time.sleep(0.3)
+    last = time.monotonic() - 0.3
+    assert not began, "the compile started between the answers"
+    wait_for(loaded.compiled, "compiled")
+    assert began and began[0] >= last + 0.9, (began, last)
+
+
 def test_a_forward_during_the_swap_runs_on_one_road(tiny_dir):
     """The compiled form swapped in while a forward is half-way: that forward finishes eager, the next one runs
     compiled in every block; never a mix."""
