@@ -120,7 +120,6 @@ def burst(argv: list[str], run: harness.Run) -> None:
                                                    collections.Counter()).items()),
              str(all(launch["after_ok"] for launch in runs))] for dtype, runs in figures.items()]
     if args.crowd:
-        many = run.figures["crowd"]
         rows.append([f"{harness.names(args.dtypes)[0]}, crowd", f"1 x {args.crowd}",
                      str(many["counts"].get("server error", 0)), ", ".join(f"{k} {v}" for k, v in many["counts"].items()),
                      str(many["after_ok"])])

@@ -137,8 +137,8 @@ class CompileState:
         so started at once they slowed the first answer's post-processing and drawing (1.13x eager's first answer
         on 2 cores), and a visitor's next few answers."""
         global _LAST_FORWARD
+        _LAST_FORWARD = time.monotonic()
         with self._lock:
-            _LAST_FORWARD = time.monotonic()
             start, self._start = self._start, None
         if start is not None:
             threading.Thread(target=_when_quiet, args=(start,), name="compile: waiting for a quiet moment",

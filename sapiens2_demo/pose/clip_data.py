@@ -41,10 +41,10 @@ def unswapped(points: np.ndarray, seen: np.ndarray, flip: np.ndarray) -> np.ndar
     return np.nan_to_num(exchanged) < SWAP_GAIN * np.nan_to_num(own)
 
 
-def _miss(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(median, miss) for (T, K, 3) samples (NaN = none): each one's 5-frame median, and its distance from the
-    nearest guess the frames around make of it (the median, the mean of the two beside it, each side's two carried
-    on at their speed)."""
+def _miss(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(median, beside, miss) for (T, K, 3) samples (NaN = none): each one's 5-frame median, the mean of the two
+    beside it, and its distance from the nearest guess the frames around make of it (the median, that mean, each
+    side's two carried on at their speed)."""
     frames = len(raw)
     padded = np.concatenate([np.full((2,) + raw.shape[1:], np.nan), raw, np.full((2,) + raw.shape[1:], np.nan)])
     windows = np.stack([padded[i:i + frames] for i in range(5)])  # frames f - 2 .. f + 2
@@ -53,7 +53,7 @@ def _miss(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         warnings.simplefilter("ignore", RuntimeWarning)
         median = np.nanmedian(windows, axis=0)
         miss = np.nanmin(np.linalg.norm(np.concatenate([guesses, median[None]]) - raw, axis=-1), axis=0)
-    return median, np.nan_to_num(miss)
+    return median, guesses[0], np.nan_to_num(miss)
 
 
 def median_filled(points: np.ndarray, seen: np.ndarray, parents: list[tuple[int, int]] = ()) -> np.ndarray:
@@ -67,18 +67,17 @@ def median_filled(points: np.ndarray, seen: np.ndarray, parents: list[tuple[int,
     of its samples faults) takes the mean of the frames beside it instead, wholly."""
     frames = len(points)
     raw = np.where(seen[..., None], points, np.nan)
-    median, miss = _miss(raw)
+    median, beside, miss = _miss(raw)
     far = miss > INIT_OUTLIER_M  # a fault: the median instead
     if parents:
         child, parent = (np.asarray(c, np.int64) for c in zip(*parents))
-        relative_miss = _miss(raw[:, child] - raw[:, parent])[1]
+        relative_miss = _miss(raw[:, child] - raw[:, parent])[2]
         for i, (c, p) in enumerate(parents):
             far[:, c] &= ~((relative_miss[:, i] <= INIT_OUTLIER_M) & ~far[:, p] & seen[:, p])
     # A junk frame starts wholly from the mean of the frames beside it: its faults' 5-frame median lies tens of
     # centimetres off a flip's curve, and junk that happens to land near a guess is kept (a palm or a leg started
     # there turned over). Elsewhere a fault takes the median, which a fast limb's neighbours' mean does not beat.
     junk = far.sum(1) > JUNK_SHARE * seen.sum(1)
-    beside = np.concatenate([raw[:1] * np.nan, (raw[:-2] + raw[2:]) / 2, raw[:1] * np.nan])
     kept = np.where(far[..., None], median, raw)
     filtered = np.where(seen[..., None], np.where(junk[:, None, None] & np.isfinite(beside), beside, kept), np.nan)
     index, t = name_index(), np.arange(frames)
