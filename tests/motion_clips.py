@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from sapiens2_demo.pose.meta import NUM_KEYPOINTS, keypoint_meta, name_index
+from tests import camera_frames
 
 FPS = 24.0
 FOCAL, SIZE = 500.0, (360, 640)  # pixels; (height, width)
@@ -148,7 +149,7 @@ def _walking(t: np.ndarray, start, velocity, phase0=0.0) -> dict:
 
 def camera_rotation(camera: tuple = LEVEL) -> np.ndarray:
     """(3, 3) the Y-up world (facing the camera along +Z) -> the camera frame of a camera (height, pitch down, roll)."""
-    _, pitch, roll = camera
+    pitch, roll = camera[1], camera[2]
     return rot("z", np.radians([roll]))[0] @ rot("x", np.radians([pitch]))[0] @ TO_CAMERA
 
 
@@ -228,11 +229,33 @@ class Clip:
     lifted: list[np.ndarray]  # per person (T, 308, 3) lifted points (NaN = not lifted)
     swaps: list[list[int]] = field(default_factory=list)  # per person, frames with left and right swapped
     faulty: list[set] = field(default_factory=list)  # per person, every frame with a fault of any kind
-    camera: tuple = LEVEL  # (height m, pitch down and roll in degrees)
+    camera: tuple = LEVEL  # (height m, pitch down and roll in degrees[, a turning camera's kind: TURNING])
+    turns: np.ndarray | None = None  # (T, 3, 3) a turning camera's: frame t's camera -> the first's (truth's frame)
+    # the pointmap's floor (floor_map): (T,) metres of depth error every floor pixel of a frame shares, and the
+    # white noise's sigma on top; `seed` the white noise's
+    floor_offset: np.ndarray | None = None
+    floor_sigma: float = 0.0
+    seed: int = 0
 
     @property
     def frames(self) -> int:
         return len(self.truth[0])
+
+
+def floor_map(clip: Clip, frame: int) -> np.ndarray:
+    """(H, W, 3) the pointmap of the floor alone as frame `frame`'s camera sees it (NaN above the horizon), with the
+    clip's floor error (Clip.floor_offset, floor_sigma) along each pixel's depth."""
+    up = camera_rotation(clip.camera) @ [0.0, 1.0, 0.0]  # the world's up in the first frame's camera
+    if clip.turns is not None:
+        up = clip.turns[frame].T @ up
+    v, u = np.mgrid[0:SIZE[0], 0:SIZE[1]].astype(np.float64)
+    rays = np.stack([(u - CENTRE[0]) / FOCAL, (v - CENTRE[1]) / FOCAL, np.ones_like(u)], -1)
+    along = rays @ up
+    with np.errstate(divide="ignore", invalid="ignore"):
+        reach = np.where(along < -1e-3, -clip.camera[0] / along, np.nan)  # the floor: up . x + height = 0
+    rng = np.random.default_rng([clip.seed, frame, 11])
+    error = clip.floor_offset[frame] + (rng.normal(0, clip.floor_sigma, reach.shape) if clip.floor_sigma else 0.0)
+    return (rays * (reach + error)[..., None]).astype(np.float32)  # z = reach: the depth's error scales the ray
 
 
 def _flip() -> np.ndarray:
@@ -306,18 +329,43 @@ def _heavy_depth(rng, frames: int, fps: float) -> np.ndarray:
     return rng.normal(0, 0.02, NUM_KEYPOINTS) + swing + rng.normal(0, 0.01, (frames, NUM_KEYPOINTS))
 
 
+# a turning camera (tests/camera_frames.py), about its place, on top of the clip's (height, pitch, roll): a pan
+# to the right over the clip (the walks and the curve move right: the person stays in view), a tilt down and back,
+# a hand-held phone's shake
+TURNING = {"pan": lambda frames, fps: camera_frames.pan(frames, 30.0),
+           "tilt": lambda frames, fps: camera_frames.tilt(frames, 8.0),
+           "shake": lambda frames, fps: camera_frames.shake(frames, fps, 2.0, 2.0)}
+
+
+def turns_of(camera: tuple, frames: int, fps: float) -> np.ndarray | None:
+    """(T, 3, 3) frame t's camera -> the first's for a camera with a fourth field (TURNING's), else None."""
+    if len(camera) < 4 or not camera[3]:
+        return None
+    if camera[3] not in TURNING:
+        raise ValueError(f"unknown turning camera {camera[3]!r}; one of {', '.join(TURNING)}")
+    return TURNING[camera[3]](frames, fps)
+
+
 def make_clip(name: str, *, noise: bool = True, faults: bool = True, seed: int = 0, fps: float = FPS,
               heavy: bool = False, seconds: float | None = None, camera: tuple = LEVEL) -> Clip:
     """The clip `name` as the models would hand it over (see the module docstring); `seconds`: only its first ones
-    (the tests' shorter runs); `camera` (height, pitch, roll) where it is seen from."""
+    (the tests' shorter runs); `camera` (height, pitch, roll[, turning]) where it is seen from. With a turning
+    camera the truth stays in the first frame's camera and everything observed is in each frame's own."""
     rng = np.random.default_rng([seed, CLIPS.index(name)] + ([int(fps)] if fps != FPS else []))
     truth = motion(name, fps, seconds, camera)
     frames = len(truth[0])
+    turns = turns_of(camera, frames, fps)
+    seen = truth if turns is None else [np.einsum("tji,tkj->tki", turns, p) for p in truth]  # R_t^T x
     body_points = np.isfinite(truth[0][0]).all(1)
-    hidden, seen_depth = occlusion(truth) if name == "cross" else (None, None)
-    clip = Clip(name, float(fps), truth, [], [], [], [], camera=tuple(camera))
+    hidden, seen_depth = occlusion(seen) if name == "cross" else (None, None)
+    clip = Clip(name, float(fps), truth, [], [], [], [], camera=tuple(camera), turns=turns, seed=seed)
+    # the floor's error: a generator of its own (the keypoints' draws, and so every figure before, stay as they were);
+    # heavy: a slowly drifting offset shared by a frame's floor pixels, as a model's depth error near the feet
+    floor_rng = np.random.default_rng([seed, CLIPS.index(name), 7])
+    clip.floor_offset = (_heavy_depth(floor_rng, frames, fps)[:, 0] if noise and heavy else np.zeros(frames))
+    clip.floor_sigma = 0.01 if noise and heavy else DEPTH_NOISE if noise else 0.0
     flip = _flip()
-    for who, points in enumerate(truth):
+    for who, points in enumerate(seen):
         pixels = project(points)
         depth = (points[..., 2] if seen_depth is None else seen_depth[who]).copy()  # hidden: the occluder's
         scores = np.where(body_points, 0.9, 0.0) * np.ones((frames, 1))
@@ -357,8 +405,8 @@ def make_clip(name: str, *, noise: bool = True, faults: bool = True, seed: int =
                 near = [f for f in range(frames) if hidden[1][f].mean() == 0 and hidden[0][f].mean() == 0
                         and abs(f - frames // 2) < 16]
                 f = near[-1] if near else frames // 2 - 10
-                pixels[f] = project(truth[0][f]) + rng.normal(0, PIXEL_NOISE, (NUM_KEYPOINTS, 2))
-                depth[f] = truth[0][f][:, 2]
+                pixels[f] = project(seen[0][f]) + rng.normal(0, PIXEL_NOISE, (NUM_KEYPOINTS, 2))
+                depth[f] = seen[0][f][:, 2]
                 faulty.add(f)
         trunk = np.zeros(NUM_KEYPOINTS, bool)
         trunk[list(range(21)) + list(range(62, 70))] = True  # body, feet, neck: not the 42 hand keypoints

@@ -97,13 +97,18 @@ def glb_positions(path: Path, track_id: int) -> dict:
 
 
 
-def run(clip: Clip, folder: Path, oracle: bool = False, **options) -> tuple[list, list[Path], object]:
+def run(clip: Clip, folder: Path, oracle: bool = False, floor_pixels: bool = True,
+        **options) -> tuple[list, list[Path], object]:
     """Feeds the clip to the video job's after-model path; returns per person their track id per frame (None =
     not detected), the files written and the export (`options` go to MotionVideoExport). `oracle`: each person's
-    fit starts from their true keypoints (the same observations and terms): what the observations allow."""
+    fit starts from their true keypoints (the same observations and terms): what the observations allow.
+    `floor_pixels`: each frame's floor pixels (pose/floor_pixels.py) read from the floor's pointmap
+    (motion_clips.floor_map) about the feet, outside the people's boxes (the segmentation's stand-in)."""
     from sapiens2_demo.export.mocap_video import MotionVideoExport
-    from sapiens2_demo.pose.lift import Pose3DResult, drop_in_front
+    from sapiens2_demo.pose.floor_pixels import floor_pixels as pixels_about_feet
+    from sapiens2_demo.pose.lift import Pose3DResult, drop_in_front, focal_length
     from sapiens2_demo.pose.smoothing import KeypointSmoother
+    from tests.motion_clips import floor_map
 
     fps = clip.fps
     from sapiens2_demo.pose.tracking import KeypointTracker
@@ -111,11 +116,21 @@ def run(clip: Clip, folder: Path, oracle: bool = False, **options) -> tuple[list
     tracker, smoother = KeypointTracker(frame_rate=fps), KeypointSmoother()
     ids = [[None] * clip.frames for _ in clip.truth]
 
-    def truth_start(track_id, first, last):  # whoever the track followed most: their truth over its frames
+    def truth_start(track_id, first, last):  # whoever the track followed most: their truth over its frames, in
+        # each frame's camera (as the observations are)
         followed = [who for who in range(len(clip.truth)) if _main_id(ids[who]) == track_id]
-        return clip.truth[followed[0]][first:last, :BODY_KEYPOINTS] if followed else None
+        if not followed:
+            return None
+        truth = clip.truth[followed[0]][first:last, :BODY_KEYPOINTS]
+        return truth if clip.turns is None else np.einsum("tji,tkj->tki", clip.turns[first:last], truth)
 
     export = MotionVideoExport(folder, fps=fps, fit_start=truth_start if oracle else None, **options)
+    pictures = None
+    if clip.turns is not None:  # a turning camera's frames: a textured panorama seen through its turn
+        from tests.camera_frames import render_turning
+        from tests.motion_clips import FOCAL
+
+        pictures = render_turning(clip.turns, SIZE[1], SIZE[0], person=False, focal_px=FOCAL)
     for f in range(clip.frames):
         people = [who for who in range(len(clip.truth)) if clip.boxes[who][f] is not None]
         count = len(clip.keypoints[0][f])
@@ -126,6 +141,7 @@ def run(clip: Clip, folder: Path, oracle: bool = False, **options) -> tuple[list
                           keypoints=keypoints, keypoint_scores=scores)
         points = np.array([clip.lifted[w][f] for w in people], np.float32).reshape(len(people), count, 3)
         lifted = Pose3DResult(points=points, scores=scores, available=np.isfinite(points).all(-1))
+        lifted.focal = focal_length(keypoints, points, lifted.available, SIZE)  # as the lift reads it
         # the check lift_keypoints makes on what it lifted (this harness stands in for the pointmap)
         read = lifted.points.copy()
         dropped = drop_in_front(lifted.points, lifted.available, keypoints=keypoints, boxes=boxes)
@@ -133,9 +149,14 @@ def run(clip: Clip, folder: Path, oracle: bool = False, **options) -> tuple[list
         pose.track_ids = tracker.update(boxes, pose.box_scores, SIZE, lifted=lifted, time=f / fps)
         lifted.track_ids = pose.track_ids
         pose.lifted = lifted
+        if floor_pixels and len(people):
+            foreground = np.zeros(SIZE, bool)
+            for x1, y1, x2, y2 in np.round(boxes).astype(int):
+                foreground[max(y1, 0):max(y2, 0), max(x1, 0):max(x2, 0)] = True
+            lifted.floor = pixels_about_feet(floor_map(clip, f), foreground, pose)
         if len(people):
             pose.keypoints = smoother.smooth(pose.track_ids, pose.keypoints, f / fps, pose.keypoint_scores)
-        export.add(f, f / fps, None, pose)
+        export.add(f, f / fps, None if pictures is None else next(pictures)[0], pose)
         for row, who in enumerate(people):
             ids[who][f] = int(pose.track_ids[row])
     start = time.perf_counter()
@@ -174,6 +195,8 @@ def evaluate(clip: Clip, ids: list, folder: Path) -> dict:
         camera = camera_pose(folder)
         if camera is not None:  # the files are in the world frame: the world metrics, then back to the camera's
             out.update(world_figures(clip, truth, positions, names, camera, present, 1 / bvh["frame_time"]))
+            if clip.turns is not None:
+                out.update(camera_figures(clip, folder))
             rotation, centre = camera
             positions = ((positions - centre) @ rotation) @ CAMERA_TO_SKELETON.T
         expected = expected_markers(truth)
@@ -218,6 +241,20 @@ def camera_pose(folder: Path) -> tuple[np.ndarray, np.ndarray] | None:
     with open(folder / "pose_3d.jsonl") as lines:
         camera = json.loads(next(lines)).get("camera")
     return None if camera is None else (np.array(camera["rotation"]), np.array(camera["position"]))
+
+
+def camera_figures(clip: Clip, folder: Path) -> dict:
+    """A turning camera's rotation as pose_3d.jsonl holds it against the truth (degrees): the worst error of a
+    frame's turn from the one before (`camera_step_deg`) and of a frame's rotation from the first (`camera_drift_deg`)."""
+    import json
+
+    from tests.camera_frames import errors
+
+    rotations = np.array([json.loads(line)["camera"]["rotation"] for line in open(folder / "pose_3d.jsonl")])
+    rotations /= np.linalg.norm(rotations, axis=1, keepdims=True)  # (the file's rounding)
+    found = np.einsum("ji,tjk->tik", rotations[0], rotations)  # frame t's camera -> the first's
+    figures = errors(found, clip.turns[: len(found)])
+    return {"camera_step_deg": figures["per_frame"], "camera_drift_deg": figures["drift"]}
 
 
 def true_world(clip: Clip, points: np.ndarray) -> np.ndarray:
@@ -304,11 +341,12 @@ def foot_slide_mm(positions: np.ndarray, names: list, expected: dict, present: n
 
 
 def measure_run(name: str, noise: bool = True, faults: bool = True, seed: int = 0, fps: float = 24.0,
-                heavy: bool = False, seconds: float | None = None, camera: tuple = LEVEL, oracle: bool = False) -> dict:
+                heavy: bool = False, seconds: float | None = None, camera: tuple = LEVEL, oracle: bool = False,
+                floor_pixels: bool = True) -> dict:
     clip = make_clip(name, noise=noise, faults=faults, seed=seed, fps=fps, heavy=heavy, seconds=seconds,
                      camera=camera)
     with tempfile.TemporaryDirectory() as folder:
-        ids, _, export = run(clip, Path(folder), oracle=oracle)
+        ids, _, export = run(clip, Path(folder), oracle=oracle, floor_pixels=floor_pixels)
         return {**evaluate(clip, ids, Path(folder)), "fit_seconds": export.close_seconds,
                 "clip_seconds": clip.frames / clip.fps, "angle_error_deg": angle_error_deg(clip, export.fitted)}
 
@@ -347,19 +385,22 @@ CONDITIONS = ("faults", "clean", "noise", "heavy")
 
 
 def measure(name: str, seed: int = 0, fps: float = 24.0, camera: tuple = LEVEL, seconds: float | None = None,
-            oracle: bool = False) -> dict:
+            oracle: bool = False, floor_pixels: bool = True) -> dict:
     """The clip's metrics: everything under noise and faults, plus the clean, noise-only and heavy error model's
     MPJPE (`mpjpe_clean_mm`, `mpjpe_noise_mm`, `heavy_mm`); `bone_error_pct` and `foot_slide_mm` are the worst of
     the four runs, `fit_seconds` the noise + faults run's (the export's close: the fit, the skeleton, the files),
     `fit_ratio` it over the clip's length. `seconds`: the clip's first ones only. `oracle`: also "oracle", the same
-    metrics with each fit started from the truth (the same observations and terms: what they allow)."""
+    metrics with each fit started from the truth (the same observations and terms: what they allow).
+    `floor_pixels`: the pointmap's floor beside the feet (run's)."""
     runs = {cond: measure_run(name, noise=cond != "clean", faults=cond == "faults", seed=seed, fps=fps,
-                              heavy=cond == "heavy", camera=camera, seconds=seconds) for cond in CONDITIONS}
+                              heavy=cond == "heavy", camera=camera, seconds=seconds, floor_pixels=floor_pixels)
+            for cond in CONDITIONS}
     result = _summary(runs)
     if oracle:
         result["oracle"] = _summary({cond: measure_run(name, noise=cond != "clean", faults=cond == "faults",
                                                        seed=seed, fps=fps, heavy=cond == "heavy", camera=camera,
-                                                       seconds=seconds, oracle=True) for cond in CONDITIONS})
+                                                       seconds=seconds, oracle=True, floor_pixels=floor_pixels)
+                                     for cond in CONDITIONS})
     return result
 
 

@@ -44,24 +44,6 @@ def person_document(person: dict) -> dict:
             "scores": _values(person["scores"], 4), "measured": np.asarray(person["measured"], np.int8).tolist()}
 
 
-def _focal(keypoints_2d: np.ndarray, lifted, image_size) -> float | None:
-    """The pointmap's focal length (pixels) from a frame's lifted keypoints and their pixels, the principal point
-    at the image's centre: the median over keypoints off the centre of (u - c) . (x, y) / z over |(x, y) / z|^2."""
-    points = np.asarray(lifted.points, np.float64)
-    pixels = np.asarray(keypoints_2d, np.float64)[..., :2]
-    if points.shape[:2] != pixels.shape[:2]:
-        return None
-    ok = np.asarray(lifted.available, bool) & np.isfinite(points).all(-1) & np.isfinite(pixels).all(-1)
-    ok[ok] = points[ok][:, 2] > 0.1
-    slope = points[ok][:, :2] / points[ok][:, 2:]
-    off = pixels[ok] - (np.array(image_size[::-1], np.float64) - 1) / 2
-    spread = (slope ** 2).sum(1)
-    far = spread > 0.05 ** 2  # a keypoint this far off the centre (3 degrees) gives the focal
-    if far.sum() < 5:
-        return None
-    return float(np.median((off * slope).sum(1)[far] / spread[far]))
-
-
 def chosen_people(text) -> frozenset[int] | None:
     """The track ids in a "1, 3" list (spaces or commas); None for an empty one (everyone). ValueError, in a
     sentence, for anything else."""
@@ -94,6 +76,7 @@ class MotionVideoExport:
         self.world = None  # after close: the World the feet gave (pose/world.py), or None
         self.turning = RotationTracker()  # the camera's own turning: the segmentation's background, else outside boxes
         self._focals: list[float] = []  # each frame's focal length (pixels) from its lifted keypoints
+        self._floor: dict[int, np.ndarray] = {}  # frame number -> its floor pixels (pose/floor_pixels.py)
 
     @property
     def path(self) -> Path:
@@ -104,10 +87,12 @@ class MotionVideoExport:
         if lifted is None and result.num_people:
             self._unlifted += 1
         keypoints = result.keypoints if lifted is not None and lifted.num_people == result.num_people else None
+        if getattr(lifted, "floor", None) is not None:
+            self._floor[len(self.recorder.times)] = np.asarray(lifted.floor, np.float32)
         people = self.recorder.add(time, lifted, keypoints)
         if frame is not None:
             self.turning.add(frame, background=getattr(lifted, "background", None), boxes=result.boxes)
-            focal = _focal(keypoints, lifted, result.image_size) if keypoints is not None else None
+            focal = getattr(lifted, "focal", None)
             if focal is not None:
                 self._focals.append(focal)
         self.lines.add({"frame": int(index), "time": round(float(time), 6),
@@ -122,12 +107,10 @@ class MotionVideoExport:
         if turn is not None and turn.turned:
             tracks = [replace(t, points=np.einsum("tij,tkj->tki", turn.to_first, t.points).astype(np.float32))
                       for t in tracks]  # each frame's points in the first frame's camera: the camera's turn taken out
-        world, why = find_world([t.points for t in tracks], self.fps, [t.present for t in tracks]) if tracks else (
-            None, "")
-        if world is not None and not (turn is not None and turn.turned):
-            # the second pass: the feet on that floor, held where planted (its observations are each frame's
-            # camera's: a still camera's only)
-            tracks = self.recorder.on_floor(tracks, world)
+        world, why = find_world([t.points for t in tracks], self.fps, [t.present for t in tracks],
+                                self._floor_pixels(turn)) if tracks else (None, "")
+        if world is not None:  # the second pass: the feet on that floor, held still in the world where planted
+            tracks = self.recorder.on_floor(tracks, world, turn.to_first if turn is not None and turn.turned else None)
         if world is not None and turn is not None and turn.to_first is not None:
             world = replace(world, turns=turn.to_first if turn.turned else None, turning="still" if turn.still else
                             describe(world.rotation @ turn.to_first, np.array([0.0, 1.0, 0.0])))
@@ -201,6 +184,14 @@ class MotionVideoExport:
                                         if person["track_id"] in contacts else None}
                                        for person in document["people"]]}
                 out.write(json.dumps(document, allow_nan=False, separators=(",", ":")) + "\n")
+
+    def _floor_pixels(self, turn: CameraRotation | None) -> np.ndarray | None:
+        """Every frame's floor pixels in the first frame's camera (a turning camera's turned), or None."""
+        if not self._floor:
+            return None
+        turned = turn is not None and turn.turned
+        return np.concatenate([pixels @ turn.to_first[frame].T if turned else pixels
+                               for frame, pixels in sorted(self._floor.items())])
 
     def _camera_turn(self) -> CameraRotation | None:
         """The camera's rotation per frame (None where not every frame came with its picture, or no focal length:

@@ -8,8 +8,13 @@ x, y, z are in the camera frame of the input image (x right, y down, z forward, 
 null where the keypoint could not be lifted (JSON has no NaN); score is the 2D keypoint score (null if not
 finite). Values are rounded to 0.01 mm / 1e-5.
 
+pose_3d.json's "floor" is the floor the pointmap shows beside the feet (pose/floor_pixels.py): {"up": [x, y, z] its
+normal in the camera frame, "offset": metres, the plane up . p + offset = 0}, or null where none was seen.
+
 pose_3d.glb: a sphere per available joint and a cylinder per bone whose two ends are available, in the
-keypoint and link colours of the 2D skeleton, in the glTF frame (x, -y, -z: y up, the viewer on +z).
+keypoint and link colours of the 2D skeleton, in the glTF frame (x, -y, -z: y up, the viewer on +z), and a grey
+floor disc under the people. With a floor seen the scene is turned upright on it (its up along +Y, the camera's
+tilt and roll taken out); without, the disc lies under the lowest foot, level with the camera, and the notes say so.
 Only the linked joints (body, feet, hands; the face has no links) are drawn, to keep the file light.
 """
 
@@ -33,6 +38,7 @@ BONE_RADIUS = 0.006
 BONE_SECTIONS = 8
 DECIMALS = 5
 FALLBACK_COLOUR = (200, 200, 200)  # bones that are not links of the 2D skeleton
+FLOOR_COLOUR, FLOOR_MARGIN = (115, 115, 115, 255), 0.3  # the disc's grey, metres beyond the joints it lies under
 
 
 def pose3d_document(result: Pose3DResult, keypoint_names: list[str]) -> dict:
@@ -51,8 +57,24 @@ def pose3d_document(result: Pose3DResult, keypoint_names: list[str]) -> dict:
             entry["track_id"] = int(result.track_ids[person])
         entry["keypoints"] = values[person].tolist()
         persons.append(entry)
+    floor = photo_floor(result)
     return {"units": "metres", "camera": CAMERA_FRAME, "num_keypoints": int(count),
-            "keypoint_names": list(keypoint_names), "keypoint_fields": ["x", "y", "z", "score"], "people": persons}
+            "keypoint_names": list(keypoint_names), "keypoint_fields": ["x", "y", "z", "score"], "people": persons,
+            "floor": None if floor is None else {"up": np.round(floor[0], DECIMALS).tolist(),
+                                                 "offset": round(float(floor[1]), DECIMALS)}}
+
+
+def photo_floor(result: Pose3DResult) -> tuple[np.ndarray, float] | None:
+    """The floor the result's floor pixels show under its lifted feet (pose/floor_pixels.py), or None."""
+    from ..pose.floor_pixels import FEET
+    from ..pose.floor_pixels import photo_floor as floor_of
+    from ..pose.meta import name_index
+
+    if getattr(result, "floor", None) is None or not result.num_people:
+        return None
+    columns = [name_index()[k] for k in FEET if name_index()[k] < result.points.shape[1]]
+    feet = np.where(np.asarray(result.available)[:, columns, None], np.asarray(result.points)[:, columns], np.nan)
+    return floor_of(result.floor, feet.reshape(-1, 3))
 
 
 def _write_atomically(path: Path, data: bytes) -> Path:
@@ -159,12 +181,57 @@ def no_skeleton_note(placed: int) -> str:
             "bones); pose_3d.json has the placed points.")
 
 
+def _levelling(up: np.ndarray) -> np.ndarray:
+    """(3, 3) the least rotation taking `up` (camera frame) to the camera's own up, (0, -1, 0) (Rodrigues)."""
+    target_up = np.array([0.0, -1.0, 0.0])
+    axis, cos = np.cross(up, target_up), float(up @ target_up)
+    if np.linalg.norm(axis) < 1e-9:
+        return np.eye(3)
+    skew = np.array([[0, -axis[2], axis[1]], [axis[2], 0, -axis[0]], [-axis[1], axis[0], 0]])
+    return np.eye(3) + skew + skew @ skew / (1 + cos)
+
+
+def floor_disc(result: Pose3DResult):
+    """(levelling (3, 3) for the camera frame, the disc (trimesh) in the glTF frame, a note or "") of a result
+    with a joint placed (see the module docstring)."""
+    import trimesh
+
+    points = np.asarray(result.points, np.float64)[np.asarray(result.available, bool)]
+    points = points[np.isfinite(points).all(1)]
+    floor = photo_floor(result)
+    if floor is not None:
+        levelling, height = _levelling(floor[0]), float(floor[1])  # the levelled camera's floor: y = offset
+        pitch = float(np.degrees(np.arcsin(np.clip(-floor[0][2], -1, 1))))
+        note = (f"pose_3d.glb: the floor read from {len(result.floor)} pointmap pixels beside the feet, the skeleton "
+                f"turned upright on it (the camera {abs(pitch):.0f} degrees {'down' if pitch >= 0 else 'up'}, "
+                f"{abs(floor[1]):.1f} m above it).")
+    else:
+        levelling, height = np.eye(3), float(points[:, 1].max())  # the lowest joint (y is down)
+        note = ("pose_3d.glb: no floor seen beside the feet (no segmented floor pixels there): the disc lies under "
+                "the lowest joint, level with the camera, not upright on a floor.")
+    levelled = points @ levelling.T
+    centre = levelled[:, [0, 2]].mean(0)
+    radius = float(np.linalg.norm(levelled[:, [0, 2]] - centre, axis=1).max()) + FLOOR_MARGIN
+    disc = trimesh.creation.cylinder(radius=radius, height=0.002, sections=48)
+    disc.apply_transform(trimesh.transformations.rotation_matrix(np.pi / 2, [1, 0, 0]))  # its axis along Y
+    disc.apply_translation([centre[0], -height - 0.001, -centre[1]])  # the glTF frame: (x, -y, -z)
+    disc.visual.vertex_colors = np.tile(FLOOR_COLOUR, (len(disc.vertices), 1))
+    return levelling, disc, note
+
+
 def write_skeleton_glb(result: Pose3DResult, folder, bones: list[tuple[int, int]] | None = None,
-                       name: str = "pose_3d.glb") -> Path:
+                       name: str = "pose_3d.glb", notes: list[str] | None = None) -> Path:
+    """The skeleton and its floor (see the module docstring); the floor's note appended to `notes` when given."""
     import trimesh
 
     mesh = skeleton_mesh(result, bones)
     if mesh is None:
         raise NothingToExport(no_skeleton_note(int(np.asarray(result.available).sum())))
-    path = _write_atomically(target(folder, name), trimesh.Scene(mesh).export(file_type="glb"))
-    return remember(path, mesh.bounds)  # the 3D viewer frames it from these (export/bounds.py)
+    levelling, disc, note = floor_disc(result)
+    flip = np.diag([1.0, -1.0, -1.0])  # the camera frame <-> the glTF frame
+    mesh.vertices = (np.asarray(mesh.vertices) @ (flip @ levelling @ flip).T).astype(np.float32)
+    scene = trimesh.Scene({"skeleton": mesh, "floor": disc})
+    path = _write_atomically(target(folder, name), scene.export(file_type="glb"))
+    if notes is not None:
+        notes.append(note)
+    return remember(path, scene.bounds)  # the 3D viewer frames it from these (export/bounds.py)

@@ -64,7 +64,7 @@ def export_pose(rgb: np.ndarray, result, folder: Path, *, keypoint_threshold: fl
 
         written.append(write_pose3d_json(result.lifted, folder, keypoint_names()))
         try:
-            written.append(write_skeleton_glb(result.lifted, folder))
+            written.append(write_skeleton_glb(result.lifted, folder, notes=notes))
         except NothingToExport as error:  # no person, or no joint with a reliable depth
             if notes is not None:
                 notes.append(str(error))

@@ -39,6 +39,7 @@ import numpy as np
 import torch
 
 from .clip_data import median_filled, noise_scale, planted_runs, unswapped
+from .clip_floor import FLOOR_ITERATIONS, FloorTerms, starting_offsets
 from .clip_terms import Acceleration, Data, Unit
 from .fit_worker import run_alone
 from .lbfgs import minimize
@@ -71,9 +72,6 @@ DTYPE = torch.float64  # float32 is as accurate on sound input, but its line sea
 STAGES = (8.0, 3.0, 1.0)  # the data's sigmas times these, in turn ...
 STAGE_SHARES = (1 / 4, 1 / 4, 1 / 2)  # ... with these shares of the iterations (the last, at the data's own sigmas, longest)
 PLANTED_SIGMA = 0.005  # m: and in the last stage it holds one place while it stays planted
-# the second pass, on the floor (fit_on_floor): a foot keypoint below the floor by more than FLOOR_SLACK costs as a
-# residual over FLOOR_SIGMA; a foot in contact moves in the world at about CONTACT_VELOCITY_SIGMA at most
-FLOOR_ITERATIONS, FLOOR_SLACK, FLOOR_SIGMA, CONTACT_VELOCITY_SIGMA = 100, 0.005, 0.003, 0.01  # -, m, m, m/s
 
 
 def _tree() -> tuple[list, list, list]:
@@ -122,16 +120,6 @@ def _parents() -> list[tuple[int, int]]:
         placed |= {c for c, _ in ready}
         ordered += ready
     return [(index[c], index[p]) for c, p in ordered]
-
-
-def _slow(values: np.ndarray, window: int) -> np.ndarray:
-    """(T, K) the mean of each column's finite values over `window` frames about each frame (0 where none)."""
-    finite = np.isfinite(values)
-    kernel = np.ones(window)
-    def smooth(a):
-        return np.apply_along_axis(lambda c: np.convolve(c, kernel, mode="same"), 0, a)
-    total, count = smooth(np.where(finite, values, 0.0)), smooth(finite.astype(float))
-    return np.where(count > 0, total / np.maximum(count, 1), 0.0)
 
 
 def _turning_seen(available: torch.Tensor) -> torch.Tensor:
@@ -271,31 +259,34 @@ class _Body(torch.nn.Module):
 
 def fit_clip(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np.ndarray, focal: float,
              fps: float, iterations: int = ITERATIONS, start: np.ndarray | None = None,
-             floor: tuple | None = None, contacts: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+             floor: tuple | None = None, contacts: np.ndarray | None = None,
+             turns: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """See `_fit`; in a worker process on one thread (fit_worker.py): the app's thread count stays its own."""
-    return run_alone(_fit, points, available, rays, scores, focal, fps, iterations, start, floor, contacts)
+    return run_alone(_fit, points, available, rays, scores, focal, fps, iterations, start, floor, contacts, turns)
 
 
 def fit_on_floor(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np.ndarray, focal: float,
-                 fps: float, fitted: np.ndarray, floor: tuple, contacts: np.ndarray,
+                 fps: float, fitted: np.ndarray, floor: tuple, contacts: np.ndarray, turns: np.ndarray | None = None,
                  iterations: int = FLOOR_ITERATIONS) -> tuple[np.ndarray, np.ndarray]:
     """The second, short pass once the world is found: the same observations and terms at the data's own sigmas,
-    started from the first pass's `fitted` keypoints, with the floor (up (3,), offset: the camera frame's plane
-    up . x + offset = 0) a one-sided bound on the feet and each foot held still where `contacts` (T, 2: left,
-    right) says it is planted. Returns as `fit_clip`."""
-    return fit_clip(points, available, rays, scores, focal, fps, iterations, fitted, floor, contacts)
+    started from the first pass's `fitted` keypoints, with the floor (up (3,), offset: the plane up . x + offset = 0
+    in the first frame's camera) a one-sided bound on the feet and each foot held still where `contacts` (T, 2:
+    left, right) says it is planted. Everything is in each frame's camera, as the observations are; `turns` (T, 3,
+    3), a turning camera's, takes frame t's camera to the first's (the floor and a planted foot's stillness are
+    the first frame's: the world's). Returns as `fit_clip`."""
+    return fit_clip(points, available, rays, scores, focal, fps, iterations, fitted, floor, contacts, turns)
 
 
 def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np.ndarray, focal: float,
          fps: float, iterations: int, start: np.ndarray | None = None, floor: tuple | None = None,
-         contacts: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+         contacts: np.ndarray | None = None, turns: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Fits one person over the frames given (every frame between their first and last, seen or not).
     points (T, 70, 3): the lifted keypoints, camera frame (NaN = not lifted); available (T, 70): lifted;
     rays (T, 70, 3): the point read on each keypoint's ray where the lift did not take it (hidden behind someone,
     or far in front of its body), NaN elsewhere; scores (T, 70); focal: pixels per unit of x/z; start (T, 70, 3):
     where the fit starts instead of the lifted points (NaN: from them), the harness's oracle (the fit started from
     the truth, with the same observations and terms: what they allow), or the first pass's (fit_on_floor); floor
-    and contacts: fit_on_floor's (then one stage, at the data's own sigmas). Returns (T, 70, 3)
+    contacts and turns: fit_on_floor's (then one stage, at the data's own sigmas). Returns (T, 70, 3)
     fitted keypoints (NaN for keypoints never seen and those the skeleton does not use) and (70,) each keypoint's
     median 2D error in metres at its depth (NaN where never seen)."""
     points, rays = np.asarray(points, np.float64), np.asarray(rays, np.float64)
@@ -326,26 +317,17 @@ def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np
     weight_2d = torch.as_tensor(np.where(aimed, np.clip(scores, 0, 1), 0.0), dtype=DTYPE)[..., None]
     weight_z = torch.as_tensor(aimed, dtype=DTYPE)
     offset = torch.nn.Parameter(torch.zeros(points.shape[:2], dtype=DTYPE))
-    if floor is not None or contacts is not None:  # the second pass: the depth offsets the first one found, about
-        # (the fit's depth less the read one, over a second; from zero, 100 iterations left the heavy model's
-        # drifting depth 2 mm further off)
+    if floor is not None or contacts is not None:  # the second pass: from the depth offsets the first one found
         with torch.no_grad():
             gap = np.where(available, start[:, order, 2] - points[..., 2], np.nan)
-            offset.copy_(torch.as_tensor(np.clip(_slow(gap, max(1, int(round(fps)))), -3 * OFFSET_SIGMA,
-                                                 3 * OFFSET_SIGMA), dtype=DTYPE))
+            offset.copy_(torch.as_tensor(starting_offsets(gap, fps, 3 * OFFSET_SIGMA), dtype=DTYPE))
     pixel_sigma = noise_scale(np.where(aimed[..., None], focal * target.numpy(), np.nan), MIN_PIXEL_SIGMA)
     depth_sigma = noise_scale(np.where(available, points[..., 2], np.nan)[..., None], MIN_DEPTH_SIGMA)
     frames = len(points)
 
     feet = [_COLUMN[f"{s}_{k}"] for s in SIDES for k in ("ankle", "heel", "big_toe", "small_toe")]
     soles = [_COLUMN[f"{s}_{k}"] for s in SIDES for k in ("heel", "big_toe", "small_toe")]  # the floor's bound
-    if floor is not None:
-        up = torch.as_tensor(np.asarray(floor[0], np.float64), dtype=DTYPE)[None, :, None]  # (1, 3, 1)
-        floor_offset = float(floor[1])
-    if contacts is not None:  # (T - 1, 2): each step into, through and out of a contact (World.contacts' window
-        # eats about a frame off each end; a foot left free on that step slid 1.5-3 cm under noise)
-        in_contact = np.asarray(contacts, bool)
-        in_contact = torch.as_tensor(in_contact[1:] | in_contact[:-1], dtype=DTYPE)[:, None, :, None]  # (T-1, 1, 2, 1)
+    on_floor = FloorTerms(frames, fps, soles, feet, floor, contacts, turns, DTYPE)  # the second pass's two terms
 
     # a foot on the floor does not slide: a foot keypoint still in the smoother stages' fit holds one place in the
     # last, each frame pulled to the run's mean (the noisy depth would otherwise walk it about)
@@ -371,12 +353,7 @@ def _fit(points: np.ndarray, available: np.ndarray, rays: np.ndarray, scores: np
             held = full[frame, :, column]
             mean = torch.zeros(len(count), 3, dtype=DTYPE).index_add(0, run, held) / count[:, None]
             e = e + ((held - mean[run]) ** 2).sum() / PLANTED_SIGMA ** 2
-        if floor is not None:  # no sole below the floor beyond the noise (one-sided)
-            height = (full[:, :, soles] * up).sum(1) + floor_offset  # (T, soles)
-            e = e + ((torch.relu(-height - FLOOR_SLACK) / FLOOR_SIGMA) ** 2).sum()
-        if contacts is not None and frames > 1:  # a foot in contact stays where it is (a still camera: the world)
-            step = torch.diff(full[:, :, feet], dim=0).view(frames - 1, 3, len(SIDES), -1)
-            e = e + (((step * (fps / CONTACT_VELOCITY_SIGMA)) ** 2) * in_contact).sum()
+        e = e + on_floor(full)
         ratios = torch.cat([body.log_length[_PROPORTIONED], body.log_hip[None]]) - _LOG_PROPORTIONS
         e = e + (((ratios - ratios.mean()) / PROPORTION_SIGMA) ** 2).sum()  # the person's own size is free
         # the shin turns backwards about the hips' axis, never forwards (both knees at once)

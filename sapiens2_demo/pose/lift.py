@@ -44,6 +44,12 @@ class Pose3DResult:
     # (h, w) bool where the body-part segmentation saw nobody, at most camera_rotation.WORK_WIDTH across (the host
     # road sets it; the device road keeps the labels there): the mocap export reads the camera's turn there
     background: np.ndarray | None = None
+    # (M, 3) the pointmap's points on the background about the people's feet (floor_pixels.py; the host road sets
+    # it): the clip's floor (world.py) and one photo's (export/pose3d.py) read them
+    floor: np.ndarray | None = None
+    # the pointmap's focal length in the image's pixels, read off the lifted points and the 2D keypoints they were
+    # lifted at (before the video's smoother moves those: its lag made a pan's turn 1 % short), or None
+    focal: float | None = None
 
     @property
     def num_people(self) -> int:
@@ -134,7 +140,23 @@ def _lifted(pose, keypoints, scores, lifted, available, max_depth_gap) -> Pose3D
         covered = np.where(dropped[..., None], read, np.nan).astype(np.float32)
     track_ids = None if pose.track_ids is None else np.asarray(pose.track_ids, dtype=np.int64).copy()
     return Pose3DResult(points=lifted, scores=scores.copy(), available=available, track_ids=track_ids,
-                        covered=covered)
+                        covered=covered, focal=focal_length(keypoints, lifted, available, pose.image_size))
+
+
+def focal_length(pixels: np.ndarray, points: np.ndarray, available: np.ndarray, image_size) -> float | None:
+    """The pointmap's focal length (pixels) from lifted points (N, K, 3) and the pixels (N, K, 2) they were read at,
+    the principal point at the image's centre: the median over keypoints off the centre of (u - c) . (x, y) / z over
+    |(x, y) / z|^2; None with under 5 keypoints 3 degrees off the centre."""
+    points, pixels = np.asarray(points, np.float64), np.asarray(pixels, np.float64)[..., :2]
+    ok = np.asarray(available, bool) & np.isfinite(points).all(-1) & np.isfinite(pixels).all(-1)
+    ok[ok] = points[ok][:, 2] > 0.1
+    slope = points[ok][:, :2] / points[ok][:, 2:]
+    off = pixels[ok] - (np.array(image_size[::-1], np.float64) - 1) / 2
+    spread = (slope ** 2).sum(1)
+    far = spread > 0.05 ** 2  # a keypoint this far off the centre gives the focal
+    if far.sum() < 5:
+        return None
+    return float(np.median((off * slope).sum(1)[far] / spread[far]))
 
 
 # -- the same where the pointmap is (the device road: video with motion_3d) ------------------------------------

@@ -152,10 +152,13 @@ class MotionRecorder:
                                      self._fps()))
         return found
 
-    def on_floor(self, tracks: list[TrackMotion], world: World) -> list[TrackMotion]:
+    def on_floor(self, tracks: list[TrackMotion], world: World, turns: np.ndarray | None = None
+                 ) -> list[TrackMotion]:
         """Each fitted track fitted again on the world's floor (clip_fit.fit_on_floor: started from its first fit,
         no foot below the floor, a foot held still over each contact span the first fit shows, World.contacts);
-        `contacts` (T, 2) is then the fit's: the spans it held."""
+        `contacts` (T, 2) is then the fit's: the spans it held. The tracks' points are in the first frame's camera;
+        `turns` (T, 3, 3), a turning camera's (frame t's camera -> the first's), where the observations are each
+        frame's own."""
         out = []
         for motion in tracks:
             first, last, points, available, rays, scores = self._inputs(self._tracks[motion.track_id])
@@ -164,9 +167,13 @@ class MotionRecorder:
             if not np.isfinite(fitted[:, :BODY_KEYPOINTS]).any():  # the first fit failed: nothing to start from
                 out.append(motion)
                 continue
+            turn = None if turns is None else np.asarray(turns[first:last], np.float64)
+            start = fitted if turn is None else np.einsum("tji,tkj->tki", turn, fitted)  # into each frame's camera
             try:
                 refitted, noise = fit_on_floor(points, available, rays, scores, self._tracks[motion.track_id].focal,
-                                               motion.fps, fitted, (world.up, world.height), contacts)
+                                               motion.fps, start, (world.up, world.height), contacts, turn)
+                if turn is not None:
+                    refitted = np.einsum("tij,tkj->tki", turn, refitted)  # back into the first frame's camera
             except ValueError:
                 refitted, noise = fitted, motion.noise
             held = np.zeros((len(motion.present), 2), bool)

@@ -7,8 +7,11 @@ squares on the plane's inliers, FLOOR_INLIER): a foot in flight, a swing or a fa
 contacts lie on two levels (a step, stairs) the plane most of them agree on is kept and the note says how many
 disagree. Gravity is the plane's normal, from the feet towards the heads. Contacts that span less than
 MIN_SPREAD across (one foot, or a person standing still on the spot: two heels) leave the floor's tilt to a few
-millimetres of depth noise, and a degree of tilt is 8 cm of height 4.5 m away: no floor is claimed then, and the
-files keep the camera's frame. (The pointmap's floor pixels beside the feet would settle it: not read yet.)
+millimetres of depth noise, and a degree of tilt is 8 cm of height 4.5 m away. The pointmap's floor pixels beside
+the feet (floor_pixels.py), where the video has them, settle it: when the plane most of them lie on agrees with
+the feet's (within AGREE_DEGREES, and the contacts within AGREE_HEIGHT of it), the floor is fitted to both, each
+half the weight; with contacts spread too little, it is the pixels' plane if the contacts stand on it. Without
+either, no floor is claimed, and the files keep the camera's frame.
 
 The world frame: Y up along gravity, the floor at Y = 0, the first person's first facing along +Z (their left at
 +X), their root starting above the origin. `World.to_world` maps camera-frame points (x right, y down, z forward,
@@ -34,6 +37,8 @@ SUNK = 0.05  # m: a foot this far below the floor has gone through it
 MAX_BELOW_SHARE = 0.05  # of the frames: more feet through the floor than this, and it is no floor
 MAX_TILT = 60.0  # degrees: a floor further than this from the image's up is not a floor the feet stand on
 FOOT_KEYPOINTS = ("heel", "big_toe", "small_toe")
+AGREE_DEGREES, AGREE_HEIGHT = 10.0, 0.05  # the floor pixels' plane and the feet's agree within these
+MAX_FLOOR_PIXELS = 6000  # a clip's floor pixels, spread evenly over it
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,7 @@ class World:
     # everything above is in; None: the camera taken as still. `turning` says how it turned ("" not estimated).
     turns: np.ndarray | None = None
     turning: str = ""
+    floor_pixels: int = 0  # the pointmap's floor pixels the floor was fitted to as well (floor_pixels.py)
 
     def to_world(self, points: np.ndarray) -> np.ndarray:
         return (np.asarray(points, np.float64) - self.origin) @ self.rotation.T
@@ -90,7 +96,8 @@ class World:
         disagree = (f"; {self.off_floor} of {self.on_floor + self.off_floor} planted foot-frames lie off that floor "
                     "(a step or stairs?)" if self.off_floor > 0.2 * (self.on_floor + self.off_floor) else "")
         turning = f", {self.turning}" if self.turning else " (a still camera assumed)"
-        return (f"3D motion: the floor found under {self.on_floor} foot contacts: camera {self.height:.1f} m above "
+        pixels = f" and {self.floor_pixels} floor pixels beside them" if self.floor_pixels else ""
+        return (f"3D motion: the floor found under {self.on_floor} foot contacts{pixels}: camera {self.height:.1f} m above "
                 f"it, {tilt}{roll}{turning}{disagree}; the files are in the world frame (Y up, the "
                 "floor at Y = 0, the first person facing +Z).")
 
@@ -126,8 +133,9 @@ def lowest(points: np.ndarray, up: np.ndarray) -> np.ndarray:
     return np.stack(out, 1)
 
 
-def _plane(samples: np.ndarray, rng, image_up: np.ndarray) -> tuple[np.ndarray, float, np.ndarray] | None:
-    """(normal, offset, inliers) of the plane n.x + d = 0 most samples lie within FLOOR_INLIER of (RANSAC, then
+def plane(samples: np.ndarray, rng, image_up: np.ndarray, inlier: float = FLOOR_INLIER
+          ) -> tuple[np.ndarray, float, np.ndarray] | None:
+    """(normal, offset, inliers) of the plane n.x + d = 0 most samples lie within `inlier` of (RANSAC, then
     least squares on the inliers, twice), n within MAX_TILT of `image_up` and pointing its way."""
     best, count = None, 0
     cos_tilt = np.cos(np.radians(MAX_TILT))
@@ -140,19 +148,50 @@ def _plane(samples: np.ndarray, rng, image_up: np.ndarray) -> tuple[np.ndarray, 
         normal *= np.sign(normal @ image_up) or 1.0
         if normal @ image_up < cos_tilt:
             continue
-        inliers = np.abs((samples - a) @ normal) < FLOOR_INLIER
+        inliers = np.abs((samples - a) @ normal) < inlier
         if inliers.sum() > count:
             best, count = (normal, -float(a @ normal)), int(inliers.sum())
     if best is None:
         return None
     normal, offset = best
     for _ in range(2):
-        inliers = np.abs(samples @ normal + offset) < FLOOR_INLIER
+        inliers = np.abs(samples @ normal + offset) < inlier
         centre = samples[inliers].mean(0)
         normal = np.linalg.svd(samples[inliers] - centre)[2][-1]
         normal *= np.sign(normal @ image_up) or 1.0
         offset = -float(centre @ normal)
-    return normal, offset, np.abs(samples @ normal + offset) < FLOOR_INLIER
+    return normal, offset, np.abs(samples @ normal + offset) < inlier
+
+
+def _with_pixels(contacts: np.ndarray, found, pixels: np.ndarray | None, image_up: np.ndarray):
+    """(normal, offset, contact inliers, floor pixels used) from the feet's plane `found` (or None) and the clip's
+    floor pixels (see the module docstring); `found` as it was (0 pixels) where the pixels give no plane, or one
+    that disagrees."""
+    from .floor_pixels import PIXEL_INLIER, floor_plane
+
+    seen = floor_plane(pixels, image_up)
+    if seen is None:
+        return None if found is None else (*found, 0)
+    normal, offset, _ = seen
+    heights = contacts @ normal + offset
+    on = np.abs(heights) < FLOOR_INLIER if found is None else found[2]
+    if found is not None and np.degrees(np.arccos(np.clip(found[0] @ normal, -1, 1))) > AGREE_DEGREES:
+        return (*found, 0)
+    if not on.any() or abs(float(np.median(heights[on]))) > AGREE_HEIGHT:
+        return None if found is None else (*found, 0)
+    for _ in range(2):  # both, each half the weight (the pixels are many more)
+        feet = contacts[np.abs(contacts @ normal + offset) < FLOOR_INLIER]
+        floor = pixels[np.abs(pixels @ normal + offset) < PIXEL_INLIER]
+        points = np.concatenate([feet, floor])
+        weights = np.concatenate([np.full(len(feet), 0.5 / max(len(feet), 1)), np.full(len(floor), 0.5 / len(floor))])
+        weights /= weights.sum()
+        centre = weights @ points
+        spread = (points - centre).T @ ((points - centre) * weights[:, None])
+        normal = np.linalg.eigh(spread)[1][:, 0]
+        normal *= np.sign(normal @ image_up) or 1.0
+        offset = -float(centre @ normal)
+    inliers = np.abs(contacts @ normal + offset) < FLOOR_INLIER
+    return normal, offset, inliers, len(floor)
 
 
 def _spread(samples: np.ndarray) -> float:
@@ -172,10 +211,10 @@ def _below_share(people: list[np.ndarray], present, up: np.ndarray, offset: floa
     return sunk / frames if frames else 0.0
 
 
-def find_world(people: list[np.ndarray], fps: float, present: list[np.ndarray] | None = None
-               ) -> tuple[World | None, str]:
-    """The world from each person's (T, K, 3) fitted camera-frame keypoints (the first person sets the facing),
-    or None and why not."""
+def find_world(people: list[np.ndarray], fps: float, present: list[np.ndarray] | None = None,
+               floor_pixels: np.ndarray | None = None) -> tuple[World | None, str]:
+    """The world from each person's (T, K, 3) fitted camera-frame keypoints (the first person sets the facing)
+    and the clip's floor pixels ((M, 3) in the same frame, or None), or None and why not."""
     image_up = np.array([0.0, -1.0, 0.0])  # the camera frame's y points down
     samples = []
     for k, points in enumerate(people):
@@ -186,18 +225,24 @@ def find_world(people: list[np.ndarray], fps: float, present: list[np.ndarray] |
         samples.append(feet[still])
     samples = np.concatenate(samples) if samples else np.zeros((0, 3))
     samples = samples[np.isfinite(samples).all(1)]
+    if floor_pixels is not None and len(floor_pixels) > MAX_FLOOR_PIXELS:
+        floor_pixels = floor_pixels[np.linspace(0, len(floor_pixels) - 1, MAX_FLOOR_PIXELS).round().astype(int)]
     if len(samples) < MIN_CONTACTS:
         return None, (f"no floor found: the feet were planted on {len(samples)} frames (at least {MIN_CONTACTS} "
                       "needed; feet out of view, or always moving); the camera's frame kept")
     spread = _spread(samples)
     if spread < MIN_SPREAD:
-        return None, (f"no floor found: the planted feet covered {100 * spread:.0f} cm across (at least "
-                      f"{100 * MIN_SPREAD:.0f} cm needed for the floor's tilt: a person standing still on the spot "
-                      "does not give it); the camera's frame kept")
-    found = _plane(samples, np.random.default_rng(0), image_up)
-    if found is None or found[2].sum() < MIN_CONTACTS:
-        return None, "no floor found: the planted feet agree on no plane; the camera's frame kept"
-    up, offset, inliers = found
+        found = _with_pixels(samples, None, floor_pixels, image_up)
+        if found is None:
+            return None, (f"no floor found: the planted feet covered {100 * spread:.0f} cm across (at least "
+                          f"{100 * MIN_SPREAD:.0f} cm needed for the floor's tilt: a person standing still on the "
+                          "spot does not give it) and no floor pixels beside them settled it; the camera's frame kept")
+    else:
+        found = plane(samples, np.random.default_rng(0), image_up)
+        if found is None or found[2].sum() < MIN_CONTACTS:
+            return None, "no floor found: the planted feet agree on no plane; the camera's frame kept"
+        found = _with_pixels(samples, found, floor_pixels, image_up)
+    up, offset, inliers, pixels = found
     below = _below_share(people, present, up, offset)
     if below > MAX_BELOW_SHARE:
         return None, (f"no floor found: the feet pass {100 * SUNK:.0f} cm below the plane their still frames suggest "
@@ -217,5 +262,6 @@ def find_world(people: list[np.ndarray], fps: float, present: list[np.ndarray] |
     origin = root - (root @ up + offset) * up
     pitch = float(np.degrees(np.arcsin(np.clip(-up[2], -1, 1))))
     roll = float(np.degrees(np.arctan2(up[0], -up[1])))
-    world = World(rotation, origin, up, float(offset), pitch, roll, int(inliers.sum()), int((~inliers).sum()))
+    world = World(rotation, origin, up, float(offset), pitch, roll, int(inliers.sum()), int((~inliers).sum()),
+                  floor_pixels=int(pixels))
     return world, world.note()

@@ -126,6 +126,7 @@ def background_mask(foreground):
 
 def _lift(poses, maps, which) -> None:
     """poses[i].lifted from maps[k] for the k-th i of `which` with people; an empty Pose3DResult for the others."""
+    from ..pose.floor_pixels import floor_pixels
     from ..pose.lift import lift_keypoints, nobody_lifted
 
     for i, pointmap in zip(which, maps):
@@ -133,6 +134,7 @@ def _lift(poses, maps, which) -> None:
             poses[i].lifted = lift_keypoints(poses[i], pointmap)
             if getattr(pointmap, "mask", None) is not None:
                 poses[i].lifted.background = background_mask(pointmap.mask)
+                poses[i].lifted.floor = floor_pixels(pointmap.points, pointmap.mask, poses[i])
     for pose in poses:
         if pose.lifted is None:
             pose.lifted = nobody_lifted()

@@ -7,7 +7,7 @@ import json
 import numpy as np
 
 from sapiens2_demo.export import mocap_video
-from sapiens2_demo.pose.lift import Pose3DResult
+from sapiens2_demo.pose.lift import Pose3DResult, focal_length
 from sapiens2_demo.pose.world import World
 from sapiens2_demo.results import PoseResult
 from tests import camera_frames
@@ -37,7 +37,8 @@ def export_walk(folder, to_first: np.ndarray, crowd: bool = False, segmented: bo
                           keypoint_scores=np.where(available, 0.9, 0.0)[None].astype(np.float32))
         pose.lifted = Pose3DResult(points=points[None].astype(np.float32), scores=pose.keypoint_scores,
                                    available=available[None], track_ids=np.array([1]),
-                                   background=background[::2, ::2] if segmented else None)
+                                   background=background[::2, ::2] if segmented else None,
+                                   focal=focal_length(pose.keypoints, points[None], available[None], (HEIGHT, WIDTH)))
         export.add(t, t / FPS, frame, pose)
     return {p.name: p for p in export.close()}, export
 
