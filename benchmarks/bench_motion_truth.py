@@ -21,7 +21,8 @@ With --oracle each M also holds "oracle": the same keys with every fit started f
 observations, the same terms), printed as a "from truth" row under each: every figure read beside what the
 observations allow. --seconds S measures each clip's first S seconds only (a quicker table).
 `python -m benchmarks motion ARGS` runs it through the shared harness (benchmarks/results/motion-<machine>.json).
-With --seeds, once per seed at the first --fps: a row per clip and seed, and the JSON is {clip: {seed: M}}.
+With --seeds, once per seed at the first --fps: a row per clip and seed, and the JSON is {clip: {seed: M}}; with
+--seeds and --cameras, the world's figures per clip, seed and camera (table world-seeds).
 """
 
 from __future__ import annotations
@@ -139,6 +140,8 @@ def main(argv=None, run=None) -> dict | None:
           file=sys.stderr)
     if args.fit_time:
         return _fit_time(args.fit_time)
+    if args.seeds and args.cameras:
+        return _world_across_seeds(args, run)
     if args.seeds:
         return _across_seeds(args)
     before = json.loads(args.before.read_text()) if args.before else {}
@@ -285,6 +288,33 @@ def _across_seeds(args) -> None:
     if args.json:
         args.json.write_text(json.dumps(results, indent=1) + "\n")
         print(f"wrote {args.json}")
+
+
+def _world_across_seeds(args, run) -> dict:
+    """Per clip, seed and camera, the world's figures of the four runs: a row each, into the results file's table
+    (--table, default "world-seeds")."""
+    results, rows = {}, []
+    conds = ("clean", "noise", "faults", "heavy")
+    columns = ["clip", "seed", "camera", "gravity deg: clean / noise / faults / heavy", "floor mm", "W-MPJPE - MPJPE mm",
+               "targets missed"]
+    for clip in args.clips:
+        for seed in args.seeds:
+            for camera in args.cameras:
+                m = _figures(clip, seed, args.fps[0], camera, args.seconds, floor_pixels=not args.no_floor_pixels)
+                results.setdefault(clip, {}).setdefault(str(seed), {})[_camera_label(camera)] = m
+                pairs = (("clean", "mpjpe_clean_mm"), ("noise", "mpjpe_noise_mm"), ("faults", "mpjpe_mm"),
+                         ("heavy", "heavy_mm"))
+                rows.append([clip, str(seed), _camera_label(camera)[7:],
+                             " / ".join(_text(m.get(f"gravity_error_deg_{c}", float("nan"))) for c in conds),
+                             " / ".join(_text(m.get(f"floor_error_mm_{c}", float("nan"))) for c in conds),
+                             " / ".join(_text(m.get(f"w_mpjpe_mm_{c}", float("nan")) - m[k]) for c, k in pairs),
+                             ", ".join(missed_world(m)) or "none"])
+                print(" | ".join(rows[-1]), flush=True)
+    if run is not None:
+        run.figures, run.weights = results, "no model weights (synthetic clips)"
+        floor = "the feet alone" if args.no_floor_pixels else "the feet and the floor pixels beside them"
+        run.table(args.table or "world-seeds", columns, rows, caption=f"{args.fps[0]:g} frames/s; the floor from {floor}.")
+    return results
 
 
 def _plain(key: str, value):
