@@ -7,9 +7,10 @@
   ([left, right] 0/1: the foot on the floor, from the clip's fit; null where not fitted or no floor)}];
 - motion_<track id>.bvh: the person's skeleton and its rotations, one frame per processed frame (export/bvh.py);
 - motion.glb: every person's skeleton with one animation each, the floor and the camera (export/motion_gltf.py).
-The BVH and motion.glb are in the world frame the feet give (pose/world.py: Y up, the floor at Y = 0), or in the
-camera's frame turned Y up where no floor was found; the notes say which. The JSON lines are written frame by frame
-and their `camera` and `contacts` filled in at the end, once the clip's fit has found them.
+The BVH and motion.glb are in the world frame the feet and the pointmap's floor beside them give (pose/world.py,
+pose/floor_pixels.py: Y up, the floor at Y = 0), or in the camera's frame turned Y up where no floor was found; the
+notes say which. The JSON lines are written frame by frame and their `camera` and `contacts` filled in at the end,
+once the clip's fit has found them.
 """
 
 from __future__ import annotations

@@ -119,3 +119,19 @@ def test_a_person_standing_still_gets_the_floor_from_the_pixels_beside_their_fee
     assert np.degrees(np.arccos(world.up @ (rotation @ [0.0, 1.0, 0.0]))) < 1.0
     assert abs(world.height - height) < 0.02 and 1500 < world.floor_pixels <= 2000, (world.height, note)
     assert f"and {world.floor_pixels} floor pixels beside them" in note
+
+
+def test_the_host_road_keeps_each_frame_s_floor_pixels_off_the_person():
+    from sapiens2_demo.results import PointmapResult
+    from sapiens2_demo.tasks.runs import _lift
+
+    points = floor_pointmap(1.5, 20.0, 0.0)
+    pose, foreground = person_on(points)
+    points[foreground] = (0.0, 0.0, 4.0)  # the person, 4 m away (their keypoints lift there)
+    pose.keypoint_scores[:] = 0.9
+    pose.keypoints[0] = np.nan_to_num(pose.keypoints[0], nan=320.0)
+    _lift([pose], [PointmapResult(points, 1.0, FOCAL, mask=foreground)], [0])
+    floor = pose.lifted.floor
+    assert floor is not None and len(floor) >= 50 and not np.isclose(floor, (0.0, 0.0, 4.0)).all(1).any()
+    rotation, _ = camera_from_world(1.5, 20.0, 0.0)
+    assert np.abs(floor @ (rotation @ [0.0, 1.0, 0.0]) + 1.5).max() < 1e-3

@@ -97,3 +97,24 @@ def test_the_world_carries_the_camera_s_turn_per_frame(tmp_path, monkeypatch):
     gltf = pygltflib.GLTF2().load(str(files["motion.glb"]))
     camera = [n.name for n in gltf.nodes].index("camera")
     assert any(c.target.node == camera and c.target.path == "rotation" for c in gltf.animations[0].channels)
+
+
+def test_the_focal_length_is_read_at_the_lift():
+    """lift.focal_length, on the pixels the points were read at, gives the pointmap's focal length: the export takes
+    it from the lift, not from the keypoints the video's 2D smoother has moved since (its lag follows the motion)."""
+    from sapiens2_demo.pose.lift import lift_keypoints
+    from sapiens2_demo.results import PointmapResult
+
+    focal = camera_frames.focal(WIDTH)
+    v, u = np.mgrid[0:HEIGHT, 0:WIDTH].astype(np.float64)
+    depth = 3.0 + 0.002 * u  # a slanted surface: each pixel's point on its own ray
+    points = np.stack([(u - (WIDTH - 1) / 2) / focal * depth, (v - (HEIGHT - 1) / 2) / focal * depth, depth], -1)
+    rng = np.random.default_rng(0)
+    pixels = rng.uniform([40, 30], [WIDTH - 40, HEIGHT - 30], (1, 308, 2)).astype(np.float32)
+    pose = PoseResult(image_size=(HEIGHT, WIDTH), boxes=np.array([[0, 0, WIDTH, HEIGHT]], np.float32),
+                      box_scores=np.ones(1, np.float32), keypoints=pixels, keypoint_scores=np.ones((1, 308), np.float32))
+    lifted = lift_keypoints(pose, PointmapResult(points.astype(np.float32), 1.0, focal), window=0,
+                            max_depth_gap=None)
+    assert abs(lifted.focal - focal) < 0.01 * focal
+    moved = focal_length(pixels + [15.0, 0.0], lifted.points, lifted.available, (HEIGHT, WIDTH))
+    assert abs(moved - focal) > 0.01 * focal  # what the smoothed keypoints would have given
