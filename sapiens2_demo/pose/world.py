@@ -30,6 +30,7 @@ from .skeleton3d import CAMERA_TO_SKELETON
 CONTACT_SPEED = 0.25  # m/s: a foot slower than this is planted (a run's stance too: its foot is still for 5-7 frames)
 FLOOR_INLIER = 0.02  # m: a contact this near the plane agrees with it
 CONTACT_HEIGHT = 0.04  # m: a planted foot's lowest keypoint this near the floor is in contact
+HOLD_SPEED, HUG_HEIGHT = 0.5, 0.01  # m/s, m: a contact goes on while its foot is slower and this near the floor
 CONTACT_WINDOW_S = 0.08  # s: a contact's speed is measured over this either side (2 frames at 24 frames/s)
 MIN_SPREAD = 0.25  # m: the contacts' spread along their narrower direction needed for the floor's tilt
 MIN_CONTACTS = 12  # foot-frames
@@ -81,6 +82,16 @@ class World:
         padded = np.concatenate([np.repeat(feet[:1], h, 0), feet, np.repeat(feet[-1:], h, 0)])
         speed = np.linalg.norm(padded[2 * h:] - padded[:-2 * h], axis=-1) * fps / (2 * h)
         out = np.isfinite(speed) & (speed < CONTACT_SPEED) & near
+        # a stance the clip cuts goes on while the foot hugs the floor under twice the speed: with no frames before
+        # it, the fit's acceleration prior starts its lift-off a frame or two early (its last still frames read
+        # 0.3-0.4 m/s, and a foot left free there slid 2 cm); within the clip a stance's edges are the foot's own
+        hugging = np.isfinite(speed) & (speed < HOLD_SPEED) & (np.abs(np.nan_to_num(height, nan=np.inf)) < HUG_HEIGHT)
+        for side in range(out.shape[1]):
+            for a, b in _runs(out[:, side]):
+                while a == 0 and b < len(out) and hugging[b, side]:
+                    out[b, side], b = True, b + 1
+                while b == len(out) and a > 0 and hugging[a - 1, side]:
+                    out[a - 1, side], a = True, a - 1
         for side in range(out.shape[1]):
             for a, b in _runs(~out[:, side]):  # a gap inside a contact, no longer than the window: noise
                 if a > 0 and b < len(out) and b - a <= h:

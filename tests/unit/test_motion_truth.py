@@ -183,11 +183,11 @@ def test_a_walk_seen_from_a_tilted_camera_stands_on_the_floor():
     _sound(m)
     assert m["world_found"] == 1 and m["gravity_error_deg"] <= 2.0 and m["floor_error_mm"] <= 30, m
     assert m["w_mpjpe_mm"] <= m["mpjpe_mm"] + 15 and m["below_floor_pct"] <= 1, m
-    # the second pass on the floor (clip_fit.fit_on_floor) holds each planted foot: before it the walk's feet slid
-    # 49.7 mm along the floor and a toe dipped 2 cm under it on 2.8 % of the frames; measured 22.0 mm, all of it
-    # the right foot's stance that the clip's first frame cuts (its last still frame not a contact: every other
-    # stance drifts 2 mm at most), a ceiling, the target 10
-    assert m["world_foot_slide_mm"] <= 23, m
+    # the fit on the floor (clip_fit.fit_on_floor) holds each planted foot: before it the walk's feet slid 49.7 mm
+    # along the floor and a toe dipped 2 cm under it on 2.8 % of the frames; then 22.0 mm, all of it the stance the
+    # clip's first frame cuts (the fit lifted that foot a frame early, its last still frame no contact); with such a
+    # stance going on while its foot hugs the floor (World.contacts), measured 4.1 mm
+    assert m["world_foot_slide_mm"] <= 10, m
 
 
 def test_a_walk_seen_by_a_panning_camera_stands_on_the_floor_in_the_world():
@@ -202,7 +202,9 @@ def test_a_walk_seen_by_a_panning_camera_stands_on_the_floor_in_the_world():
     assert m["world_found"] == 1 and m["gravity_error_deg"] <= 2.0 and m["floor_error_mm"] <= 30, m
     assert m["camera_step_deg"] <= 1.0 and m["camera_drift_deg"] <= 0.2, m
     assert m["w_mpjpe_mm"] <= m["mpjpe_mm"] + 30 and m["below_floor_pct"] <= 1, m
-    assert m["world_foot_slide_mm"] <= 23, m  # the stance the clip's first frame cuts, as the still camera's
+    # measured 18.2 mm: a landing next to a junk frame (57) that the fit puts a frame late (the clip's first stance,
+    # once 19.0, is held now); a ceiling, the target 10
+    assert m["world_foot_slide_mm"] <= 19, m
 
 
 def test_a_clean_back_flip_turns_no_joint_over():
