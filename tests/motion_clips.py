@@ -235,11 +235,30 @@ class Clip:
     # white noise's sigma on top; `seed` the white noise's
     floor_offset: np.ndarray | None = None
     floor_sigma: float = 0.0
+    floor_y: float = 0.0  # world Y of the floor the feet stand on (floor_height)
     seed: int = 0
 
     @property
     def frames(self) -> int:
         return len(self.truth[0])
+
+
+PLANTED_M_S = 0.1  # a true foot slower than this (ankle and toes) is planted
+
+
+def floor_height(world: np.ndarray, fps: float, present: np.ndarray | None = None) -> float:
+    """The floor the true feet stand on, world Y (m), from (T, K, 3) world keypoints: the median height of each
+    planted foot's lowest sole keypoint (heel or toes; the clips' kinematics put some soles a few centimetres above
+    Y = 0, and not all flat)."""
+    index = name_index()
+    feet = np.stack([world[:, [index[f"{s}_{k}"] for k in ("heel", "big_toe", "small_toe")]]
+                     for s in ("left", "right")], 1)  # (T, 2, 3, 3)
+    speed = np.linalg.norm(np.gradient(feet.mean(2), axis=0), axis=-1) * fps  # (T, 2)
+    still = speed < PLANTED_M_S
+    if present is not None:
+        still &= np.asarray(present, bool)[:, None]
+    lowest = np.nanmin(feet[..., 1], axis=2)  # (T, 2)
+    return float(np.median(lowest[still])) if still.any() else float(np.nanmin(lowest))
 
 
 def floor_map(clip: Clip, frame: int) -> np.ndarray:
@@ -251,8 +270,9 @@ def floor_map(clip: Clip, frame: int) -> np.ndarray:
     v, u = np.mgrid[0:SIZE[0], 0:SIZE[1]].astype(np.float64)
     rays = np.stack([(u - CENTRE[0]) / FOCAL, (v - CENTRE[1]) / FOCAL, np.ones_like(u)], -1)
     along = rays @ up
+    above = clip.camera[0] - clip.floor_y  # the camera above the floor the first person's feet stand on
     with np.errstate(divide="ignore", invalid="ignore"):
-        reach = np.where(along < -1e-3, -clip.camera[0] / along, np.nan)  # the floor: up . x + height = 0
+        reach = np.where(along < -1e-3, -above / along, np.nan)  # the floor: up . x + height = 0
     rng = np.random.default_rng([clip.seed, frame, 11])
     error = clip.floor_offset[frame] + (rng.normal(0, clip.floor_sigma, reach.shape) if clip.floor_sigma else 0.0)
     return (rays * (reach + error)[..., None]).astype(np.float32)  # z = reach: the depth's error scales the ray
@@ -355,17 +375,18 @@ def make_clip(name: str, *, noise: bool = True, faults: bool = True, seed: int =
     truth = motion(name, fps, seconds, camera)
     frames = len(truth[0])
     turns = turns_of(camera, frames, fps)
-    seen = truth if turns is None else [np.einsum("tji,tkj->tki", turns, p) for p in truth]  # R_t^T x
+    observed = truth if turns is None else [np.einsum("tji,tkj->tki", turns, p) for p in truth]  # R_t^T x
     body_points = np.isfinite(truth[0][0]).all(1)
-    hidden, seen_depth = occlusion(seen) if name == "cross" else (None, None)
+    hidden, seen_depth = occlusion(observed) if name == "cross" else (None, None)
     clip = Clip(name, float(fps), truth, [], [], [], [], camera=tuple(camera), turns=turns, seed=seed)
     # the floor's error: a generator of its own (the keypoints' draws, and so every figure before, stay as they were);
     # heavy: a slowly drifting offset shared by a frame's floor pixels, as a model's depth error near the feet
     floor_rng = np.random.default_rng([seed, CLIPS.index(name), 7])
+    clip.floor_y = floor_height(truth[0] @ camera_rotation(camera) + [0.0, camera[0], 0.0], fps)
     clip.floor_offset = (_heavy_depth(floor_rng, frames, fps)[:, 0] if noise and heavy else np.zeros(frames))
     clip.floor_sigma = 0.01 if noise and heavy else DEPTH_NOISE if noise else 0.0
     flip = _flip()
-    for who, points in enumerate(seen):
+    for who, points in enumerate(observed):
         pixels = project(points)
         depth = (points[..., 2] if seen_depth is None else seen_depth[who]).copy()  # hidden: the occluder's
         scores = np.where(body_points, 0.9, 0.0) * np.ones((frames, 1))
@@ -405,8 +426,8 @@ def make_clip(name: str, *, noise: bool = True, faults: bool = True, seed: int =
                 near = [f for f in range(frames) if hidden[1][f].mean() == 0 and hidden[0][f].mean() == 0
                         and abs(f - frames // 2) < 16]
                 f = near[-1] if near else frames // 2 - 10
-                pixels[f] = project(seen[0][f]) + rng.normal(0, PIXEL_NOISE, (NUM_KEYPOINTS, 2))
-                depth[f] = seen[0][f][:, 2]
+                pixels[f] = project(observed[0][f]) + rng.normal(0, PIXEL_NOISE, (NUM_KEYPOINTS, 2))
+                depth[f] = observed[0][f][:, 2]
                 faulty.add(f)
         trunk = np.zeros(NUM_KEYPOINTS, bool)
         trunk[list(range(21)) + list(range(62, 70))] = True  # body, feet, neck: not the 42 hand keypoints

@@ -18,7 +18,7 @@ import numpy as np
 
 from sapiens2_demo.pose.skeleton3d import BODY_KEYPOINTS, CAMERA_TO_SKELETON
 from sapiens2_demo.results import PoseResult
-from tests.motion_clips import LEVEL, SIZE, Clip, make_clip
+from tests.motion_clips import LEVEL, PLANTED_M_S, SIZE, Clip, floor_height, make_clip
 from tests.unit.test_mocap_export import expected_markers, forward_kinematics, read_bvh
 
 BODY = ["Hips", "Spine", "Neck", "Head"] + [f"{side}{part}" for side in ("Left", "Right") for part in
@@ -264,7 +264,6 @@ def true_world(clip: Clip, points: np.ndarray) -> np.ndarray:
     return points @ camera_rotation(clip.camera) + [0.0, clip.camera[0], 0.0]
 
 
-FEET = ("heel", "big_toe", "small_toe")
 BELOW_FLOOR_M = 0.02
 
 
@@ -274,7 +273,6 @@ def world_figures(clip: Clip, truth: np.ndarray, positions: np.ndarray, names: l
     the true one's above the true planted feet, mm), W-MPJPE (every body joint after a turn about the vertical and
     a shift along the floor, over the whole clip, mm), the frames a toe is more than 2 cm below the true floor (%),
     and a planted foot's slide along the floor (mm)."""
-    from sapiens2_demo.pose.meta import name_index
     from tests.motion_clips import camera_rotation
 
     rotation, centre = camera
@@ -282,11 +280,7 @@ def world_figures(clip: Clip, truth: np.ndarray, positions: np.ndarray, names: l
     found = rotation[1] / np.linalg.norm(rotation[1])  # (the file's rounding leaves it a hair off unit length)
     gravity = float(np.degrees(np.arctan2(np.linalg.norm(np.cross(found, up)), found @ up)))
     world = true_world(clip, truth)
-    index = name_index()
-    feet = world[:, [index[f"{s}_{k}"] for s in ("left", "right") for k in FEET]]
-    speed = np.linalg.norm(np.gradient(feet, axis=0), axis=-1) * fps
-    still = (speed < PLANTED_M_S) & present[:, None]
-    floor = float(np.median(feet[..., 1][still])) if still.any() else float(np.nanmin(feet[..., 1]))
+    floor = floor_height(world, fps, present)
     expected = expected_markers(world @ CAMERA_TO_SKELETON)  # (the markers' function reads the camera's frame)
     got = np.stack([positions[:, names.index(n)] for n in BODY], 1)[present]  # (F, 18, 3) the files' world
     want = np.stack([expected[n] for n in BODY], 1)[present]
@@ -319,7 +313,6 @@ def bone_error_pct(bvh: dict, expected: dict) -> float:
     return 100 * worst
 
 
-PLANTED_M_S = 0.1  # a true foot slower than this (ankle and toes) is planted
 
 
 def foot_slide_mm(positions: np.ndarray, names: list, expected: dict, present: np.ndarray, fps: float) -> float:
