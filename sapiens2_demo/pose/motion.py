@@ -163,7 +163,7 @@ class MotionRecorder:
         for motion in tracks:
             first, last, points, available, rays, scores = self._inputs(self._tracks[motion.track_id])
             fitted = motion.points[first:last].astype(np.float64)
-            contacts = world.contacts(fitted, motion.fps) & motion.present[first:last, None]
+            contacts = world.contacts(fitted, motion.fps) & motion.present[first:last, None] & world.holds_feet
             if not np.isfinite(fitted[:, :BODY_KEYPOINTS]).any():  # the first fit failed: nothing to start from
                 out.append(motion)
                 continue

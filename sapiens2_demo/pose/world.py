@@ -57,6 +57,10 @@ class World:
     turns: np.ndarray | None = None
     turning: str = ""
     floor_pixels: int = 0  # the pointmap's floor pixels the floor was fitted to as well (floor_pixels.py)
+    # whether the fit on the floor holds planted feet still: not where the feet stayed on the spot (the floor's tilt
+    # from its pixels alone), where a foot under CONTACT_SPEED may be pivoting (a turn in place: held whole, the
+    # turn was stopped, 0.4 -> 11 mm on clean input)
+    holds_feet: bool = True
 
     def to_world(self, points: np.ndarray) -> np.ndarray:
         return (np.asarray(points, np.float64) - self.origin) @ self.rotation.T
@@ -254,6 +258,7 @@ def find_world(people: list[np.ndarray], fps: float, present: list[np.ndarray] |
             return None, "no floor found: the planted feet agree on no plane; the camera's frame kept"
         found = _with_pixels(samples, found, floor_pixels, image_up)
     up, offset, inliers, pixels = found
+    holds_feet = spread >= MIN_SPREAD
     below = _below_share(people, present, up, offset)
     if below > MAX_BELOW_SHARE:
         return None, (f"no floor found: the feet pass {100 * SUNK:.0f} cm below the plane their still frames suggest "
@@ -274,5 +279,5 @@ def find_world(people: list[np.ndarray], fps: float, present: list[np.ndarray] |
     pitch = float(np.degrees(np.arcsin(np.clip(-up[2], -1, 1))))
     roll = float(np.degrees(np.arctan2(up[0], -up[1])))
     world = World(rotation, origin, up, float(offset), pitch, roll, int(inliers.sum()), int((~inliers).sum()),
-                  floor_pixels=int(pixels))
+                  floor_pixels=int(pixels), holds_feet=holds_feet)
     return world, world.note()

@@ -119,6 +119,7 @@ def test_a_person_standing_still_gets_the_floor_from_the_pixels_beside_their_fee
     assert np.degrees(np.arccos(world.up @ (rotation @ [0.0, 1.0, 0.0]))) < 1.0
     assert abs(world.height - height) < 0.02 and 1500 < world.floor_pixels <= 2000, (world.height, note)
     assert f"and {world.floor_pixels} floor pixels beside them" in note
+    assert not world.holds_feet  # feet on the spot may pivot: kept above the floor, not held still
 
 
 def test_the_host_road_keeps_each_frame_s_floor_pixels_off_the_person():
