@@ -55,6 +55,15 @@ TARGETS = ("clean <= 2 mm (every joint <= 10, every angle <= 5 degrees), noise <
            "no body jump / Euler or finger flip on clean input, swap <= 2x baseline, no id switch, height <= 2 %")
 
 
+# each condition's camera-frame MPJPE key, in the tables' order
+MPJPE_OF = {"clean": "mpjpe_clean_mm", "noise": "mpjpe_noise_mm", "faults": "mpjpe_mm", "heavy": "heavy_mm"}
+
+
+def _across(m: dict, key: str) -> str:
+    """`key`'s figure on each of the four runs (clean / noise / faults / heavy), "-" where a run has none."""
+    return " / ".join(_text(m[f"{key}_{c}"]) if f"{key}_{c}" in m else "-" for c in MPJPE_OF)
+
+
 def missed(clip: str, m: dict) -> list[str]:
     """The issue's targets (docs/motion.md) that one clip's figures miss."""
     checks = {"clean": m["mpjpe_clean_mm"] <= 2, "worst joint": not m.get("worst_joint_clean_mm", 0) > 10,
@@ -79,9 +88,8 @@ def missed_world(m: dict) -> list[str]:
     margin = 30 if turning else 15
     checks = {"gravity clean": m.get("gravity_error_deg_clean", 0) <= 0.5,
               "gravity": all(m.get(f"gravity_error_deg_{c}", 0) <= 2 for c in ("noise", "faults", "heavy")),
-              "floor": all(m.get(f"floor_error_mm_{c}", 0) <= 30 for c in ("clean", "noise", "faults", "heavy")),
-              "W-MPJPE": all(m.get(f"w_mpjpe_mm_{c}", 0) <= m.get(k, 0) + margin for c, k in (
-                  ("clean", "mpjpe_clean_mm"), ("noise", "mpjpe_noise_mm"), ("faults", "mpjpe_mm"), ("heavy", "heavy_mm"))),
+              "floor": all(m.get(f"floor_error_mm_{c}", 0) <= 30 for c in MPJPE_OF),
+              "W-MPJPE": all(m.get(f"w_mpjpe_mm_{c}", 0) <= m.get(k, 0) + margin for c, k in MPJPE_OF.items()),
               "below floor": m.get("below_floor_pct", 0) <= 1, "world slide": m.get("world_foot_slide_mm", 0) <= 10,
               "camera": not turning or (m["camera_step_deg"] <= 1 and m["camera_drift_deg"] <= 2)}
     return [name for name, ok in checks.items() if not ok]
@@ -223,14 +231,11 @@ def _world_table(results: dict) -> tuple[list[str], list[list[str]]] | None:
     print("|" + "---|" * len(columns))
     table = []
     for clip, label, m in rows:
-        conds = ("clean", "noise", "faults", "heavy")
-        gravity = " / ".join(_text(m[f"gravity_error_deg_{c}"]) if f"gravity_error_deg_{c}" in m else "-" for c in conds)
-        floor = " / ".join(_text(m[f"floor_error_mm_{c}"]) if f"floor_error_mm_{c}" in m else "-" for c in conds)
-        pairs = (("clean", "mpjpe_clean_mm"), ("noise", "mpjpe_noise_mm"), ("faults", "mpjpe_mm"), ("heavy", "heavy_mm"))
         w = " / ".join(f"{_text(m[f'w_mpjpe_mm_{c}'])} ({_text(m[k])})" if f"w_mpjpe_mm_{c}" in m else "-"
-                       for c, k in pairs)
+                       for c, k in MPJPE_OF.items())
         camera = "level, 1 m" + label[5:].replace("after", "") if label.startswith("after") else label[7:]
-        table.append([clip, camera, str(m["world_found"]), gravity, floor, w,
+        table.append([clip, camera, str(m["world_found"]), _across(m, "gravity_error_deg"),
+                      _across(m, "floor_error_mm"), w,
                       _text(m.get("below_floor_pct", float("nan"))), _text(m.get("world_foot_slide_mm", float("nan"))),
                       f"{_text(m['camera_step_deg'])} / {_text(m['camera_drift_deg'])}" if "camera_step_deg" in m
                       else "still", ", ".join(missed_world(m)) or "none"])
@@ -294,7 +299,6 @@ def _world_across_seeds(args, run) -> dict:
     """Per clip, seed and camera, the world's figures of the four runs: a row each, into the results file's table
     (--table, default "world-seeds")."""
     results, rows = {}, []
-    conds = ("clean", "noise", "faults", "heavy")
     columns = ["clip", "seed", "camera", "gravity deg: clean / noise / faults / heavy", "floor mm", "W-MPJPE - MPJPE mm",
                "targets missed"]
     for clip in args.clips:
@@ -302,12 +306,10 @@ def _world_across_seeds(args, run) -> dict:
             for camera in args.cameras:
                 m = _figures(clip, seed, args.fps[0], camera, args.seconds, floor_pixels=not args.no_floor_pixels)
                 results.setdefault(clip, {}).setdefault(str(seed), {})[_camera_label(camera)] = m
-                pairs = (("clean", "mpjpe_clean_mm"), ("noise", "mpjpe_noise_mm"), ("faults", "mpjpe_mm"),
-                         ("heavy", "heavy_mm"))
-                rows.append([clip, str(seed), _camera_label(camera)[7:],
-                             " / ".join(_text(m.get(f"gravity_error_deg_{c}", float("nan"))) for c in conds),
-                             " / ".join(_text(m.get(f"floor_error_mm_{c}", float("nan"))) for c in conds),
-                             " / ".join(_text(m.get(f"w_mpjpe_mm_{c}", float("nan")) - m[k]) for c, k in pairs),
+                rows.append([clip, str(seed), _camera_label(camera)[7:], _across(m, "gravity_error_deg"),
+                             _across(m, "floor_error_mm"),
+                             " / ".join(_text(m[f"w_mpjpe_mm_{c}"] - m[k]) if f"w_mpjpe_mm_{c}" in m else "-"
+                                        for c, k in MPJPE_OF.items()),
                              ", ".join(missed_world(m)) or "none"])
                 print(" | ".join(rows[-1]), flush=True)
     if run is not None:

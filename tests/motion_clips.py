@@ -153,6 +153,11 @@ def camera_rotation(camera: tuple = LEVEL) -> np.ndarray:
     return rot("z", np.radians([roll]))[0] @ rot("x", np.radians([pitch]))[0] @ TO_CAMERA
 
 
+def to_world(points: np.ndarray, camera: tuple = LEVEL) -> np.ndarray:
+    """(T, K, 3) camera-frame points -> the clip's world (Y up, the floor at Y = 0, facing the camera along +Z)."""
+    return points @ camera_rotation(camera) + [0.0, camera[0], 0.0]
+
+
 def motion(name: str, fps: float = FPS, seconds: float | None = None, camera: tuple = LEVEL) -> list[np.ndarray]:
     """The true keypoints of each person in the clip, (T, 308, 3) camera frame; `seconds`: only its first ones;
     `camera` (height m, pitch down and roll in degrees) where it looks from."""
@@ -382,7 +387,7 @@ def make_clip(name: str, *, noise: bool = True, faults: bool = True, seed: int =
     # the floor's error: a generator of its own (the keypoints' draws, and so every figure before, stay as they were);
     # heavy: a slowly drifting offset shared by a frame's floor pixels, as a model's depth error near the feet
     floor_rng = np.random.default_rng([seed, CLIPS.index(name), 7])
-    clip.floor_y = floor_height(truth[0] @ camera_rotation(camera) + [0.0, camera[0], 0.0], fps)
+    clip.floor_y = floor_height(to_world(truth[0], camera), fps)
     clip.floor_offset = (_heavy_depth(floor_rng, frames, fps)[:, 0] if noise and heavy else np.zeros(frames))
     clip.floor_sigma = 0.01 if noise and heavy else DEPTH_NOISE if noise else 0.0
     flip = _flip()

@@ -18,7 +18,7 @@ import numpy as np
 
 from sapiens2_demo.pose.skeleton3d import BODY_KEYPOINTS, CAMERA_TO_SKELETON
 from sapiens2_demo.results import PoseResult
-from tests.motion_clips import LEVEL, PLANTED_M_S, SIZE, Clip, floor_height, make_clip
+from tests.motion_clips import LEVEL, PLANTED_M_S, SIZE, Clip, floor_height, make_clip, to_world
 from tests.unit.test_mocap_export import expected_markers, forward_kinematics, read_bvh
 
 BODY = ["Hips", "Spine", "Neck", "Head"] + [f"{side}{part}" for side in ("Left", "Right") for part in
@@ -250,18 +250,12 @@ def camera_figures(clip: Clip, folder: Path) -> dict:
 
     from tests.camera_frames import errors
 
-    rotations = np.array([json.loads(line)["camera"]["rotation"] for line in open(folder / "pose_3d.jsonl")])
+    lines = (folder / "pose_3d.jsonl").read_text().splitlines()
+    rotations = np.array([json.loads(line)["camera"]["rotation"] for line in lines])
     rotations /= np.linalg.norm(rotations, axis=1, keepdims=True)  # (the file's rounding)
     found = np.einsum("ji,tjk->tik", rotations[0], rotations)  # frame t's camera -> the first's
     figures = errors(found, clip.turns[: len(found)])
     return {"camera_step_deg": figures["per_frame"], "camera_drift_deg": figures["drift"]}
-
-
-def true_world(clip: Clip, points: np.ndarray) -> np.ndarray:
-    """(T, K, 3) camera-frame truth -> the clip's world (Y up, the floor at Y = 0, facing the camera along +Z)."""
-    from tests.motion_clips import camera_rotation
-
-    return points @ camera_rotation(clip.camera) + [0.0, clip.camera[0], 0.0]
 
 
 BELOW_FLOOR_M = 0.02
@@ -279,7 +273,7 @@ def world_figures(clip: Clip, truth: np.ndarray, positions: np.ndarray, names: l
     up = camera_rotation(clip.camera) @ [0.0, 1.0, 0.0]  # the true up in the camera's frame
     found = rotation[1] / np.linalg.norm(rotation[1])  # (the file's rounding leaves it a hair off unit length)
     gravity = float(np.degrees(np.arctan2(np.linalg.norm(np.cross(found, up)), found @ up)))
-    world = true_world(clip, truth)
+    world = to_world(truth, clip.camera)
     floor = floor_height(world, fps, present)
     expected = expected_markers(world @ CAMERA_TO_SKELETON)  # (the markers' function reads the camera's frame)
     got = np.stack([positions[:, names.index(n)] for n in BODY], 1)[present]  # (F, 18, 3) the files' world

@@ -105,13 +105,14 @@ class MotionVideoExport:
         solved = []
         tracks = self.recorder.tracks(self.fit_start)
         turn = self._camera_turn()
-        if turn is not None and turn.turned:
-            tracks = [replace(t, points=np.einsum("tij,tkj->tki", turn.to_first, t.points).astype(np.float32))
+        turns = turn.to_first if turn is not None and turn.turned else None  # (T, 3, 3), or None: a still camera
+        if turns is not None:
+            tracks = [replace(t, points=np.einsum("tij,tkj->tki", turns, t.points).astype(np.float32))
                       for t in tracks]  # each frame's points in the first frame's camera: the camera's turn taken out
         world, why = find_world([t.points for t in tracks], self.fps, [t.present for t in tracks],
-                                self._floor_pixels(turn)) if tracks else (None, "")
+                                self._floor_pixels(turns)) if tracks else (None, "")
         if world is not None:  # the second pass: the feet on that floor, held still in the world where planted
-            tracks = self.recorder.on_floor(tracks, world, turn.to_first if turn is not None and turn.turned else None)
+            tracks = self.recorder.on_floor(tracks, world, turns)
         if world is not None and turn is not None and turn.to_first is not None:
             world = replace(world, turns=turn.to_first if turn.turned else None, turning="still" if turn.still else
                             describe(world.rotation @ turn.to_first, np.array([0.0, 1.0, 0.0])))
@@ -186,13 +187,12 @@ class MotionVideoExport:
                                        for person in document["people"]]}
                 out.write(json.dumps(document, allow_nan=False, separators=(",", ":")) + "\n")
 
-    def _floor_pixels(self, turn: CameraRotation | None) -> np.ndarray | None:
-        """Every frame's floor pixels in the first frame's camera (a turning camera's turned), or None."""
+    def _floor_pixels(self, turns: np.ndarray | None) -> np.ndarray | None:
+        """Every frame's floor pixels in the first frame's camera (`turns`, a turning camera's, applied), or None."""
         if not self._floor:
             return None
-        turned = turn is not None and turn.turned
-        return np.concatenate([pixels @ turn.to_first[frame].T if turned else pixels
-                               for frame, pixels in sorted(self._floor.items())])
+        return np.concatenate([pixels if turns is None else pixels @ turns[frame].T
+                               for frame, pixels in self._floor.items()])  # (added in frame order)
 
     def _camera_turn(self) -> CameraRotation | None:
         """The camera's rotation per frame (None where not every frame came with its picture, or no focal length:

@@ -72,7 +72,8 @@ def photo_floor(result: Pose3DResult) -> tuple[np.ndarray, float] | None:
 
     if getattr(result, "floor", None) is None or not result.num_people:
         return None
-    columns = [name_index()[k] for k in FEET if name_index()[k] < result.points.shape[1]]
+    index = name_index()
+    columns = [index[k] for k in FEET if index[k] < result.points.shape[1]]
     feet = np.where(np.asarray(result.available)[:, columns, None], np.asarray(result.points)[:, columns], np.nan)
     return floor_of(result.floor, feet.reshape(-1, 3))
 
@@ -207,8 +208,9 @@ def floor_disc(result: Pose3DResult):
                 f"{abs(floor[1]):.1f} m above it).")
     else:
         levelling, height = np.eye(3), float(points[:, 1].max())  # the lowest joint (y is down)
-        note = ("pose_3d.glb: no floor seen beside the feet (no segmented floor pixels there): the disc lies under "
-                "the lowest joint, level with the camera, not upright on a floor.")
+        note = ("pose_3d.glb: no floor seen beside the feet (no background there that the segmentation kept lies on "
+                "one plane under them): the disc lies under the lowest joint, level with the camera, not upright on a "
+                "floor.")
     levelled = points @ levelling.T
     centre = levelled[:, [0, 2]].mean(0)
     radius = float(np.linalg.norm(levelled[:, [0, 2]] - centre, axis=1).max()) + FLOOR_MARGIN

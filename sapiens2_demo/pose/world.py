@@ -92,10 +92,12 @@ class World:
         hugging = np.isfinite(speed) & (speed < HOLD_SPEED) & (np.abs(np.nan_to_num(height, nan=np.inf)) < HUG_HEIGHT)
         for side in range(out.shape[1]):
             for a, b in _runs(out[:, side]):
-                while a == 0 and b < len(out) and hugging[b, side]:
-                    out[b, side], b = True, b + 1
-                while b == len(out) and a > 0 and hugging[a - 1, side]:
-                    out[a - 1, side], a = True, a - 1
+                if a == 0:  # cut by the clip's first frame: on after its end
+                    while b < len(out) and hugging[b, side]:
+                        out[b, side], b = True, b + 1
+                if b == len(out):  # cut by its last: on before its start
+                    while a > 0 and hugging[a - 1, side]:
+                        out[a - 1, side], a = True, a - 1
         for side in range(out.shape[1]):
             for a, b in _runs(~out[:, side]):  # a gap inside a contact, no longer than the window: noise
                 if a > 0 and b < len(out) and b - a <= h:
