@@ -154,7 +154,7 @@ register(TaskSpec(
     video_export=mocap_video.pose_video_export, recording="people", live=True, in_all=True, button="Estimate pose",
     outputs=("image",), result_label="Keypoints",
     files_label="Downloads (official JSON, COCO-17, OpenPose, COCO-WholeBody; 3D keypoints when lifted)",
-    viewer_file="pose_3d.glb", viewer_label="3D skeleton (metres, camera frame)",
+    viewer_file="pose_3d.glb", viewer_label="3D skeleton on its floor (metres; upright where the floor is seen)",
     viewer_card=("The 3D skeleton appears here", 'tick "Lift to 3D" and run; then drag to turn it'),
     controls=("pose_options",),  # the Video and Live tabs' controls for it
     description="Whole-body 2D pose of every person in an image: 308 keypoints per person (body, feet, hands, "
