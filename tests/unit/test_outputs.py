@@ -22,6 +22,7 @@ def test_session_names_cannot_escape_the_root(tmp_path):
 def test_old_runs_are_swept(tmp_path):
     store = OutputStore(tmp_path, max_age_s=60)
     old, fresh = store.new_run_dir("s"), store.new_run_dir("s")
+    store.sweeper.join()  # the sweep the first run started, done before the folder ages (else it may take it first)
     (old / "depth.npy").write_bytes(b"x")
     past = time.time() - 120
     os.utime(old, (past, past))
