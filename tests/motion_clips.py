@@ -31,11 +31,12 @@ FOCAL, SIZE = 500.0, (360, 640)  # pixels; (height, width)
 CENTRE = np.array([SIZE[1] / 2, SIZE[0] / 2])
 CAMERA_HEIGHT = 1.0  # metres above the floor, looking level
 CLIPS = ("walk", "turn", "arms", "sit", "cross", "leave_return", "run", "jump", "spin", "dance", "sprint", "kick",
-         "punch", "flip", "curve")
+         "punch", "flip", "curve", "step")
 LEVEL = (CAMERA_HEIGHT, 0.0, 0.0)  # the camera: metres above the floor, degrees tilted down, degrees rolled
 SECONDS = {"cross": 4.0, "leave_return": 5.0}  # the others 3 s, the moves as tests/motion_moves.py says
 TO_CAMERA = np.diag([1.0, -1.0, -1.0])  # the skeleton's Y-up frame (facing +Z) <-> the camera frame
 PIXEL_NOISE, DEPTH_NOISE = 2.0, 0.02
+STEP_UP = 0.18  # m: the `step` clip's platform (a stair's rise)
 # per finger: knuckle offset in the hand frame (x toward the thumb side for the left hand), direction, phalanges
 FINGERS = {"thumb": ((-0.015, -0.035, 0.035), (-0.3, -1.0, 0.6), (0.035, 0.030, 0.025)),
            "forefinger": ((0.0, -0.085, 0.025), (0.0, -1.0, 0.0), (0.040, 0.025, 0.020)),
@@ -169,8 +170,8 @@ def motion(name: str, fps: float = FPS, seconds: float | None = None, camera: tu
     seconds = length if seconds is None else min(seconds, length)
     t = np.arange(int(round(seconds * fps))) / fps
     frames = len(t)
-    if name == "curve":  # keypoints, not angles: its feet stand still (tests/motion_walk.py)
-        return [(curve_walk(t, body, _standing) - [0, camera[0], 0]) @ to_camera.T]
+    if name in ("curve", "step"):  # keypoints, not angles: its feet stand still (tests/motion_walk.py)
+        return [(curve_walk(t, body, _standing, STEP_UP if name == "step" else 0.0) - [0, camera[0], 0]) @ to_camera.T]
     if name in MOVES:
         people = [MOVES[name][0](t, _standing)]
     elif name == "walk":

@@ -2,7 +2,9 @@
 walks swing their legs about a root moving at an even speed, so their feet slide). The upper body comes from
 tests/motion_clips.body; the legs are placed by two-bone inverse kinematics onto footholds along a quarter circle
 (radius 2.5 m, 4-6 m from the camera), each foot planted flat (heel and toes at Y = 0) for 60 % of its step and
-swung to its next foothold, 6 cm up, for the rest. Y-up frame, metres, as body() gives."""
+swung to its next foothold, 6 cm up, for the rest. Y-up frame, metres, as body() gives. With `step` the walk steps
+up onto a platform that many metres high two thirds of the way along: the footholds from there on stand on it, the
+hips rising over the step (the harness's `step` clip: two levels of contacts, the floor the one most agree on)."""
 
 from __future__ import annotations
 
@@ -40,13 +42,19 @@ def _knee(hip: np.ndarray, ankle: np.ndarray, forward: np.ndarray) -> tuple[np.n
     return hip + along * a + bend * off, ankle
 
 
-def curve_walk(t: np.ndarray, body, standing) -> np.ndarray:
+def curve_walk(t: np.ndarray, body, standing, step: float = 0.0) -> np.ndarray:
     """(T, 308, 3) Y-up keypoints of the walk (see the module docstring); `body` and `standing` are
     tests/motion_clips'."""
     radius, centre = 2.5, np.array([-1.5, 0.0, -6.5])
     duration = t[-1] + 1 / 24 if len(t) else 1.0
     angle = np.pi / 2 * np.clip(t / duration, 0, 1)  # the path's angle about the centre
     path = centre + radius * np.stack([np.sin(angle), 0 * angle, np.cos(angle) * 0.6], 1)
+    # the hips rise over a step once the last foot on the floor has left it (before, that leg could not reach)
+    rise = np.clip((t - (2 / 3 * duration + STANCE * STEP_S)) / STEP_S, 0, 1)
+    path[:, 1] = step * rise * rise * (3 - 2 * rise)
+
+    def ground(time):  # the level a foothold placed at `time` stands on
+        return np.where(time >= 2 / 3 * duration, step, 0.0)
     heading = np.gradient(path, axis=0)
     yaw = np.arctan2(heading[:, 0], heading[:, 2])
     p = standing(t, [0, 0, 0])
@@ -65,7 +73,7 @@ def curve_walk(t: np.ndarray, body, standing) -> np.ndarray:
         start = t - cycle * 2 * STEP_S  # this cycle's start time
         def foothold(time):
             k = np.clip(np.searchsorted(t, time), 0, len(t) - 1)
-            return path[k] + sign * 0.1 * left_of[k], yaw[k]
+            return path[k] * [1, 0, 1] + [0, 1, 0] * ground(time)[:, None] + sign * 0.1 * left_of[k], yaw[k]
         here, here_yaw = foothold(start + STANCE * STEP_S)
         there, there_yaw = foothold(start + 2 * STEP_S + STANCE * STEP_S)
         swing = np.clip((cycle - STANCE) / (1 - STANCE), 0, 1)

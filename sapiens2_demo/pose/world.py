@@ -31,6 +31,8 @@ CONTACT_SPEED = 0.25  # m/s: a foot slower than this is planted (a run's stance 
 FLOOR_INLIER = 0.02  # m: a contact this near the plane agrees with it
 CONTACT_HEIGHT = 0.04  # m: a planted foot's lowest keypoint this near the floor is in contact
 HOLD_SPEED, HUG_HEIGHT = 0.5, 0.01  # m/s, m: a contact goes on while its foot is slower and this near the floor
+LANDED_DEPTH = 0.002  # m: a slow foot this far under the floor has landed (a clean fit's feet rest on it, at 0)
+REST_S = 0.25  # s: a foot still this long off the floor rests on something (a jump's top is still for a frame)
 CONTACT_WINDOW_S = 0.08  # s: a contact's speed is measured over this either side (2 frames at 24 frames/s)
 MIN_SPREAD = 0.25  # m: the contacts' spread along their narrower direction needed for the floor's tilt
 MIN_CONTACTS = 12  # foot-frames
@@ -76,29 +78,38 @@ class World:
     def contacts(self, points: np.ndarray, fps: float) -> np.ndarray:
         """(T, 2) bool: each foot (left, right) in contact on a person's (T, K, 3) fitted camera-frame keypoints:
         slower than CONTACT_SPEED over CONTACT_WINDOW_S either side (frame to frame, the noise a fit under 2 cm of
-        depth noise keeps broke a stance into pieces), its lowest keypoint within CONTACT_HEIGHT of the floor; a gap
-        of up to that window closed, a contact shorter than 3 frames dropped but at the clip's ends. The window
-        eats about a frame off each end of a contact (clip_fit holds the step into and out of it too)."""
-        height = lowest(points, self.up) @ self.up + self.height  # (T, 2) above the floor
-        near = np.abs(np.nan_to_num(height, nan=np.inf)) < CONTACT_HEIGHT
+        depth noise keeps broke a stance into pieces), its lowest keypoint within CONTACT_HEIGHT of the floor, or
+        off it for REST_S (a step, a stair); a gap of up to that window closed, a contact shorter than 3 frames
+        dropped but at the clip's ends. The window eats about a frame off each end of a contact (clip_fit holds the
+        step into and out of it too)."""
+        level = np.nan_to_num(lowest(points, self.up) @ self.up + self.height, nan=np.inf)  # (T, 2) above the floor
+        near = np.abs(level) < CONTACT_HEIGHT
         h = max(1, int(round(CONTACT_WINDOW_S * fps)))
         feet = np.stack([points[:, cols].mean(1) for cols in foot_columns().values()], 1)  # (T, 2, 3)
         padded = np.concatenate([np.repeat(feet[:1], h, 0), feet, np.repeat(feet[-1:], h, 0)])
-        speed = np.linalg.norm(padded[2 * h:] - padded[:-2 * h], axis=-1) * fps / (2 * h)
-        out = np.isfinite(speed) & (speed < CONTACT_SPEED) & near
-        # a stance the clip cuts goes on while the foot hugs the floor under twice the speed: with no frames before
-        # it, the fit's acceleration prior starts its lift-off a frame or two early (its last still frames read
-        # 0.3-0.4 m/s, and a foot left free there slid 2 cm); within the clip a stance's edges are the foot's own
-        hugging = np.isfinite(speed) & (speed < HOLD_SPEED) & (np.abs(np.nan_to_num(height, nan=np.inf)) < HUG_HEIGHT)
+        speed = np.nan_to_num(np.linalg.norm(padded[2 * h:] - padded[:-2 * h], axis=-1) * fps / (2 * h), nan=np.inf)
+        still, slow = speed < CONTACT_SPEED, speed < HOLD_SPEED
+        out = still & near
+        rest, ends = max(3, int(round(REST_S * fps))), (0, len(out))
+        for side in range(out.shape[1]):  # off the floor: still for REST_S, or slow for 3 frames the clip cuts
+            for a, b in _runs(still[:, side] & ~near[:, side]):
+                out[a:b, side] |= b - a >= rest
+            for a, b in _runs(slow[:, side] & ~near[:, side]):
+                out[a:b, side] |= (a in ends or b in ends) and b - a >= 3
+        # a contact goes on while its foot stays slow and, where the clip cuts the stance, hugs the floor or sinks
+        # under it: with no frames before it the fit's acceleration prior starts its lift-off a frame or two early
+        # (its last still frames read 0.3-0.4 m/s, and a foot left free there slid 2 cm); within the clip while it
+        # is sunk under the floor: a junk frame beside a landing drags the first fit's foot down and on, and the
+        # contact began two frames late (the foot slid 17 mm); elsewhere a stance's edges are its own
+        landed = slow & (level < -LANDED_DEPTH)
+        hugging = landed | (slow & (np.abs(level) < HUG_HEIGHT))
         for side in range(out.shape[1]):
             for a, b in _runs(out[:, side]):
-                if a == 0:  # cut by the clip's first frame: on after its end
-                    while b < len(out) and hugging[b, side]:
-                        out[b, side], b = True, b + 1
-                if b == len(out):  # cut by its last: on before its start
-                    while a > 0 and hugging[a - 1, side]:
-                        out[a - 1, side], a = True, a - 1
-        for side in range(out.shape[1]):
+                after, before = hugging if a == 0 else landed, hugging if b == len(out) else landed
+                while b < len(out) and after[b, side]:
+                    out[b, side], b = True, b + 1
+                while a > 0 and before[a - 1, side]:
+                    out[a - 1, side], a = True, a - 1
             for a, b in _runs(~out[:, side]):  # a gap inside a contact, no longer than the window: noise
                 if a > 0 and b < len(out) and b - a <= h:
                     out[a:b, side] = True
@@ -150,11 +161,12 @@ def lowest(points: np.ndarray, up: np.ndarray) -> np.ndarray:
     return np.stack(out, 1)
 
 
-def plane(samples: np.ndarray, rng, image_up: np.ndarray, inlier: float = FLOOR_INLIER
+def plane(samples: np.ndarray, rng, image_up: np.ndarray, inlier: float = FLOOR_INLIER, allowed=None
           ) -> tuple[np.ndarray, float, np.ndarray] | None:
     """(normal, offset, inliers) of the plane n.x + d = 0 most samples lie within `inlier` of (RANSAC, then
-    least squares on the inliers, twice), n within MAX_TILT of `image_up` and pointing its way."""
-    best, count = None, 0
+    least squares on the inliers, twice), n within MAX_TILT of `image_up` and pointing its way; `allowed(normal,
+    offset)`, where given, rules candidates out (where it allows none, the best of all)."""
+    best, count, fallback = None, 0, None
     cos_tilt = np.cos(np.radians(MAX_TILT))
     for _ in range(300):
         a, b, c = samples[rng.choice(len(samples), 3, replace=False)]
@@ -167,7 +179,12 @@ def plane(samples: np.ndarray, rng, image_up: np.ndarray, inlier: float = FLOOR_
             continue
         inliers = np.abs((samples - a) @ normal) < inlier
         if inliers.sum() > count:
-            best, count = (normal, -float(a @ normal)), int(inliers.sum())
+            candidate = normal, -float(a @ normal)
+            if allowed is None or allowed(*candidate):
+                best, count = candidate, int(inliers.sum())
+            elif fallback is None or inliers.sum() > fallback[1]:
+                fallback = candidate, int(inliers.sum())
+    best = best if best is not None else (fallback[0] if fallback is not None else None)
     if best is None:
         return None
     normal, offset = best
@@ -255,7 +272,10 @@ def find_world(people: list[np.ndarray], fps: float, present: list[np.ndarray] |
                           f"{100 * MIN_SPREAD:.0f} cm needed for the floor's tilt: a person standing still on the "
                           "spot does not give it) and no floor pixels beside them settled it; the camera's frame kept")
     else:
-        found = plane(samples, np.random.default_rng(0), image_up)
+        # the plane most contacts agree on that the feet do not pass through: steps or stairs give two levels of
+        # contacts, and a ramp through both had more than either (the step clip: 62 of 83, 22 degrees off gravity)
+        found = plane(samples, np.random.default_rng(0), image_up,
+                      allowed=lambda up, offset: _below_share(people, present, up, offset) <= MAX_BELOW_SHARE)
         if found is None or found[2].sum() < MIN_CONTACTS:
             return None, "no floor found: the planted feet agree on no plane; the camera's frame kept"
         found = _with_pixels(samples, found, floor_pixels, image_up)
