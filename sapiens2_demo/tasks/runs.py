@@ -85,18 +85,43 @@ def start_pose(frames, manager, size, *, prepared, max_people: int = 20, boxes=N
     maps = dense.pointmaps_device_start(images, manager, size)
 
     def finish():
+        import numpy as np
+
+        from ..pose.floor_pixels import floor_from_device, floor_on_device
         from ..pose.lift import lift_on_device, lifted_from_sampled, sample_people_on_device
 
         pointmaps, masks = maps(), [label > 0 for label in labels()]
-        # the keypoints sampled in the pointmaps before they cross: the lifted points come back in their copy
-        done, carried = poses(ride=lambda points, sure, people: [
-            sample_people_on_device(points, sure, people, pointmaps, masks)])
-        lifted = lift_on_device(done, pointmaps, masks) if carried is None else lifted_from_sampled(done, carried[0])
-        for pose, points in zip(done, lifted):
+        boxes = np.concatenate([np.asarray(found.boxes, np.float32).reshape(-1, 4) for found in people])
+        # the keypoints sampled in the pointmaps before they cross: the lifted points and the floor beside the feet
+        # come back in their copy
+        done, carried = poses(ride=lambda points, sure, counts: [
+            sample_people_on_device(points, sure, counts, pointmaps, masks),
+            floor_on_device(points, sure, counts, boxes, pointmaps, masks)])
+        if carried is None:  # decoded again (rare): sampled from the keypoints it gave, in a copy of its own
+            lifted = lift_on_device(done, pointmaps, masks)
+            floors = floor_from_device(done, _floor_again(done, boxes, pointmaps, masks))
+        else:
+            lifted, floors = lifted_from_sampled(done, carried[0]), floor_from_device(done, carried[1])
+        for pose, points, floor in zip(done, lifted, floors):
             pose.lifted = points
+            pose.lifted.floor = floor
         return done
 
     return finish
+
+
+def _floor_again(poses, boxes, pointmaps, masks):
+    """The floor pixels of `floor_on_device` from the keypoints on the host, copied up and back."""
+    import numpy as np
+    import torch
+
+    from ..pose.floor_pixels import floor_on_device
+
+    device = pointmaps[0].device
+    keypoints = torch.from_numpy(np.concatenate([pose.keypoints for pose in poses])).to(device)
+    scores = torch.from_numpy(np.concatenate([pose.keypoint_scores for pose in poses])).to(device)
+    counts = [pose.num_people for pose in poses]
+    return floor_on_device(keypoints, scores, counts, boxes, pointmaps, masks).cpu().numpy()
 
 
 def lift_poses(frames, poses, manager, size, seg_cache=None) -> None:

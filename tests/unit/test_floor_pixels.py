@@ -71,7 +71,7 @@ def test_one_photo_is_turned_upright_on_the_floor_beside_the_feet(tmp_path):
     lifted = Pose3DResult(points=feet, scores=np.ones((1, NUM_KEYPOINTS), np.float32),
                           available=np.isfinite(feet).all(-1), floor=floor_pixels(points, foreground, pose))
     up, offset = photo_floor(lifted.floor, feet[0])
-    assert np.degrees(np.arccos(up @ (rotation @ [0.0, 1.0, 0.0]))) < 0.5 and abs(offset - height) < 0.01
+    assert np.degrees(np.arccos(min(1.0, up @ (rotation @ [0.0, 1.0, 0.0])))) < 0.5 and abs(offset - height) < 0.01
     document = pose3d_document(lifted, keypoint_names())
     assert abs(document["floor"]["offset"] - height) < 0.01
     notes = []
@@ -136,3 +136,33 @@ def test_the_host_road_keeps_each_frame_s_floor_pixels_off_the_person():
     assert floor is not None and len(floor) >= 50 and not np.isclose(floor, (0.0, 0.0, 4.0)).all(1).any()
     rotation, _ = camera_from_world(1.5, 20.0, 0.0)
     assert np.abs(floor @ (rotation @ [0.0, 1.0, 0.0]) + 1.5).max() < 1e-3
+
+
+def test_the_device_road_samples_the_same_floor_pixels():
+    # floor_on_device (the device road: the grid where the pointmaps are, riding in the keypoints' copy) gives
+    # floor_pixels' samples to the bit, for two frames with one and two people (one with no sure foot)
+    import torch
+
+    from sapiens2_demo.pose.floor_pixels import floor_from_device, floor_on_device
+
+    frames = []
+    for pitch, boxes in ((20.0, [(250, 60, 390, 300)]), (10.0, [(100, 80, 220, 330), (400, 50, 520, 250)])):
+        points = floor_pointmap(1.5, pitch, 3.0)
+        poses = [person_on(points, box) for box in boxes]
+        foreground = np.any([f for _, f in poses], axis=0)
+        pose = PoseResult(image_size=SIZE, boxes=np.concatenate([p.boxes for p, _ in poses]),
+                          box_scores=np.ones(len(poses), np.float32),
+                          keypoints=np.concatenate([p.keypoints for p, _ in poses]),
+                          keypoint_scores=np.concatenate([p.keypoint_scores for p, _ in poses]))
+        frames.append((points, foreground, pose))
+    frames[1][2].keypoint_scores[1] = 0.1  # the second person's feet unsure: no band
+    poses = [pose for _, _, pose in frames]
+    sampled = floor_on_device(torch.from_numpy(np.concatenate([p.keypoints for p in poses])),
+                              torch.from_numpy(np.concatenate([p.keypoint_scores for p in poses])),
+                              [p.num_people for p in poses], np.concatenate([p.boxes for p in poses]),
+                              [torch.from_numpy(points) for points, _, _ in frames],
+                              [torch.from_numpy(foreground) for _, foreground, _ in frames])
+    for (points, foreground, pose), floor in zip(frames, floor_from_device(poses, sampled.numpy())):
+        host = floor_pixels(points, foreground, pose)
+        assert host is not None and len(host) >= 50 and (host[:, 2] != BODY_DEPTH).all()
+        np.testing.assert_array_equal(floor, host)
