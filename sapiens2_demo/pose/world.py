@@ -96,18 +96,18 @@ class World:
                 out[a:b, side] |= b - a >= rest
             for a, b in _runs(slow[:, side] & ~near[:, side]):
                 out[a:b, side] |= (a in ends or b in ends) and b - a >= 3
-        # a contact goes on while its foot stays slow and, where the clip cuts the stance, hugs the floor or sinks
-        # under it: with no frames before it the fit's acceleration prior starts its lift-off a frame or two early
-        # (its last still frames read 0.3-0.4 m/s, and a foot left free there slid 2 cm); within the clip while it
-        # is sunk under the floor: a junk frame beside a landing drags the first fit's foot down and on, and the
-        # contact began two frames late (the foot slid 17 mm); elsewhere a stance's edges are its own
-        landed = slow & (level < -LANDED_DEPTH)
-        hugging = landed | (slow & (np.abs(level) < HUG_HEIGHT))
+        # a contact goes on while its foot stays slow and, where the clip cuts the stance, hugs the floor: with no
+        # frames before it the fit's acceleration prior starts its lift-off a frame or two early (its last still
+        # frames read 0.3-0.4 m/s, and a foot left free there slid 2 cm); a landing starts early while the foot is
+        # sunk under the floor: a junk frame beside it drags the first fit's foot down and on, and the contact
+        # began two frames late (the foot slid 17 mm). Elsewhere a stance's edges are its own (a lift-off grown so
+        # held feet a drifting depth had sunk: 9.8 -> 11.1 mm of slide under the heavy model)
+        hugging, landed = slow & (np.abs(level) < HUG_HEIGHT), slow & (level < -LANDED_DEPTH)
         for side in range(out.shape[1]):
             for a, b in _runs(out[:, side]):
-                after, before = hugging if a == 0 else landed, hugging if b == len(out) else landed
-                while b < len(out) and after[b, side]:
+                while a == 0 and b < len(out) and hugging[b, side]:  # cut by the clip's first frame: on after it
                     out[b, side], b = True, b + 1
+                before = (hugging | landed) if b == len(out) else landed  # cut by its last, or a landing
                 while a > 0 and before[a - 1, side]:
                     out[a - 1, side], a = True, a - 1
             for a, b in _runs(~out[:, side]):  # a gap inside a contact, no longer than the window: noise
@@ -200,7 +200,7 @@ def plane(samples: np.ndarray, rng, image_up: np.ndarray, inlier: float = FLOOR_
 def _with_pixels(contacts: np.ndarray, found, pixels: np.ndarray | None, image_up: np.ndarray):
     """(normal, offset, contact inliers, floor pixels used) from the feet's plane `found` (or None) and the clip's
     floor pixels (see the module docstring); `found` as it was (0 pixels) where the pixels give no plane, or one
-    that disagrees."""
+    that disagrees and holds under MIN_CONTACTS of the contacts."""
     from .floor_pixels import PIXEL_INLIER, floor_plane
 
     seen = floor_plane(pixels, image_up)
@@ -210,7 +210,11 @@ def _with_pixels(contacts: np.ndarray, found, pixels: np.ndarray | None, image_u
     heights = contacts @ normal + offset
     on = np.abs(heights) < FLOOR_INLIER if found is None else found[2]
     if found is not None and np.degrees(np.arccos(np.clip(found[0] @ normal, -1, 1))) > AGREE_DEGREES:
-        return (*found, 0)
+        if (np.abs(heights) < FLOOR_INLIER).sum() < MIN_CONTACTS:  # a wall, furniture: the feet's plane stands
+            return (*found, 0)
+        # enough contacts on the floor seen: the feet's plane was a ramp through a step's two levels under a
+        # drifting depth (the step clip, level camera, heavy model: 20 degrees off gravity, the floor 1.7 m off)
+        on = np.abs(heights) < FLOOR_INLIER
     if not on.any() or abs(float(np.median(heights[on]))) > AGREE_HEIGHT:
         return None if found is None else (*found, 0)
     for _ in range(2):  # both, each half the weight (the pixels are many more)
